@@ -1,0 +1,37 @@
+"""tooldeck: publish Python functions as Model Context Protocol tools — spec-complete, fast, safe by default.
+
+    from tooldeck import Deck
+
+    deck = Deck("calculator")
+
+    @deck.tool
+    def add(a: float, b: float) -> float:
+        "Add two numbers."
+        return a + b
+
+    deck.run()
+"""
+
+from .protocol.errors import ProtocolError, RegistrationError, SchemaError, ToolError, TooldeckError
+from .server.context import Context
+from .server.deck import Deck
+from .tools.content import Annotations, Audio, EmbeddedResource, Image, ResourceLink, Text
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "Annotations",
+    "Audio",
+    "Context",
+    "Deck",
+    "EmbeddedResource",
+    "Image",
+    "ProtocolError",
+    "RegistrationError",
+    "ResourceLink",
+    "SchemaError",
+    "Text",
+    "ToolError",
+    "TooldeckError",
+    "__version__",
+]

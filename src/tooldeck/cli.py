@@ -1,0 +1,180 @@
+"""The ``tooldeck`` command: serve a deck, list its tools, or call one without an MCP client.
+
+Exit status: 0 success, 1 the tool reported an error, 2 bad usage or a target that cannot be loaded.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import sys
+from typing import Any
+
+from .protocol.errors import TargetError
+
+USAGE_ERROR = 2
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = _parser()
+    args = parser.parse_args(argv)
+    logging.basicConfig(
+        stream=sys.stderr, level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
+    try:
+        return int(args.command(args))
+    except TargetError as exc:
+        print(f"tooldeck: {exc}", file=sys.stderr)
+        return USAGE_ERROR
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="tooldeck", description="Serve Python functions as MCP tools.")
+    parser.add_argument("--log-level", default="warning", choices=["debug", "info", "warning", "error"],
+                        help="server log level on stderr (default: warning)")
+    commands = parser.add_subparsers(required=True, metavar="COMMAND")
+    target_help = "path/file.py[:attr] or package.module[:attr]"
+
+    serve = commands.add_parser("serve", help="serve a deck over stdio (the built-in demo deck without TARGET)")
+    serve.add_argument("target", nargs="?", metavar="TARGET", help=target_help)
+    serve.add_argument("--max-message-bytes", type=_positive_int, default=None, metavar="N",
+                       help="largest accepted message (default 4 MiB)")
+    serve.set_defaults(command=_serve)
+
+    tools = commands.add_parser("tools", help="list a deck's tools")
+    tools.add_argument("target", metavar="TARGET", help=target_help)
+    tools.add_argument("--json", action="store_true", help="print the tools/list result as JSON")
+    tools.set_defaults(command=_tools)
+
+    call = commands.add_parser("call", help="call one tool and print its result")
+    call.add_argument("target", metavar="TARGET", help=target_help)
+    call.add_argument("tool", metavar="TOOL")
+    call.add_argument("arguments", nargs="?", default="{}", metavar="JSON", help="arguments as a JSON object")
+    call.add_argument("--json", action="store_true", help="print the whole CallToolResult as JSON")
+    call.set_defaults(command=_call)
+    return parser
+
+
+def _positive_int(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError("must be a positive integer")
+    return value
+
+
+def _serve(args: argparse.Namespace) -> int:
+    from .loader import load_deck
+
+    deck = load_deck(args.target)
+    deck.run("stdio", max_message_bytes=args.max_message_bytes)
+    return 0
+
+
+def _tools(args: argparse.Namespace) -> int:
+    import orjson
+
+    from .loader import load_deck
+    from .transports.memory import connect
+
+    deck = load_deck(args.target)
+
+    async def fetch() -> list[dict[str, Any]]:
+        async with connect(deck) as client:
+            return await client.list_tools()
+
+    tools = asyncio.run(fetch())
+    if args.json:
+        sys.stdout.write(orjson.dumps({"tools": tools}, option=orjson.OPT_INDENT_2).decode() + "\n")
+        return 0
+    for tool in tools:
+        print(_signature(tool))
+        summary = (tool.get("description") or "").strip().splitlines()
+        if summary:
+            print(f"    {summary[0]}")
+    return 0
+
+
+def _signature(tool: dict[str, Any]) -> str:
+    schema = tool["inputSchema"]
+    required = set(schema.get("required", ()))
+    params = []
+    for name, prop in schema.get("properties", {}).items():
+        text = f"{name}: {_type_name(prop)}"
+        params.append(text if name in required else f"{text} = {_default(prop)}")
+    out = tool.get("outputSchema")
+    returns = ""
+    if out is not None:
+        inner = out.get("properties", {}).get("result") if list(out.get("properties", {})) == ["result"] else None
+        returns = f" -> {_type_name(inner if inner is not None else out)}"
+    return f"{tool['name']}({', '.join(params)}){returns}"
+
+
+def _type_name(schema: dict[str, Any]) -> str:
+    if "enum" in schema:
+        return " | ".join(repr(v) for v in schema["enum"])
+    kind = schema.get("type")
+    if isinstance(kind, list):
+        return " | ".join(kind)
+    if kind == "array":
+        return f"array[{_type_name(schema.get('items', {}))}]"
+    if "$ref" in schema:
+        return schema["$ref"].rsplit("/", 1)[-1]
+    if "anyOf" in schema:
+        return " | ".join(_type_name(s) for s in schema["anyOf"])
+    return kind or "any"
+
+
+def _default(schema: dict[str, Any]) -> str:
+    import orjson
+
+    return orjson.dumps(schema["default"]).decode() if "default" in schema else "…"
+
+
+def _call(args: argparse.Namespace) -> int:
+    import orjson
+
+    from .loader import load_deck
+    from .transports.memory import ClientError, connect
+
+    try:
+        arguments = orjson.loads(args.arguments)
+    except orjson.JSONDecodeError as exc:
+        raise TargetError(f"arguments are not valid JSON: {exc}") from None
+    if not isinstance(arguments, dict):
+        raise TargetError('arguments must be a JSON object, like \'{"a": 1}\'')
+    deck = load_deck(args.target)
+
+    async def invoke() -> dict[str, Any]:
+        async with connect(deck) as client:
+            return await client.call_tool(args.tool, arguments)
+
+    try:
+        result = asyncio.run(invoke())
+    except ClientError as exc:
+        known = ", ".join(t.name for t in deck.tools) or "none"
+        hint = f" (tools: {known})" if exc.code == -32602 and args.tool not in deck.tools else ""
+        print(f"tooldeck: {exc.message}{hint}", file=sys.stderr)
+        return USAGE_ERROR
+    if args.json:
+        sys.stdout.write(orjson.dumps(result, option=orjson.OPT_INDENT_2).decode() + "\n")
+    elif "structuredContent" in result and not result.get("isError"):
+        sys.stdout.write(orjson.dumps(result["structuredContent"], option=orjson.OPT_INDENT_2).decode() + "\n")
+    else:
+        stream = sys.stderr if result.get("isError") else sys.stdout
+        for block in result["content"]:
+            print(_describe(block), file=stream)
+    return 1 if result.get("isError") else 0
+
+
+def _describe(block: dict[str, Any]) -> str:
+    kind = block["type"]
+    if kind == "text":
+        return str(block["text"])
+    if kind in ("image", "audio"):
+        size = len(block["data"]) * 3 // 4
+        return f"[{kind} {block['mimeType']}, about {size} bytes]"
+    if kind == "resource_link":
+        return f"[resource link {block['uri']}]"
+    resource = block["resource"]
+    return str(resource["text"]) if "text" in resource else f"[resource {resource['uri']}, binary]"

@@ -1,0 +1,120 @@
+"""Finding the Deck a command-line TARGET names: ``path/file.py[:attr]`` or ``package.module[:attr]``.
+
+Every failure is a ``TargetError`` with one line that names the file (and line) and what to do about it.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import os
+import sys
+import traceback
+from types import ModuleType
+from typing import Any
+
+from .protocol.errors import TargetError
+from .server.deck import Deck
+
+DEMO = "tooldeck.demo"
+
+
+def load_deck(target: str | None) -> Deck:
+    if not target:
+        target = DEMO
+    source, attr = _split(target)
+    if source.endswith((".json", ".yaml", ".yml")):
+        raise TargetError(f"{source}: tool definition manifests are not supported by this version of tooldeck")
+    module = _load_file(source) if _looks_like_path(source) else _load_module(source)
+    return _pick(module, source, attr)
+
+
+def _split(target: str) -> tuple[str, str | None]:
+    source, sep, attr = target.rpartition(":")
+    if sep and attr.isidentifier() and source and not (len(source) == 1 and source.isalpha()):
+        return source, attr
+    return target, None
+
+
+def _looks_like_path(source: str) -> bool:
+    return source.endswith(".py") or os.sep in source or "/" in source
+
+
+def _load_file(path: str) -> ModuleType:
+    if not os.path.isfile(path):
+        raise TargetError(f"{path}: no such file")
+    if not path.endswith(".py"):
+        raise TargetError(f"{path}: expected a Python file (.py)")
+    directory = os.path.dirname(os.path.abspath(path))
+    if directory not in sys.path:
+        sys.path.insert(0, directory)  # so the file can import its neighbours, as `python file.py` would
+    name = os.path.splitext(os.path.basename(path))[0]
+    if not name.isidentifier() or name in sys.modules:
+        name = f"tooldeck_target_{abs(hash(path))}"
+    spec = importlib.util.spec_from_file_location(name, path)
+    if spec is None or spec.loader is None:
+        raise TargetError(f"{path}: cannot be loaded as a Python module")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    try:
+        spec.loader.exec_module(module)
+    except SystemExit as exc:
+        raise TargetError(f"{path}: exited while being imported (SystemExit {exc.code})") from None
+    except BaseException as exc:
+        del sys.modules[name]
+        raise TargetError(f"{_where(exc, path)}: {type(exc).__name__}: {exc}") from None
+    return module
+
+
+def _load_module(name: str) -> ModuleType:
+    if "" not in sys.path and os.getcwd() not in sys.path:
+        sys.path.insert(0, os.getcwd())
+    try:
+        return importlib.import_module(name)
+    except ModuleNotFoundError as exc:
+        if exc.name and name.startswith(exc.name):
+            raise TargetError(f"{name}: no such module (give a path/file.py or an importable module)") from None
+        raise TargetError(f"{name}: {type(exc).__name__}: {exc}") from None
+    except BaseException as exc:
+        raise TargetError(f"{name}: {type(exc).__name__}: {exc}") from None
+
+
+def _where(exc: BaseException, path: str) -> str:
+    """``path:line`` of the deepest frame inside the target file, or the syntax error's location."""
+    if isinstance(exc, SyntaxError) and exc.lineno:
+        return f"{path}:{exc.lineno}"
+    line = None
+    target = os.path.abspath(path)
+    for frame in traceback.extract_tb(exc.__traceback__):
+        if os.path.abspath(frame.filename) == target:
+            line = frame.lineno
+    return f"{path}:{line}" if line else path
+
+
+def _pick(module: ModuleType, source: str, attr: str | None) -> Deck:
+    if attr is not None:
+        if not hasattr(module, attr):
+            raise TargetError(f"{source}: has no attribute {attr!r}")
+        return _as_deck(getattr(module, attr), f"{source}:{attr}")
+    decks = {name: value for name, value in vars(module).items() if isinstance(value, Deck)}
+    if "deck" in decks:
+        return decks["deck"]
+    if len(decks) == 1:
+        return next(iter(decks.values()))
+    if not decks:
+        raise TargetError(f"{source}: no Deck found; create one (deck = Deck(...)) or name it as {source}:NAME")
+    names = ", ".join(sorted(decks))
+    raise TargetError(f"{source}: several Decks ({names}); choose one as {source}:NAME")
+
+
+def _as_deck(value: Any, where: str) -> Deck:
+    if isinstance(value, Deck):
+        return value
+    if callable(value):  # a factory: `module:create_deck`
+        try:
+            value = value()
+        except Exception as exc:
+            raise TargetError(f"{where}: calling it failed: {type(exc).__name__}: {exc}") from None
+        if isinstance(value, Deck):
+            return value
+    raise TargetError(f"{where}: is a {type(value).__name__}, not a Deck (or a function returning one)")

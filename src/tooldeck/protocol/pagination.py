@@ -1,0 +1,143 @@
+"""Opaque, tamper-evident cursors and the ordered catalog that tools, resources and prompts are listed from.
+
+A cursor names the last item of the previous page by its registration sequence number, so pages stay stable when
+items are added or removed between requests. It is signed with an HMAC key (random per process unless given), so a
+cursor that was edited, truncated or minted for another list is refused with -32602.
+"""
+
+from __future__ import annotations
+
+import base64
+import bisect
+import os
+from collections.abc import Callable, Iterator
+from typing import Any, Generic, TypeVar
+
+import orjson
+
+from .codec import Fragment
+from .errors import InvalidParamsError
+
+T = TypeVar("T")
+_MAC_BYTES = 16
+
+
+class CursorCodec:
+    """Signs and checks cursors; ``kind`` keeps a tools cursor from being replayed against prompts."""
+
+    def __init__(self, secret: bytes | None = None) -> None:
+        self._key = secret if secret is not None else os.urandom(32)
+
+    def encode(self, kind: str, position: int) -> str:
+        payload = f"{kind}:{position}".encode()
+        return base64.urlsafe_b64encode(payload + self._mac(payload)).rstrip(b"=").decode()
+
+    def decode(self, kind: str, cursor: Any) -> int:
+        if type(cursor) is not str:
+            raise InvalidParamsError("Invalid cursor: expected a string")
+        try:
+            raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4))
+        except ValueError:
+            raise InvalidParamsError("Invalid cursor") from None
+        payload, mac = raw[:-_MAC_BYTES], raw[-_MAC_BYTES:]
+        import hmac  # deferred: only paginated lists pay for it
+
+        if len(raw) <= _MAC_BYTES or not hmac.compare_digest(mac, self._mac(payload)):
+            raise InvalidParamsError("Invalid cursor")
+        got_kind, _, position = payload.decode("ascii", "replace").partition(":")
+        if got_kind != kind or not position.isdigit():
+            raise InvalidParamsError("Invalid cursor")
+        return int(position)
+
+    def _mac(self, payload: bytes) -> bytes:
+        import hashlib
+        import hmac
+
+        return hmac.new(self._key, payload, hashlib.sha256).digest()[:_MAC_BYTES]
+
+
+class Catalog(Generic[T]):
+    """Named items in registration order, with change listeners and cursor pagination.
+
+    ``wire`` turns an item into its wire dict; listings cache the wire form until the catalog changes.
+    """
+
+    def __init__(self, kind: str, wire: Callable[[T], Any]) -> None:
+        self.kind = kind
+        self._wire = wire
+        self._items: dict[str, T] = {}
+        self._seq: dict[str, int] = {}
+        self._order: list[int] = []  # sequence numbers, ascending
+        self._by_seq: dict[int, str] = {}
+        self._next_seq = 0
+        self._listeners: list[Callable[[], None]] = []
+        self._cache: list[Any] | None = None
+        self._cache_json: Fragment | None = None
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._items
+
+    def __iter__(self) -> Iterator[T]:
+        return iter(self._items.values())
+
+    def get(self, name: str) -> T | None:
+        return self._items.get(name)
+
+    def add(self, name: str, item: T) -> None:
+        """Register ``item``; the caller has checked that ``name`` is free."""
+        seq = self._next_seq
+        self._next_seq += 1
+        self._items[name] = item
+        self._seq[name] = seq
+        self._order.append(seq)
+        self._by_seq[seq] = name
+        self._changed()
+
+    def replace(self, name: str, item: T) -> None:
+        """Swap the item registered under ``name``, keeping its place in the order."""
+        self._items[name] = item
+        self._changed()
+
+    def remove(self, name: str) -> T:
+        item = self._items.pop(name)
+        seq = self._seq.pop(name)
+        del self._by_seq[seq]
+        self._order.pop(bisect.bisect_left(self._order, seq))
+        self._changed()
+        return item
+
+    def subscribe(self, listener: Callable[[], None]) -> None:
+        self._listeners.append(listener)
+
+    def listing(self) -> list[Any]:
+        """Every item's wire form, in order (cached until the next change)."""
+        if self._cache is None:
+            self._cache = [self._wire(self._items[self._by_seq[s]]) for s in self._order]
+        return self._cache
+
+    def listing_json(self) -> Fragment:
+        """``listing()`` pre-encoded, so an unpaginated list costs one copy per request, not one encoding."""
+        if self._cache_json is None:
+            self._cache_json = Fragment(orjson.dumps(self.listing()))
+        return self._cache_json
+
+    def page(self, cursor: Any, page_size: int | None, codec: CursorCodec) -> tuple[list[Any] | Fragment, str | None]:
+        """One page of wire items and the cursor of the next page (None on the last)."""
+        if page_size is None:
+            if cursor is not None:
+                codec.decode(self.kind, cursor)  # still refuse garbage, even when everything fits on one page
+            return self.listing_json(), None
+        start = 0 if cursor is None else bisect.bisect_right(self._order, codec.decode(self.kind, cursor))
+        seqs = self._order[start : start + page_size]
+        items = [self._wire(self._items[self._by_seq[s]]) for s in seqs]
+        more = start + page_size < len(self._order)
+        return items, codec.encode(self.kind, seqs[-1]) if more and seqs else None
+
+    def _changed(self) -> None:
+        self._cache = None
+        self._cache_json = None
+        for listener in self._listeners:
+            listener()

@@ -1,0 +1,144 @@
+"""Context: what a running tool can do with its request: report progress, log to the client, see cancellation.
+
+Declare a parameter annotated ``Context`` and tooldeck passes it in; it never appears in the inputSchema. Its
+methods work from async tools (``await ctx.report_progress(1, 3)``) and from sync tools running in a worker thread
+(``ctx.report_progress(1, 3)``, no await): the message is handed to the event loop's thread either way.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Generator
+from typing import TYPE_CHECKING, Any
+
+from ..protocol import jsonrpc
+
+if TYPE_CHECKING:
+    from asyncio import AbstractEventLoop
+
+    from .session import Session
+
+log = logging.getLogger("tooldeck.context")
+
+LOG_LEVELS = ("debug", "info", "notice", "warning", "error", "critical", "alert", "emergency")
+LOG_RANK = {level: rank for rank, level in enumerate(LOG_LEVELS)}
+
+
+class _Done:
+    """An awaitable that is already complete: lets sync tools call the methods without ``await``."""
+
+    __slots__ = ()
+
+    def __await__(self) -> Generator[Any, None, None]:
+        return iter(())  # type: ignore[return-value]
+
+
+DONE = _Done()
+
+
+class Context:
+    """Passed to a tool that asks for it; valid while the call runs (calls after it ends are ignored)."""
+
+    __slots__ = ("_last_progress", "_loop", "_loop_thread", "_session", "cancelled", "finished", "progress_token",
+                 "request_id", "tool_name")
+
+    def __init__(
+        self,
+        session: Session,
+        request_id: jsonrpc.RequestId,
+        tool_name: str,
+        progress_token: str | int | None,
+        loop: AbstractEventLoop,
+    ) -> None:
+        self._session = session
+        self.request_id = request_id
+        self.tool_name = tool_name
+        self.progress_token = progress_token
+        self._loop = loop
+        self._loop_thread = threading.get_ident()
+        self._last_progress: float | None = None
+        self.cancelled = False
+        self.finished = False
+
+    # --- what the tool can read ---------------------------------------------------------------------------------
+
+    @property
+    def is_cancelled(self) -> bool:
+        """True once the client cancelled the request; sync tools should poll it in long loops."""
+        return self.cancelled
+
+    @property
+    def client_info(self) -> dict[str, Any] | None:
+        return self._session.client_info
+
+    @property
+    def client_capabilities(self) -> dict[str, Any]:
+        return self._session.client_capabilities
+
+    @property
+    def protocol_version(self) -> str | None:
+        return self._session.protocol_version
+
+    # --- what the tool can send ---------------------------------------------------------------------------------
+
+    def report_progress(self, progress: float, total: float | None = None, message: str | None = None) -> _Done:
+        """Send notifications/progress, only if the request carried a progressToken.
+
+        ``progress`` must grow with every call (the spec requires it); a value that does not is dropped with a
+        warning in the server log rather than sent.
+        """
+        if self.progress_token is None or self.finished or self.cancelled:
+            return DONE
+        if isinstance(progress, bool) or not isinstance(progress, int | float):
+            raise TypeError(f"progress must be a number, got {type(progress).__name__}")
+        if self._last_progress is not None and progress <= self._last_progress:
+            log.warning("tool %r: progress %r does not exceed %r; not sent", self.tool_name, progress,
+                        self._last_progress)
+            return DONE
+        self._last_progress = progress
+        params: dict[str, Any] = {"progressToken": self.progress_token, "progress": progress}
+        if total is not None:
+            params["total"] = total
+        if message is not None:
+            params["message"] = message
+        self._emit(jsonrpc.notification("notifications/progress", params))
+        return DONE
+
+    def log(self, level: str, message: Any, *, logger: str | None = None) -> _Done:
+        """Send notifications/message at ``level`` (debug ... emergency) if the client's log level lets it through.
+
+        ``message`` may be a string or any JSON value (the spec's ``data``).
+        """
+        if level not in LOG_RANK:
+            raise ValueError(f"unknown log level {level!r}; use one of {', '.join(LOG_LEVELS)}")
+        if self.finished or LOG_RANK[level] < self._session.log_rank:
+            return DONE
+        params: dict[str, Any] = {"level": level, "data": message}
+        if logger is not None:
+            params["logger"] = logger
+        self._emit(jsonrpc.notification("notifications/message", params))
+        return DONE
+
+    def debug(self, message: Any, *, logger: str | None = None) -> _Done:
+        return self.log("debug", message, logger=logger)
+
+    def info(self, message: Any, *, logger: str | None = None) -> _Done:
+        return self.log("info", message, logger=logger)
+
+    def warning(self, message: Any, *, logger: str | None = None) -> _Done:
+        return self.log("warning", message, logger=logger)
+
+    def error(self, message: Any, *, logger: str | None = None) -> _Done:
+        return self.log("error", message, logger=logger)
+
+    def _emit(self, message: dict[str, Any]) -> None:
+        if threading.get_ident() == self._loop_thread:
+            self._session.send(message)
+        else:
+            self._loop.call_soon_threadsafe(self._send_unless_finished, message)
+
+    def _send_unless_finished(self, message: dict[str, Any]) -> None:
+        # A worker thread may report progress just as the call ends; nothing may follow the response.
+        if not self.finished:
+            self._session.send(message)

@@ -1,0 +1,223 @@
+"""The Deck: a server's registries and options, and the public way to add tools and run the server."""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+from collections.abc import Awaitable, Callable
+from concurrent.futures import ThreadPoolExecutor
+from typing import TYPE_CHECKING, Any, TypeVar, overload
+
+from ..protocol.errors import RegistrationError
+from ..protocol.pagination import CursorCodec
+from ..tools.function import tool_from_function
+from ..tools.registry import ToolRegistry
+from ..tools.tool import Tool, normalize_icons
+from .context import LOG_RANK, Context
+from .handlers import HANDLERS
+
+if TYPE_CHECKING:
+    from .session import Session
+
+F = TypeVar("F", bound=Callable[..., Any])
+Policy = Callable[["Session", Tool, dict[str, Any]], None]
+
+
+class Deck:
+    """A named set of tools served over MCP.
+
+    ``page_size``: tools per tools/list page (None: one page). ``mask_errors``: hide the text of unexpected tool
+    exceptions from clients. ``max_threads``: worker threads for sync tools. ``log_level``: the lowest level sent
+    as notifications/message before the client picks one with logging/setLevel.
+    """
+
+    def __init__(
+        self,
+        name: str,
+        version: str = "0.1.0",
+        *,
+        title: str | None = None,
+        description: str | None = None,
+        instructions: str | None = None,
+        website_url: str | None = None,
+        icons: list[dict[str, Any]] | None = None,
+        page_size: int | None = None,
+        mask_errors: bool = True,
+        max_threads: int = 40,
+        log_level: str = "info",
+        max_message_bytes: int = 4 * 1024 * 1024,
+        cursor_secret: bytes | None = None,
+    ) -> None:
+        if not isinstance(name, str) or not name:
+            raise RegistrationError("a Deck needs a non-empty name")
+        if page_size is not None and (isinstance(page_size, bool) or not isinstance(page_size, int) or page_size < 1):
+            raise RegistrationError(f"page_size must be a positive integer or None, got {page_size!r}")
+        if log_level not in LOG_RANK:
+            raise RegistrationError(f"log_level must be one of {', '.join(LOG_RANK)}, got {log_level!r}")
+        if max_threads < 1:
+            raise RegistrationError("max_threads must be at least 1")
+        self.name = name
+        self.version = version
+        self.instructions = instructions
+        self.page_size = page_size
+        self.mask_errors = mask_errors
+        self.max_threads = max_threads
+        self.log_level = log_level
+        self.max_message_bytes = max_message_bytes
+        self.cursors = CursorCodec(cursor_secret)
+        self.server_info: dict[str, Any] = {"name": name, "version": version}
+        for key, value in (("title", title), ("description", description), ("websiteUrl", website_url)):
+            if value is not None:
+                self.server_info[key] = value
+        server_icons = normalize_icons(icons, f"deck {name!r}")
+        if server_icons:
+            self.server_info["icons"] = list(server_icons)
+        self.tools = ToolRegistry()
+        self.tools.subscribe(lambda: self._changed("tools"))
+        self.handlers = dict(HANDLERS)
+        self.policies: list[Policy] = []
+        self.sessions: set[Session] = set()
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._executor: ThreadPoolExecutor | None = None
+        self._pending_changes: set[str] = set()
+        self._init_results: dict[str, dict[str, Any]] = {}
+
+    # --- tools --------------------------------------------------------------------------------------------------
+
+    @overload
+    def tool(self, fn: F, /) -> F: ...
+
+    @overload
+    def tool(
+        self,
+        *,
+        name: str | None = None,
+        title: str | None = None,
+        description: str | None = None,
+        annotations: dict[str, Any] | None = None,
+        icons: list[dict[str, Any]] | None = None,
+        task: str | None = None,
+        meta: dict[str, Any] | None = None,
+        output_schema: dict[str, Any] | bool | None = None,
+    ) -> Callable[[F], F]: ...
+
+    def tool(self, fn: Any = None, /, **options: Any) -> Any:
+        """Register a function as a tool: ``@deck.tool`` or ``@deck.tool(name=..., title=...)``.
+
+        The function is returned unchanged, so it stays an ordinary, testable function.
+        """
+        if fn is not None:
+            self.add_tool(fn, **options)
+            return fn
+
+        def register(func: F) -> F:
+            self.add_tool(func, **options)
+            return func
+
+        return register
+
+    def add_tool(
+        self,
+        fn: Callable[..., Any],
+        *,
+        name: str | None = None,
+        title: str | None = None,
+        description: str | None = None,
+        annotations: dict[str, Any] | None = None,
+        icons: list[dict[str, Any]] | None = None,
+        task: str | None = None,
+        meta: dict[str, Any] | None = None,
+        output_schema: dict[str, Any] | bool | None = None,
+    ) -> Tool:
+        """Register ``fn`` as a tool and return its record; connected clients are told the list changed."""
+        tool = tool_from_function(
+            fn,
+            name=name,
+            title=title,
+            description=description,
+            annotations=annotations,
+            icons=icons,
+            task=task,
+            meta=meta,
+            output_schema=output_schema,
+            injectable=(Context,),
+        )
+        return self.tools.register(tool)
+
+    def remove_tool(self, name: str) -> None:
+        """Unregister a tool; connected clients get notifications/tools/list_changed."""
+        self.tools.unregister(name)
+
+    # --- what initialize answers --------------------------------------------------------------------------------
+
+    def capabilities(self) -> dict[str, Any]:
+        return {"logging": {}, "tools": {"listChanged": True}}
+
+    def initialize_result(self, protocol_version: str) -> dict[str, Any]:
+        cached = self._init_results.get(protocol_version)
+        if cached is None:
+            cached = {
+                "protocolVersion": protocol_version,
+                "capabilities": self.capabilities(),
+                "serverInfo": self.server_info,
+            }
+            if self.instructions is not None:
+                cached["instructions"] = self.instructions
+            self._init_results[protocol_version] = cached
+        return cached
+
+    # --- running ------------------------------------------------------------------------------------------------
+
+    def run(self, transport: str = "stdio", **options: Any) -> None:
+        """Serve until the client goes away (stdio: EOF on stdin) or SIGTERM/SIGINT arrives."""
+        if transport == "stdio":
+            from ..transports.stdio import run_stdio  # transports sit above the server layer: imported on demand
+
+            run_stdio(self, **options)
+        else:
+            raise ValueError(f"unknown transport {transport!r}; tooldeck serves 'stdio'")
+
+    def loop(self) -> asyncio.AbstractEventLoop:
+        if self._loop is None:
+            self._loop = asyncio.get_running_loop()
+        return self._loop
+
+    def attach(self, session: Session) -> None:
+        """Called by each new session: the deck tells live sessions when its lists change."""
+        self.sessions.add(session)
+        if self._loop is None:
+            try:
+                self._loop = asyncio.get_running_loop()
+            except RuntimeError:
+                pass  # a sans-IO session driven without a loop: changes are announced synchronously
+
+    def run_sync(self, fn: Callable[[], Any]) -> Awaitable[Any]:
+        """Run a sync tool in the worker pool, with the caller's context variables."""
+        if self._executor is None:
+            self._executor = ThreadPoolExecutor(self.max_threads, thread_name_prefix="tooldeck-tool")
+        return self.loop().run_in_executor(self._executor, contextvars.copy_context().run, fn)
+
+    def _changed(self, kind: str) -> None:
+        if not self.sessions:
+            return
+        if self._loop is None or self._loop.is_closed():
+            self._pending_changes.add(kind)
+            self._announce()
+            return
+        if kind in self._pending_changes:
+            return  # one notification per burst of changes
+        self._pending_changes.add(kind)
+        try:
+            same_thread = asyncio.get_running_loop() is self._loop
+        except RuntimeError:
+            same_thread = False
+        if same_thread:
+            self._loop.call_soon(self._announce)
+        else:
+            self._loop.call_soon_threadsafe(self._announce)
+
+    def _announce(self) -> None:
+        kinds, self._pending_changes = self._pending_changes, set()
+        for kind in sorted(kinds):
+            for session in list(self.sessions):
+                session.notify(f"notifications/{kind}/list_changed")

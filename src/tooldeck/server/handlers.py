@@ -1,0 +1,84 @@
+"""The method table: which function answers each MCP request, and the tools/* handlers themselves.
+
+A handler takes ``(session, request, reply)`` and returns the result dict, or returns None after handing the work
+to ``session.spawn`` (it then replies when the work ends). Raising a ``ProtocolError`` answers with that error.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from ..protocol.errors import InvalidParamsError
+from ..protocol.jsonrpc import Request, is_request_id
+from ..tools.call import call_tool
+from .context import Context
+
+if TYPE_CHECKING:
+    from .session import Handler, Reply, Session
+
+
+def initialize(session: Session, request: Request, reply: Reply) -> dict[str, Any]:
+    return session.initialize(request.params)
+
+
+def ping(session: Session, request: Request, reply: Reply) -> dict[str, Any]:
+    return {}
+
+
+def set_log_level(session: Session, request: Request, reply: Reply) -> dict[str, Any]:
+    return session.set_log_level(request.params)
+
+
+def list_tools(session: Session, request: Request, reply: Reply) -> dict[str, Any]:
+    deck = session.deck
+    items, next_cursor = deck.tools.page(request.params.get("cursor"), deck.page_size, deck.cursors)
+    if next_cursor is None:
+        return {"tools": items}
+    return {"tools": items, "nextCursor": next_cursor}
+
+
+def call(session: Session, request: Request, reply: Reply) -> None:
+    params = request.params
+    name = params.get("name")
+    if type(name) is not str:
+        raise InvalidParamsError('Invalid params: tools/call needs "name" (a string)')
+    deck = session.deck
+    tool = deck.tools.get(name)
+    if tool is None:
+        raise InvalidParamsError(f"Unknown tool: {name}")
+    arguments = params.get("arguments")
+    if arguments is None:
+        arguments = {}
+    elif type(arguments) is not dict:
+        raise InvalidParamsError('Invalid params: tools/call "arguments" must be an object')
+    token = progress_token(params)
+    for policy in deck.policies:  # access control, rate limits: may raise a ProtocolError or ToolError
+        policy(session, tool, arguments)
+    context = None
+    injected = None
+    if tool.injected:
+        context = Context(session, request.id, name, token, deck.loop())
+        injected = dict.fromkeys(tool.injected, context)
+    work = call_tool(tool, arguments, injected, deck.run_sync, mask_errors=deck.mask_errors)
+    session.spawn(request, reply, work, context)
+
+
+def progress_token(params: dict[str, Any]) -> str | int | None:
+    meta = params.get("_meta")
+    if meta is None:
+        return None
+    if type(meta) is not dict:
+        raise InvalidParamsError('Invalid params: "_meta" must be an object')
+    token = meta.get("progressToken")
+    if token is not None and not is_request_id(token):
+        raise InvalidParamsError('Invalid params: "_meta.progressToken" must be a string or an integer')
+    return token
+
+
+HANDLERS: dict[str, Handler] = {
+    "initialize": initialize,
+    "ping": ping,
+    "logging/setLevel": set_log_level,
+    "tools/list": list_tools,
+    "tools/call": call,
+}

@@ -1,0 +1,280 @@
+"""One client connection: lifecycle, version negotiation, dispatch, in-flight requests and cancellation.
+
+The session is sans-IO: decoded messages go in through ``receive``; messages to send come out through the ``send``
+callable the transport supplies. It never reads a pipe or a socket. Requests that run user code (tools/call) become
+asyncio tasks it tracks by request id, so ``notifications/cancelled`` can stop them and no response follows.
+
+Lifecycle: ``new`` until initialize is answered, then ``initialized``; notifications/initialized marks the client
+``ready``. Before initialize only ``initialize`` and ``ping`` are served; anything else gets -32600 at once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from ..protocol import jsonrpc, versions
+from ..protocol.errors import (
+    InternalError,
+    InvalidParamsError,
+    InvalidRequestError,
+    MethodNotFoundError,
+    ProtocolError,
+)
+from ..protocol.jsonrpc import Invalid, Notification, Request, RequestId, Response
+from .context import LOG_LEVELS, LOG_RANK
+
+if TYPE_CHECKING:
+    from .deck import Deck
+
+log = logging.getLogger("tooldeck.session")
+
+Send = Callable[[Any], None]
+Handler = Callable[["Session", Request, "Reply"], Any]
+_BEFORE_INIT = frozenset({"initialize", "ping"})
+
+
+class Reply:
+    """Where the answer to one request goes: straight to the transport, or into a 2025-03-26 batch."""
+
+    __slots__ = ("_batch", "_send")
+
+    def __init__(self, send: Send, batch: _Batch | None = None) -> None:
+        self._send = send
+        self._batch = batch
+
+    def __call__(self, message: dict[str, Any]) -> None:
+        if self._batch is None:
+            self._send(message)
+        else:
+            self._batch.add(message)
+
+    def drop(self) -> None:
+        """The request was cancelled: no response will come."""
+        if self._batch is not None:
+            self._batch.drop()
+
+
+class _Batch:
+    """Collects the responses of one JSON-RPC batch and sends them as one array when the last arrives."""
+
+    __slots__ = ("_expected", "_responses", "_send")
+
+    def __init__(self, send: Send, expected: int) -> None:
+        self._send = send
+        self._expected = expected
+        self._responses: list[dict[str, Any]] = []
+
+    def add(self, message: dict[str, Any]) -> None:
+        self._responses.append(message)
+        self._check()
+
+    def drop(self) -> None:
+        self._expected -= 1
+        self._check()
+
+    def _check(self) -> None:
+        if len(self._responses) >= self._expected and self._expected > 0 and self._responses:
+            self._send(self._responses)
+            self._expected = 0
+
+
+class InFlight:
+    """A request whose handler is still running."""
+
+    __slots__ = ("context", "reply", "task")
+
+    def __init__(self, task: asyncio.Task[Any], reply: Reply, context: Any = None) -> None:
+        self.task = task
+        self.reply = reply
+        self.context = context
+
+
+class Session:
+    def __init__(self, deck: Deck, send: Send, *, principal: Any = None) -> None:
+        self.deck = deck
+        self.send = send
+        self.principal = principal
+        self.protocol_version: str | None = None
+        self.client_info: dict[str, Any] | None = None
+        self.client_capabilities: dict[str, Any] = {}
+        self.initialized = False
+        self.ready = False
+        self.closed = False
+        self.log_rank = LOG_RANK[deck.log_level]
+        self.in_flight: dict[RequestId, InFlight] = {}
+        self._handlers = deck.handlers
+        self._direct = Reply(send)
+        deck.attach(self)
+
+    # --- input --------------------------------------------------------------------------------------------------
+
+    def receive(self, obj: Any) -> None:
+        """Handle one decoded JSON value from the client."""
+        if self.closed:
+            return
+        if type(obj) is list:
+            self._receive_batch(obj)
+            return
+        self._receive(jsonrpc.parse(obj), self._direct)
+
+    def receive_error(self, error: ProtocolError) -> None:
+        """The transport could not decode a message (bad JSON, too large): answer with no id."""
+        self.send(jsonrpc.error(None, error))
+
+    def _receive(self, message: jsonrpc.Message, reply: Reply) -> None:
+        if type(message) is Request:
+            self._request(message, reply)
+        elif type(message) is Notification:
+            self._notification(message)
+        elif type(message) is Response:
+            self._response(message)
+        else:
+            assert type(message) is Invalid
+            reply(jsonrpc.error(message.id, message.error))
+
+    def _request(self, request: Request, reply: Reply) -> None:
+        method = request.method
+        if not self.initialized and method not in _BEFORE_INIT:
+            error = InvalidRequestError(f"Invalid request: {method} before initialize; send initialize first")
+            reply(jsonrpc.error(request.id, error))
+            return
+        if request.id in self.in_flight:
+            error = InvalidRequestError(f"Invalid request: id {request.id!r} is already in use by a running request")
+            reply(jsonrpc.error(request.id, error))
+            return
+        handler = self._handlers.get(method)
+        if handler is None:
+            reply(jsonrpc.error(request.id, MethodNotFoundError(f"Method not found: {method}")))
+            return
+        try:
+            result = handler(self, request, reply)
+        except ProtocolError as exc:
+            reply(jsonrpc.error(request.id, exc))
+        except Exception:
+            log.exception("handler for %s failed", method)
+            reply(jsonrpc.error(request.id, InternalError(f"Internal error while handling {method}")))
+        else:
+            if result is not None:  # handlers that answer later (tools/call) return None and reply themselves
+                reply(jsonrpc.result(request.id, result))
+
+    def _notification(self, note: Notification) -> None:
+        method = note.method
+        if method == "notifications/cancelled":
+            self._cancelled(note.params)
+        elif method == "notifications/initialized":
+            if self.initialized:
+                self.ready = True
+        # Other notifications (progress for our requests, roots/list_changed, unknown ones) need no action yet.
+
+    def _response(self, response: Response) -> None:
+        # The server sends no requests of its own in this revision of tooldeck; a stray response is only logged.
+        log.debug("ignoring response to unknown request id %r", response.id)
+
+    def _cancelled(self, params: dict[str, Any]) -> None:
+        request_id = params.get("requestId")
+        entry = self.in_flight.pop(request_id, None) if jsonrpc.is_request_id(request_id) else None
+        if entry is None:
+            return  # unknown, finished already, or malformed: the spec says ignore
+        log.debug("request %r cancelled by the client: %s", request_id, params.get("reason"))
+        if entry.context is not None:
+            entry.context.cancelled = True
+        entry.reply.drop()
+        entry.task.cancel()
+
+    def _receive_batch(self, items: list[Any]) -> None:
+        if not versions.accepts_batches(self.protocol_version):
+            revision = self.protocol_version or "this session (not initialized)"
+            error = InvalidRequestError(f"Invalid request: JSON-RPC batches are not supported in {revision}")
+            self.send(jsonrpc.error(None, error))
+            return
+        if not items:
+            self.send(jsonrpc.error(None, InvalidRequestError("Invalid request: empty batch")))
+            return
+        messages = [jsonrpc.parse(item) for item in items]
+        expected = sum(1 for m in messages if type(m) is Request or type(m) is Invalid)
+        reply = Reply(self.send, _Batch(self.send, expected))
+        for message in messages:
+            if type(message) is Request and message.method == "initialize":
+                reply(jsonrpc.error(message.id, InvalidRequestError("Invalid request: initialize may not be batched")))
+                continue
+            self._receive(message, reply)
+
+    # --- output -------------------------------------------------------------------------------------------------
+
+    def notify(self, method: str, params: dict[str, Any] | None = None) -> None:
+        """Send a notification not tied to a request (list_changed and the like), once initialized."""
+        if self.initialized and not self.closed:
+            self.send(jsonrpc.notification(method, params))
+
+    # --- running requests ---------------------------------------------------------------------------------------
+
+    def spawn(self, request: Request, reply: Reply, work: Any, context: Any = None) -> None:
+        """Run ``work`` (a coroutine producing the result dict) as a tracked task that replies when it ends."""
+        task = asyncio.get_running_loop().create_task(self._run(request.id, reply, work, context))
+        self.in_flight[request.id] = InFlight(task, reply, context)
+
+    async def _run(self, request_id: RequestId, reply: Reply, work: Any, context: Any) -> None:
+        try:
+            message = jsonrpc.result(request_id, await work)
+        except asyncio.CancelledError:
+            return  # cancelled by the client or by shutdown: no response, as the spec asks
+        except ProtocolError as exc:
+            message = jsonrpc.error(request_id, exc)
+        except Exception:
+            log.exception("request %r failed", request_id)
+            message = jsonrpc.error(request_id, InternalError("Internal error"))
+        finally:
+            if context is not None:
+                context.finished = True
+        entry = self.in_flight.get(request_id)
+        if entry is None or entry.task is not asyncio.current_task():
+            return  # cancelled while finishing (the work swallowed the cancellation): still no response
+        del self.in_flight[request_id]
+        reply(message)
+
+    def close(self) -> list[asyncio.Task[Any]]:
+        """End the session: cancel running requests (their tasks are returned so the transport can await them)."""
+        if self.closed:
+            return []
+        self.closed = True
+        self.deck.sessions.discard(self)
+        tasks = []
+        for entry in self.in_flight.values():
+            if entry.context is not None:
+                entry.context.cancelled = True
+            entry.task.cancel()
+            tasks.append(entry.task)
+        self.in_flight.clear()
+        return tasks
+
+    # --- lifecycle handlers -------------------------------------------------------------------------------------
+
+    def initialize(self, params: dict[str, Any]) -> dict[str, Any]:
+        if self.initialized:
+            raise InvalidRequestError("Invalid request: the session is already initialized")
+        requested = params.get("protocolVersion")
+        if type(requested) is not str:
+            raise InvalidParamsError('Invalid params: initialize needs "protocolVersion" (a string)')
+        capabilities = params.get("capabilities")
+        if type(capabilities) is not dict:
+            raise InvalidParamsError('Invalid params: initialize needs "capabilities" (an object)')
+        client_info = params.get("clientInfo")
+        if type(client_info) is not dict or type(client_info.get("name")) is not str:
+            raise InvalidParamsError('Invalid params: initialize needs "clientInfo" with a string "name"')
+        if type(client_info.get("version")) is not str:
+            raise InvalidParamsError('Invalid params: "clientInfo.version" must be a string')
+        self.protocol_version = versions.negotiate(requested)
+        self.client_capabilities = capabilities
+        self.client_info = client_info
+        self.initialized = True
+        return self.deck.initialize_result(self.protocol_version)
+
+    def set_log_level(self, params: dict[str, Any]) -> dict[str, Any]:
+        level = params.get("level")
+        if level not in LOG_RANK:
+            raise InvalidParamsError(f"Invalid params: unknown log level {level!r}; use one of {', '.join(LOG_LEVELS)}")
+        self.log_rank = LOG_RANK[level]
+        return {}

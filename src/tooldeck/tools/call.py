@@ -1,0 +1,66 @@
+"""One tools/call after lookup: validate the arguments, convert them, invoke the tool, shape the result.
+
+Everything that goes wrong here is a tool execution error (``isError: true``), never a JSON-RPC error: arguments
+that fail the inputSchema (SEP-1303), a ``ToolError`` (its message is shown), and any other exception (masked by
+default: the model sees a reference, the log gets the traceback).
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import os
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from ..protocol.errors import ToolError
+from .result import build_result, error_result
+from .tool import Tool
+
+log = logging.getLogger("tooldeck.tools")
+
+SyncRunner = Callable[[Callable[[], Any]], Awaitable[Any]]
+
+
+async def call_tool(
+    tool: Tool,
+    arguments: dict[str, Any],
+    injected: dict[str, Any] | None,
+    run_sync: SyncRunner,
+    *,
+    mask_errors: bool = True,
+) -> dict[str, Any]:
+    """The CallToolResult for one call. Cancellation (``CancelledError``) passes through untouched."""
+    if not tool.input_validator.is_valid(arguments):
+        problems = "; ".join(tool.input_validator.errors(arguments))
+        return error_result(f"Invalid arguments for tool {tool.name!r}: {problems}")
+    kwargs = arguments
+    if tool.converters:
+        kwargs = dict(arguments)
+        for key, convert in tool.converters.items():
+            if key in kwargs:
+                try:
+                    kwargs[key] = convert(kwargs[key])
+                except (TypeError, ValueError) as exc:
+                    return error_result(f"Invalid arguments for tool {tool.name!r}: $.{key}: {exc}")
+    if injected:
+        kwargs = {**kwargs, **injected}
+    try:
+        if tool.is_async:
+            value = await tool.fn(**kwargs)
+        else:
+            value = await run_sync(functools.partial(tool.fn, **kwargs))
+        return build_result(tool, value)
+    except ToolError as exc:
+        return error_result(str(exc) or f"Tool {tool.name!r} failed")
+    except Exception as exc:  # the tool's own bug or failure; BaseException (cancellation, exit) passes through
+        return failure_result(tool.name, exc, mask_errors)
+
+
+def failure_result(name: str, exc: BaseException, mask_errors: bool) -> dict[str, Any]:
+    if not mask_errors:
+        log.error("tool %r raised", name, exc_info=exc)
+        return error_result(f"Error executing tool {name!r}: {type(exc).__name__}: {exc}")
+    ref = os.urandom(4).hex()
+    log.error("tool %r raised (ref %s)", name, ref, exc_info=exc)
+    return error_result(f"Tool {name!r} failed with an internal error (ref {ref}); details are in the server log.")

@@ -1,0 +1,73 @@
+"""Turning what a tool returned into a CallToolResult, with structured output checked against the outputSchema.
+
+A tool may return a ``str``, a content block, a list of them, a dict / dataclass / model, or a scalar. With an
+outputSchema the result carries ``structuredContent`` (validated here before it leaves the server) and the same
+value as text: JSON for objects and lists, the plain text for a wrapped scalar (``"hello"``, not ``{"result":...}``).
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import orjson
+
+from ..schema.convert import json_default
+from .content import CONTENT_TYPES
+from .tool import Tool
+
+log = logging.getLogger("tooldeck.tools")
+_SCALARS = (str, int, float, bool, type(None))
+
+
+def error_result(message: str) -> dict[str, Any]:
+    return {"content": [{"type": "text", "text": message}], "isError": True}
+
+
+def build_result(tool: Tool, value: Any) -> dict[str, Any]:
+    if tool.output_validator is not None:
+        return _structured(tool, value)
+    return {"content": to_content(value), "isError": False}
+
+
+def _structured(tool: Tool, value: Any) -> dict[str, Any]:
+    if tool.wraps_output and type(value) in _SCALARS:
+        structured: Any = {"result": value}  # fast path: already plain JSON, nothing to round-trip
+        text = value if type(value) is str else orjson.dumps(value).decode()
+    else:
+        try:
+            raw = orjson.dumps(value, default=json_default)
+        except TypeError as exc:
+            return _violation(tool, f"the return value cannot be encoded as JSON ({exc})")
+        text = raw.decode()
+        value = orjson.loads(raw)
+        if tool.wraps_output:
+            structured = {"result": value}
+            if type(value) is str:
+                text = value
+        else:
+            structured = value
+    validator = tool.output_validator
+    if not validator.is_valid(structured):  # type: ignore[union-attr]
+        problems = "; ".join(validator.errors(structured))  # type: ignore[union-attr]
+        return _violation(tool, problems)
+    return {"content": [{"type": "text", "text": text}], "structuredContent": structured, "isError": False}
+
+
+def _violation(tool: Tool, problems: str) -> dict[str, Any]:
+    # The tool broke its own contract; the client must never see structuredContent that contradicts the schema.
+    log.error("tool %r returned output that does not match its outputSchema: %s", tool.name, problems)
+    return error_result(f"Tool {tool.name!r} returned output that does not match its outputSchema: {problems}")
+
+
+def to_content(value: Any) -> list[dict[str, Any]]:
+    """Unstructured content blocks for a return value (no outputSchema)."""
+    if type(value) is str:
+        return [{"type": "text", "text": value}]
+    if value is None:
+        return []
+    if isinstance(value, CONTENT_TYPES):
+        return [value.to_wire()]
+    if isinstance(value, list | tuple) and any(isinstance(v, str | CONTENT_TYPES) for v in value):
+        return [block for item in value for block in to_content(item)]
+    return [{"type": "text", "text": orjson.dumps(value, default=json_default).decode()}]

@@ -1,0 +1,152 @@
+"""The Tool record: everything known about a tool at registration, including its wire form and validators.
+
+A Tool is frozen. Its schemas are compiled to validators here, once; the schema that is advertised is the schema
+that is enforced. Names, annotations, icons and task support are checked here, with errors that say what to fix.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..protocol.errors import RegistrationError, SchemaError
+from ..schema.validate import Validator
+
+NAME_PATTERN = re.compile(r"[A-Za-z0-9_.\-]{1,128}")
+TASK_SUPPORT = ("forbidden", "optional", "required")
+_ANNOTATION_KEYS = {
+    "title": "title",
+    "readOnlyHint": "readOnlyHint",
+    "read_only_hint": "readOnlyHint",
+    "destructiveHint": "destructiveHint",
+    "destructive_hint": "destructiveHint",
+    "idempotentHint": "idempotentHint",
+    "idempotent_hint": "idempotentHint",
+    "openWorldHint": "openWorldHint",
+    "open_world_hint": "openWorldHint",
+}
+_ICON_KEYS = {"src": "src", "mimeType": "mimeType", "mime_type": "mimeType", "sizes": "sizes", "theme": "theme"}
+_ICON_SCHEMES = ("https:", "http:", "data:")
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class Tool:
+    """A registered tool. ``fn`` is called with validated, converted keyword arguments."""
+
+    name: str
+    fn: Callable[..., Any]
+    is_async: bool
+    description: str | None
+    input_schema: dict[str, Any]
+    output_schema: dict[str, Any] | None
+    wraps_output: bool
+    input_validator: Validator
+    output_validator: Validator | None
+    title: str | None = None
+    annotations: dict[str, Any] | None = None
+    icons: tuple[dict[str, Any], ...] | None = None
+    task_support: str = "forbidden"
+    meta: dict[str, Any] | None = None
+    injected: dict[str, type] = field(default_factory=dict)
+    converters: dict[str, Callable[[Any], Any]] = field(default_factory=dict)
+    wire: dict[str, Any] = field(default_factory=dict, repr=False)
+
+    @property
+    def needs_context(self) -> bool:
+        return bool(self.injected)
+
+
+def check_name(name: Any) -> str:
+    if not isinstance(name, str) or not NAME_PATTERN.fullmatch(name):
+        raise RegistrationError(
+            f"invalid tool name {name!r}: use 1-128 characters from A-Z a-z 0-9 _ - . (no spaces)"
+        )
+    return name
+
+
+def normalize_annotations(annotations: Any, tool: str) -> dict[str, Any] | None:
+    """Tool annotations in wire form; accepts camelCase or snake_case keys, refuses unknown ones and non-booleans."""
+    if annotations is None:
+        return None
+    if not isinstance(annotations, dict):
+        raise RegistrationError(f"tool {tool!r}: annotations must be a dict, got {type(annotations).__name__}")
+    wire: dict[str, Any] = {}
+    for key, value in annotations.items():
+        wire_key = _ANNOTATION_KEYS.get(key)
+        if wire_key is None:
+            known = "title, readOnlyHint, destructiveHint, idempotentHint, openWorldHint"
+            raise RegistrationError(f"tool {tool!r}: unknown annotation {key!r} (known: {known})")
+        expected = str if wire_key == "title" else bool
+        if not isinstance(value, expected):
+            raise RegistrationError(f"tool {tool!r}: annotation {key!r} must be a {expected.__name__}")
+        wire[wire_key] = value
+    return wire
+
+
+def normalize_icons(icons: Any, owner: str) -> tuple[dict[str, Any], ...] | None:
+    """Icons in wire form. ``src`` must be an https/http URL or a data: URI: clients refuse other schemes."""
+    if icons is None:
+        return None
+    if not isinstance(icons, list | tuple):
+        raise RegistrationError(f"{owner}: icons must be a list of dicts with 'src'")
+    out = []
+    for i, icon in enumerate(icons):
+        if not isinstance(icon, dict) or not isinstance(icon.get("src"), str):
+            raise RegistrationError(f"{owner}: icons[{i}] must be a dict with a string 'src'")
+        wire: dict[str, Any] = {}
+        for key, value in icon.items():
+            wire_key = _ICON_KEYS.get(key)
+            if wire_key is None:
+                raise RegistrationError(f"{owner}: icons[{i}] has unknown key {key!r} (src, mime_type, sizes, theme)")
+            wire[wire_key] = value
+        if not wire["src"].lower().startswith(_ICON_SCHEMES):
+            raise RegistrationError(f"{owner}: icons[{i}].src must be an https:, http: or data: URI")
+        sizes = wire.get("sizes")
+        if sizes is not None and (not isinstance(sizes, list) or not all(isinstance(s, str) for s in sizes)):
+            raise RegistrationError(f"{owner}: icons[{i}].sizes must be a list of strings like '48x48' or 'any'")
+        if wire.get("theme") not in (None, "light", "dark"):
+            raise RegistrationError(f"{owner}: icons[{i}].theme must be 'light' or 'dark'")
+        out.append(wire)
+    return tuple(out)
+
+
+def check_task_support(task: Any, tool: str) -> str:
+    if task is None or task is False:
+        return "forbidden"
+    if task is True:
+        return "optional"
+    if task not in TASK_SUPPORT:
+        raise RegistrationError(f"tool {tool!r}: task must be one of {', '.join(TASK_SUPPORT)}, got {task!r}")
+    return str(task)
+
+
+def compile_schema(schema: Any, tool: str, which: str) -> Validator:
+    if not isinstance(schema, dict) or schema.get("type") != "object":
+        raise RegistrationError(f'tool {tool!r}: {which} must be a JSON Schema object with "type": "object"')
+    try:
+        return Validator(schema)
+    except SchemaError as exc:
+        raise RegistrationError(f"tool {tool!r}: {which} is not usable: {exc}") from None
+
+
+def wire_form(tool: Tool) -> dict[str, Any]:
+    """The Tool object as tools/list sends it."""
+    wire: dict[str, Any] = {"name": tool.name}
+    if tool.title is not None:
+        wire["title"] = tool.title
+    if tool.description is not None:
+        wire["description"] = tool.description
+    wire["inputSchema"] = tool.input_schema
+    if tool.output_schema is not None:
+        wire["outputSchema"] = tool.output_schema
+    if tool.annotations:
+        wire["annotations"] = tool.annotations
+    if tool.icons:
+        wire["icons"] = list(tool.icons)
+    if tool.task_support != "forbidden":
+        wire["execution"] = {"taskSupport": tool.task_support}
+    if tool.meta:
+        wire["_meta"] = tool.meta
+    return wire

@@ -1,0 +1,96 @@
+"""Shared test drivers: a sans-IO session harness and an in-process client, both schema-checking every message."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+import orjson
+from mcp_schema import LATEST, WireChecker
+
+from tooldeck import Deck
+from tooldeck.server.session import Session
+from tooldeck.transports.memory import MemoryClient
+
+CLIENT_INFO = {"name": "test-client", "version": "1.0"}
+
+
+def init_params(version: str = LATEST, capabilities: dict[str, Any] | None = None) -> dict[str, Any]:
+    return {"protocolVersion": version, "capabilities": capabilities or {}, "clientInfo": CLIENT_INFO}
+
+
+class Harness:
+    """Drives a Session synchronously (no event loop): messages in, checked messages out."""
+
+    def __init__(self, deck: Deck) -> None:
+        self.checker = WireChecker()
+        self.out: list[Any] = []
+        self.session = Session(deck, self._emit)
+
+    def _emit(self, message: Any) -> None:
+        decoded = orjson.loads(orjson.dumps(message))  # exactly what would cross the wire
+        self.checker.received(decoded)
+        self.out.append(decoded)
+
+    def send(self, message: Any) -> list[Any]:
+        """Deliver one decoded message; return what the session emitted in answer."""
+        self.checker.sent(message)
+        start = len(self.out)
+        self.session.receive(orjson.loads(orjson.dumps(message)))
+        return self.out[start:]
+
+    def send_raw(self, data: bytes) -> list[Any]:
+        from tooldeck.protocol.codec import decode
+        from tooldeck.protocol.errors import ParseError
+
+        start = len(self.out)
+        try:
+            message = decode(data)
+        except ParseError as exc:
+            self.session.receive_error(exc)
+        else:
+            self.checker.sent(message)
+            self.session.receive(message)
+        return self.out[start:]
+
+    def request(self, method: str, params: dict[str, Any] | None = None, id: Any = 1) -> dict[str, Any]:
+        message: dict[str, Any] = {"jsonrpc": "2.0", "id": id, "method": method}
+        if params is not None:
+            message["params"] = params
+        replies = self.send(message)
+        assert len(replies) == 1, replies
+        return replies[0]
+
+    def initialize(self, version: str = LATEST, capabilities: dict[str, Any] | None = None) -> dict[str, Any]:
+        reply = self.request("initialize", init_params(version, capabilities), id="init")
+        assert "result" in reply, reply
+        assert self.send({"jsonrpc": "2.0", "method": "notifications/initialized"}) == []
+        return reply["result"]
+
+
+@asynccontextmanager
+async def client(
+    deck: Deck,
+    *,
+    version: str = LATEST,
+    capabilities: dict[str, Any] | None = None,
+    initialize: bool = True,
+) -> AsyncIterator[MemoryClient]:
+    """An in-process client whose every received message is checked against the official schema."""
+    checker = WireChecker()
+    mc = MemoryClient(deck, observer=lambda data, message: checker.received(message))
+    original = mc.send
+
+    def send(message: Any) -> None:
+        checker.sent(message)
+        original(message)
+
+    mc.send = send  # type: ignore[method-assign]
+    mc.checker = checker  # type: ignore[attr-defined]
+    try:
+        if initialize:
+            await mc.initialize(version, capabilities)
+        yield mc
+    finally:
+        await mc.aclose()
