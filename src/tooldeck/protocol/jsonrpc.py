@@ -41,10 +41,14 @@ class Response:
 
 @dataclass(slots=True)
 class Invalid:
-    """A message that cannot be processed; ``id`` is set when it could be read, so the error can be correlated."""
+    """A message that cannot be processed; ``id`` is set when it could be read, so the error can be correlated.
+
+    ``answer`` is False for a malformed notification: a notification never gets a reply, not even an error.
+    """
 
     error: ProtocolError
     id: RequestId | None = None
+    answer: bool = True
 
 
 Message = Union[Request, Notification, Response, Invalid]
@@ -78,7 +82,7 @@ def parse(obj: Any) -> Message:
             params = _EMPTY
         else:
             error = InvalidParamsError(f'Invalid params: "params" of {method} must be an object')
-            return Invalid(error, readable_id)
+            return Invalid(error, readable_id, answer=has_id)
     if has_id:
         return Request(readable_id, method, params)  # type: ignore[arg-type]
     return Notification(method, params)

@@ -133,7 +133,10 @@ class Session:
             self._response(message)
         else:
             assert type(message) is Invalid
-            reply(jsonrpc.error(message.id, message.error))
+            if message.answer:
+                reply(jsonrpc.error(message.id, message.error))
+            else:
+                log.debug("ignoring malformed notification: %s", message.error.message)
 
     def _request(self, request: Request, reply: Reply) -> None:
         method = request.method
@@ -194,7 +197,7 @@ class Session:
             self.send(jsonrpc.error(None, InvalidRequestError("Invalid request: empty batch")))
             return
         messages = [jsonrpc.parse(item) for item in items]
-        expected = sum(1 for m in messages if type(m) is Request or type(m) is Invalid)
+        expected = sum(1 for m in messages if type(m) is Request or (type(m) is Invalid and m.answer))
         reply = Reply(self.send, _Batch(self.send, expected))
         for message in messages:
             if type(message) is Request and message.method == "initialize":

@@ -1,0 +1,140 @@
+"""Docstring parsing: split a docstring into the prose a client sees and per-parameter descriptions.
+
+Google (``Args:``), NumPy (``Parameters`` over a dashed rule) and Sphinx (``:param x:``) styles are understood.
+Parameter sections are removed from the prose because the schema already carries them; every other section
+(Returns, Raises, Examples, ...) stays, since it tells the model something the schema cannot.
+"""
+
+from __future__ import annotations
+
+import inspect
+import re
+
+_FUNCTION_SECTIONS = ("args", "arguments", "parameters", "params", "keyword args", "keyword arguments", "other parameters")
+# A class documents its fields as attributes as often as it does as constructor arguments.
+_CLASS_SECTIONS = (*_FUNCTION_SECTIONS, "attributes")
+
+_GOOGLE_HEADER = re.compile(r"(?P<title>[A-Za-z][A-Za-z ]*?)\s*:\s*\Z")
+_GOOGLE_ENTRY = re.compile(r"\*{0,2}(?P<name>\w+)\s*(?:\([^)]*\))?\s*:(?:\s+(?P<text>.*))?\Z")
+_NUMPY_RULE = re.compile(r"-{3,}\s*\Z")
+_NUMPY_ENTRY = re.compile(r"(?P<names>\*{0,2}\w+(?:\s*,\s*\*{0,2}\w+)*)\s*(?::.*)?\Z")
+_SPHINX_FIELD = re.compile(
+    r":(?P<field>param|parameter|arg|argument|key|keyword|type|var|ivar|cvar|vartype)"
+    r"(?:\s+(?P<spec>[^:]+?))?\s*:(?:\s+(?P<text>.*))?\Z"
+)
+_SPHINX_DESCRIBES = frozenset({"param", "parameter", "arg", "argument", "key", "keyword", "var", "ivar", "cvar"})
+
+
+def parse_docstring(doc: str | None, *, for_class: bool = False) -> tuple[str | None, dict[str, str]]:
+    """Return ``(description, {parameter: description})``.
+
+    The description is the cleaned docstring without its parameter sections, or None when nothing is left.
+    ``for_class`` also treats an ``Attributes`` section as field descriptions.
+    """
+    if not doc or not doc.strip():
+        return None, {}
+    sections = _CLASS_SECTIONS if for_class else _FUNCTION_SECTIONS
+    lines = inspect.cleandoc(doc).splitlines()
+    params: dict[str, str] = {}
+    kept: list[str] = []
+    i = 0
+    while i < len(lines):
+        line = lines[i]
+        stripped = line.strip()
+        indent = _indent(line)
+        header = _GOOGLE_HEADER.match(stripped)
+        if header and header["title"].lower() in sections:
+            i = _google_section(lines, i + 1, indent, params)
+            continue
+        if (
+            stripped.lower() in sections
+            and i + 1 < len(lines)
+            and _NUMPY_RULE.match(lines[i + 1].strip())
+            and _indent(lines[i + 1]) == indent
+        ):
+            i = _numpy_section(lines, i + 2, indent, params)
+            continue
+        field = _SPHINX_FIELD.match(stripped)
+        if field:
+            i = _sphinx_field(lines, i, indent, field, params)
+            continue
+        kept.append(line)
+        i += 1
+    description = re.sub(r"\n{3,}", "\n\n", "\n".join(kept)).strip()
+    return description or None, params
+
+
+def _indent(line: str) -> int:
+    return len(line) - len(line.lstrip())
+
+
+def _join(parts: list[str]) -> str:
+    return " ".join(part for part in parts if part)
+
+
+def _google_section(lines: list[str], i: int, header_indent: int, params: dict[str, str]) -> int:
+    """Consume a Google-style section body; return the index of the first line after it."""
+    name: str | None = None
+    entry_indent = -1
+    text: list[str] = []
+    while i < len(lines):
+        line = lines[i]
+        stripped = line.strip()
+        if stripped and _indent(line) <= header_indent:
+            break
+        if stripped:
+            indent = _indent(line)
+            entry = _GOOGLE_ENTRY.match(stripped)
+            if entry and (name is None or indent <= entry_indent):
+                if name is not None:
+                    params[name] = _join(text)
+                name, entry_indent, text = entry["name"], indent, [entry["text"] or ""]
+            elif name is not None:
+                text.append(stripped)
+        i += 1
+    if name is not None:
+        params[name] = _join(text)
+    return i
+
+
+def _numpy_section(lines: list[str], i: int, header_indent: int, params: dict[str, str]) -> int:
+    """Consume a NumPy-style section body (after the dashed rule); return the index of the first line after it."""
+    names: list[str] = []
+    text: list[str] = []
+
+    def flush() -> None:
+        for name in names:
+            params[name] = _join(text)
+
+    while i < len(lines):
+        line = lines[i]
+        stripped = line.strip()
+        # The next section is a header line over its own dashed rule.
+        if i + 1 < len(lines) and stripped and _NUMPY_RULE.match(lines[i + 1].strip()):
+            break
+        if stripped and _indent(line) <= header_indent:
+            entry = _NUMPY_ENTRY.match(stripped)
+            if entry is None:
+                break
+            flush()
+            names = [name.strip().lstrip("*") for name in entry["names"].split(",")]
+            text = []
+        elif stripped and names:
+            text.append(stripped)
+        i += 1
+    flush()
+    return i
+
+
+def _sphinx_field(lines: list[str], i: int, indent: int, field: re.Match[str], params: dict[str, str]) -> int:
+    """Consume one ``:param x: ...`` field and its continuation lines; return the index after it."""
+    text = [field["text"] or ""]
+    i += 1
+    while i < len(lines) and lines[i].strip() and _indent(lines[i]) > indent:
+        text.append(lines[i].strip())
+        i += 1
+    spec = field["spec"]
+    if field["field"] in _SPHINX_DESCRIBES and spec:
+        # ":param int x:" names its type before the parameter; the name is the last word.
+        params[spec.split()[-1].lstrip("*")] = _join(text)
+    return i

@@ -1,0 +1,42 @@
+"""JSON paths (``$.items[2].name``) and compact value previews, shared by validation and conversion messages."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from typing import Any
+
+import orjson
+
+PREVIEW_CHARS = 60
+
+_IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
+
+
+def format_path(parts: Iterable[str | int]) -> str:
+    """``["items", 2, "odd key"]`` -> ``$.items[2]["odd key"]``; the empty path is ``$``."""
+    out = ["$"]
+    for part in parts:
+        if isinstance(part, int):
+            out.append(f"[{part}]")
+        elif _IDENTIFIER.match(part):
+            out.append(f".{part}")
+        else:
+            out.append(f"[{orjson.dumps(part).decode()}]")
+    return "".join(out)
+
+
+def path_key(parts: Iterable[str | int]) -> tuple[tuple[int, int | str], ...]:
+    """A sort key that orders paths by depth-first position, with array indices in numeric order."""
+    return tuple((0, part) if isinstance(part, int) else (1, part) for part in parts)
+
+
+def preview(value: Any) -> str:
+    """The value as compact JSON, cut to about 60 characters; a value JSON cannot hold falls back to ``repr``."""
+    try:
+        text = orjson.dumps(value).decode()
+    except TypeError:
+        text = repr(value)
+    if len(text) > PREVIEW_CHARS:
+        return text[: PREVIEW_CHARS - 3] + "..."
+    return text
