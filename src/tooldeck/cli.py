@@ -65,9 +65,11 @@ def _positive_int(text: str) -> int:
 
 def _serve(args: argparse.Namespace) -> int:
     from .loader import load_deck
+    from .transports.stdio import claim_stdout, run_stdio
 
+    out_fd = claim_stdout()  # before the target is imported: its import-time prints must not reach the client
     deck = load_deck(args.target)
-    deck.run("stdio", max_message_bytes=args.max_message_bytes)
+    run_stdio(deck, max_message_bytes=args.max_message_bytes, stdout_fd=out_fd)
     return 0
 
 

@@ -200,7 +200,7 @@ class _Builder:
             raise
 
     def _needs(self, tp: Any, visiting: set[Any]) -> bool:
-        """Whether a JSON value of type ``tp`` must be converted; TypedDict cycles count as "no" until shown otherwise."""
+        """Whether a JSON value of ``tp`` must be converted; a TypedDict cycle counts as "no" until shown otherwise."""
         tp, _ = kinds.strip_annotated(tp)
         if tp in _IDENTITY_TYPES or tp is inspect.Parameter.empty:
             return False
@@ -284,7 +284,7 @@ class _Builder:
         named = [shape for shape in _SHAPES if by_shape[shape] and not (shape is int and by_shape[float])]
         expected = " or ".join(_SHAPE_NAMES[shape] for shape in named)
 
-        def convert(value: Any) -> Any:
+        def convert_union(value: Any) -> Any:
             candidates = by_shape.get(type(value))
             if not candidates:
                 raise _fail(f"expected {expected}, got {preview(value)}")
@@ -300,11 +300,11 @@ class _Builder:
             assert first_error is not None
             raise first_error
 
-        return convert
+        return convert_union
 
     def _tuple(self, args: tuple[Any, ...]) -> Converter:
         if not args or (len(args) == 2 and args[1] is Ellipsis):
-            item = self.build(args[0]) if args else None
+            item: Converter | None = self.build(args[0]) if args else None
 
             def variadic(value: Any) -> tuple[Any, ...]:
                 _expect(value, list, "an array")
@@ -315,13 +315,14 @@ class _Builder:
             return variadic
         if args == ((),):  # tuple[()]
             args = ()
-        items = [self._require(arg) for arg in args]
+        fixed_items = [self._require(arg) for arg in args]
 
         def fixed(value: Any) -> tuple[Any, ...]:
             _expect(value, list, "an array")
-            if len(value) != len(items):
-                raise _fail(f"expected {len(items)} items, got {len(value)}")
-            return tuple(_at(index, item, element) for index, (item, element) in enumerate(zip(items, value)))
+            if len(value) != len(fixed_items):
+                raise _fail(f"expected {len(fixed_items)} items, got {len(value)}")
+            pairs = enumerate(zip(fixed_items, value, strict=True))
+            return tuple(_at(index, convert, element) for index, (convert, element) in pairs)
 
         return fixed
 

@@ -10,7 +10,15 @@ from __future__ import annotations
 import inspect
 import re
 
-_FUNCTION_SECTIONS = ("args", "arguments", "parameters", "params", "keyword args", "keyword arguments", "other parameters")
+_FUNCTION_SECTIONS = (
+    "args",
+    "arguments",
+    "parameters",
+    "params",
+    "keyword args",
+    "keyword arguments",
+    "other parameters",
+)
 # A class documents its fields as attributes as often as it does as constructor arguments.
 _CLASS_SECTIONS = (*_FUNCTION_SECTIONS, "attributes")
 

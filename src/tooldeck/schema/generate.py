@@ -567,11 +567,10 @@ def _hints_target(fn: Any) -> Any:
     while isinstance(fn, functools.partial):
         fn = fn.func
     if isinstance(fn, type):
-        return fn.__init__  # a class used as a tool: its constructor's parameters are the arguments
-    if inspect.isroutine(fn):
+        return fn.__init__  # type: ignore[misc]  # a class used as a tool: its constructor takes the arguments
+    if inspect.isroutine(fn) or not callable(fn):
         return fn
-    call = getattr(type(fn), "__call__", None)  # a callable instance
-    return call if call is not None else fn
+    return type(fn).__call__  # a callable instance
 
 
 def _check_kind(label: str, name: str, parameter: inspect.Parameter) -> None:

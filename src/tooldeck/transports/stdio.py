@@ -29,9 +29,13 @@ log = logging.getLogger("tooldeck.stdio")
 _SHUTDOWN_GRACE = 5.0  # seconds to let cancelled work unwind before exiting
 
 
-def run_stdio(deck: Deck, *, max_message_bytes: int | None = None) -> None:
-    """Serve ``deck`` on this process's stdin/stdout until EOF or a termination signal."""
-    out_fd = claim_stdout()
+def run_stdio(deck: Deck, *, max_message_bytes: int | None = None, stdout_fd: int | None = None) -> None:
+    """Serve ``deck`` on this process's stdin/stdout until EOF or a termination signal.
+
+    ``stdout_fd``: the protocol's output if ``claim_stdout`` was already called (the CLI claims it before it
+    imports the user's module, so even import-time prints stay off the protocol stream).
+    """
+    out_fd = stdout_fd if stdout_fd is not None else claim_stdout()
     main = serve_stdio(deck, stdin_fd=0, stdout_fd=out_fd, max_message_bytes=max_message_bytes, handle_signals=True)
     try:
         with asyncio.Runner(loop_factory=_loop_factory()) as runner:

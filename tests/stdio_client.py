@@ -1,0 +1,98 @@
+"""A raw stdio MCP client over a real subprocess: every line the server writes is parsed and schema-checked."""
+
+from __future__ import annotations
+
+import os
+import select
+import subprocess
+import sys
+import time
+from typing import Any
+
+import orjson
+from mcp_schema import WireChecker
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+TOOLDECK = [sys.executable, "-m", "tooldeck"]
+
+
+class StdioServer:
+    def __init__(self, *args: str) -> None:
+        self.checker = WireChecker()
+        self.proc = subprocess.Popen(
+            [*TOOLDECK, *args],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            cwd=ROOT,
+        )
+        self._buffer = b""
+        self.lines: list[bytes] = []
+
+    def write(self, data: bytes) -> None:
+        assert self.proc.stdin is not None
+        self.proc.stdin.write(data)
+        self.proc.stdin.flush()
+
+    def send(self, message: Any) -> None:
+        self.checker.sent(message)
+        self.write(orjson.dumps(message) + b"\n")
+
+    def read(self, timeout: float = 10.0) -> Any:
+        """The next message from stdout (checked against the schema)."""
+        assert self.proc.stdout is not None
+        deadline = time.monotonic() + timeout
+        while b"\n" not in self._buffer:
+            remaining = deadline - time.monotonic()
+            ready, _, _ = select.select([self.proc.stdout], [], [], max(remaining, 0))
+            if not ready:
+                raise TimeoutError(f"no message within {timeout}s; stderr: {self.stderr_so_far()}")
+            chunk = os.read(self.proc.stdout.fileno(), 65536)
+            if not chunk:
+                raise EOFError(f"server closed stdout; stderr: {self.stderr_so_far()}")
+            self._buffer += chunk
+        line, self._buffer = self._buffer.split(b"\n", 1)
+        self.lines.append(line)
+        message = orjson.loads(line)  # anything that is not JSON fails the test here
+        self.checker.received(message)
+        return message
+
+    def request(self, method: str, params: dict[str, Any] | None = None, id: Any = None) -> Any:
+        message: dict[str, Any] = {"jsonrpc": "2.0", "id": id if id is not None else method, "method": method}
+        if params is not None:
+            message["params"] = params
+        self.send(message)
+        return self.read()
+
+    def initialize(self, version: str = "2025-11-25") -> Any:
+        reply = self.request(
+            "initialize",
+            {"protocolVersion": version, "capabilities": {}, "clientInfo": {"name": "stdio-test", "version": "1"}},
+        )
+        self.send({"jsonrpc": "2.0", "method": "notifications/initialized"})
+        return reply
+
+    def close_stdin(self) -> None:
+        assert self.proc.stdin is not None
+        self.proc.stdin.close()
+
+    def wait(self, timeout: float = 10.0) -> int:
+        return self.proc.wait(timeout)
+
+    def rest_of_stdout(self) -> bytes:
+        assert self.proc.stdout is not None
+        return self._buffer + self.proc.stdout.read()
+
+    def stderr_so_far(self) -> str:
+        if self.proc.poll() is None:
+            return "(still running)"
+        assert self.proc.stderr is not None
+        return self.proc.stderr.read().decode(errors="replace")[-2000:]
+
+    def kill(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
+        for stream in (self.proc.stdin, self.proc.stdout, self.proc.stderr):
+            if stream is not None and not stream.closed:
+                stream.close()

@@ -1,0 +1,231 @@
+"""The stdio transport: line framing in-process, and the real ``tooldeck serve`` as a subprocess."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+from collections.abc import Iterator
+from typing import Any
+
+import orjson
+import pytest
+from stdio_client import ROOT, TOOLDECK, StdioServer
+
+from tooldeck.protocol.errors import ProtocolError
+from tooldeck.transports.stdio import LineReader
+
+NOISY = "tests/transports/decks/noisy.py"
+
+
+# --- framing, in-process -------------------------------------------------------------------------------------------
+
+
+class FakeSession:
+    def __init__(self) -> None:
+        self.messages: list[Any] = []
+        self.errors: list[ProtocolError] = []
+
+    def receive(self, message: Any) -> None:
+        self.messages.append(message)
+
+    def receive_error(self, error: ProtocolError) -> None:
+        self.errors.append(error)
+
+
+def reader(limit: int = 100) -> tuple[LineReader, FakeSession]:
+    session = FakeSession()
+    return LineReader(session, limit, lambda: None), session  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    "chunks",
+    [
+        [b'{"a":1}\n{"b":2}\n'],
+        [b'{"a"', b":1}\n", b'{"b":2}', b"\n"],
+        [b'{"a":1}\r\n\n  \n{"b":2}\n'],
+        [bytes([c]) for c in b'{"a":1}\n{"b":2}\n'],
+    ],
+)
+def test_lines_are_reassembled_across_chunks(chunks: list[bytes]) -> None:
+    line_reader, session = reader()
+    for chunk in chunks:
+        line_reader.data_received(chunk)
+    assert session.messages == [{"a": 1}, {"b": 2}]
+    assert session.errors == []
+
+
+def test_a_partial_line_waits_for_its_newline() -> None:
+    line_reader, session = reader()
+    line_reader.data_received(b'{"a":1}')
+    assert session.messages == []
+
+
+@pytest.mark.parametrize("split", [1, 50, 150, 260])
+def test_an_oversize_line_is_refused_once_and_discarded(split: int) -> None:
+    line_reader, session = reader(limit=100)
+    data = b'{"big":"' + b"x" * 300 + b'"}\n{"next":true}\n'
+    line_reader.data_received(data[:split])
+    line_reader.data_received(data[split:])
+    assert len(session.errors) == 1
+    assert session.errors[0].code == -32600
+    assert "exceeds the 100-byte limit" in session.errors[0].message
+    assert session.messages == [{"next": True}]
+    assert len(line_reader._partial) == 0
+
+
+def test_bad_json_is_a_parse_error_and_reading_continues() -> None:
+    line_reader, session = reader()
+    line_reader.data_received(b'nope\n{"ok":1}\n')
+    assert [e.code for e in session.errors] == [-32700]
+    assert session.messages == [{"ok": 1}]
+
+
+# --- the real server ----------------------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def noisy() -> Iterator[StdioServer]:
+    server = StdioServer("serve", NOISY)
+    yield server
+    server.kill()
+
+
+def test_a_whole_session_over_real_pipes(noisy: StdioServer) -> None:
+    reply = noisy.initialize()
+    assert reply["result"]["serverInfo"] == {"name": "noisy", "version": "0.0.1"}
+    tools = noisy.request("tools/list")["result"]["tools"]
+    assert [t["name"] for t in tools] == ["shout", "wait", "add"]
+    assert noisy.request("tools/call", {"name": "add", "arguments": {"a": 2, "b": 40}})["result"]["structuredContent"] == {
+        "result": 42
+    }
+    shout = noisy.request("tools/call", {"name": "shout", "arguments": {"text": "hey"}})
+    assert shout["result"]["content"] == [{"type": "text", "text": "HEY"}]
+    noisy.close_stdin()
+    assert noisy.wait() == 0
+    assert noisy.rest_of_stdout() == b""
+    stderr = noisy.proc.stderr.read().decode()  # type: ignore[union-attr]
+    for noise in ("a banner printed at import time", "debug output from a tool", "raw bytes on fd 1",
+                  "a child process writing to stdout"):
+        assert noise in stderr
+    assert all(line.startswith(b"{") for line in noisy.lines)
+
+
+def test_malformed_input_never_kills_the_server(noisy: StdioServer) -> None:
+    noisy.initialize()
+    cases: list[tuple[bytes, int]] = [
+        (b"this is not json", -32700),
+        (b'{"jsonrpc": "2.0", "id": 1, "method": "ping"', -32700),
+        (b"[1, 2, 3]", -32600),
+        (b"[]", -32600),
+        (b'"just a string"', -32600),
+        (b"42", -32600),
+        (b"null", -32600),
+        (b'{"jsonrpc": "2.0", "id": {"a": 1}, "method": "ping"}', -32600),
+        (b'{"jsonrpc": "2.0", "id": 5, "method": "tools/call", "params": "oops"}', -32602),
+        (b'{"jsonrpc": "2.0", "id": 6, "method": "tools/call", "params": {"name": ["x"]}}', -32602),
+        (b"[" * 5000 + b"]" * 5000, -32700),
+        (b'{"a":' * 3000 + b"1" + b"}" * 3000, -32700),
+        (b"\xff\xfe\xfd", -32700),
+    ]
+    for data, code in cases:
+        noisy.write(data + b"\n")
+        reply = noisy.read()
+        assert reply["error"]["code"] == code, (data[:40], reply)
+    result = noisy.request("tools/call", {"name": "add", "arguments": {"a": "x", "b": 1}}, id="typed")
+    assert result["result"]["isError"] is True
+    assert noisy.request("ping", id="alive")["result"] == {}
+
+
+def test_huge_lines_are_refused_without_buffering_them() -> None:
+    server = StdioServer("serve", NOISY, "--max-message-bytes", "65536")
+    try:
+        server.initialize()
+        big = orjson.dumps({"jsonrpc": "2.0", "id": "big", "method": "tools/call",
+                            "params": {"name": "shout", "arguments": {"text": "x" * 5_000_000}}})
+        server.write(big + b"\n")
+        reply = server.read()
+        assert reply["error"]["code"] == -32600
+        assert "exceeds the 65536-byte limit" in reply["error"]["message"]
+        assert "id" not in reply
+        assert server.request("ping", id="after")["result"] == {}
+    finally:
+        server.kill()
+
+
+def test_default_limit_refuses_a_5_mib_line(noisy: StdioServer) -> None:
+    noisy.initialize()
+    noisy.write(b'{"x":"' + b"y" * (5 * 1024 * 1024) + b'"}\n')
+    assert "exceeds the 4194304-byte limit" in noisy.read()["error"]["message"]
+    assert noisy.request("ping", id="after")["result"] == {}
+
+
+def test_eof_cancels_work_in_flight_and_exits_cleanly(noisy: StdioServer) -> None:
+    noisy.initialize()
+    noisy.send({"jsonrpc": "2.0", "id": "slow", "method": "tools/call",
+                "params": {"name": "wait", "arguments": {"seconds": 60}, "_meta": {"progressToken": "t"}}})
+    assert noisy.read()["method"] == "notifications/progress"  # the tool is running
+    noisy.close_stdin()
+    assert noisy.wait(timeout=10) == 0
+    assert noisy.rest_of_stdout() == b""  # no response for the cancelled call
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
+def test_signals_stop_the_server_cleanly(noisy: StdioServer, sig: int) -> None:
+    noisy.initialize()
+    noisy.send({"jsonrpc": "2.0", "id": "slow", "method": "tools/call",
+                "params": {"name": "wait", "arguments": {"seconds": 60}, "_meta": {"progressToken": "t"}}})
+    noisy.read()
+    noisy.proc.send_signal(sig)
+    assert noisy.wait(timeout=10) == 0
+    assert b"Traceback" not in noisy.proc.stderr.read()  # type: ignore[union-attr]
+
+
+def test_stdin_and_stdout_may_be_regular_files() -> None:
+    lines = [
+        {"jsonrpc": "2.0", "id": 1, "method": "initialize",
+         "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "f", "version": "1"}}},
+        {"jsonrpc": "2.0", "method": "notifications/initialized"},
+        {"jsonrpc": "2.0", "id": 2, "method": "tools/list"},
+    ]  # (a tools/call would be cancelled by the EOF that follows at once: EOF means "shut down")
+    with tempfile.TemporaryFile() as stdin, tempfile.TemporaryFile() as stdout:
+        stdin.write(b"".join(orjson.dumps(line) + b"\n" for line in lines))
+        stdin.seek(0)
+        done = subprocess.run([*TOOLDECK, "serve", NOISY], stdin=stdin, stdout=stdout, stderr=subprocess.PIPE,
+                              cwd=ROOT, timeout=30)
+        assert done.returncode == 0, done.stderr
+        stdout.seek(0)
+        replies = [orjson.loads(line) for line in stdout.read().splitlines()]
+    assert [r["id"] for r in replies] == [1, 2]
+    assert [t["name"] for t in replies[1]["result"]["tools"]] == ["shout", "wait", "add"]
+
+
+def test_the_demo_deck_is_served_without_a_target() -> None:
+    server = StdioServer("serve")
+    try:
+        assert server.initialize()["result"]["serverInfo"]["name"] == "tooldeck-demo"
+        names = [t["name"] for t in server.request("tools/list")["result"]["tools"]]
+        assert {"calculate", "convert_units", "count_primes"} <= set(names)
+        server.send({"jsonrpc": "2.0", "id": "p", "method": "tools/call",
+                     "params": {"name": "count_primes", "arguments": {"limit": 600000},
+                                "_meta": {"progressToken": 1}}})
+        messages = []
+        while True:
+            message = server.read()
+            messages.append(message)
+            if message.get("id") == "p":
+                break
+        progress = [m["params"]["progress"] for m in messages if m.get("method") == "notifications/progress"]
+        assert len(progress) >= 2 and progress == sorted(set(progress))
+        assert messages[-1]["result"]["structuredContent"] == {"limit": 600000, "count": 49098, "largest": 599999}
+    finally:
+        server.kill()
+
+
+def test_python_dash_m_entry_point_matches_the_script() -> None:
+    done = subprocess.run([sys.executable, "-m", "tooldeck", "--help"], capture_output=True, text=True, cwd=ROOT)
+    assert done.returncode == 0
+    assert "serve" in done.stdout and "call" in done.stdout
+    assert os.path.basename(TOOLDECK[0]).startswith("python")
