@@ -1,0 +1,224 @@
+"""The measurements, each on a running server (or spawns of one), each checking every reply it times."""
+
+from __future__ import annotations
+
+import os
+import statistics
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import orjson
+
+from .stdio import INITIALIZE_PARAMS, StdioServer
+
+now = time.perf_counter_ns
+
+
+@dataclass(frozen=True)
+class Plan:
+    """How many of everything; `QUICK` is a smoke run that finishes in seconds per server."""
+
+    spawns: int = 15
+    warmup: int = 500
+    calls: int = 3000
+    inflight_calls: int = 5000
+    inflight: int = 32
+    sleep_ms: int = 50
+    sleep_rounds: int = 3
+    list_tools: int = 1000
+    list_warmup: int = 20
+    list_calls: int = 200
+
+
+FULL = Plan()
+QUICK = Plan(spawns=3, warmup=50, calls=300, inflight_calls=500, sleep_rounds=1, list_warmup=3, list_calls=20)
+
+
+def percentile(samples: list[int], fraction: float) -> float:
+    ordered = sorted(samples)
+    return ordered[min(len(ordered) - 1, int(fraction * len(ordered)))]
+
+
+def call_bytes(request_id: int, tool: str, arguments: dict[str, Any]) -> bytes:
+    params = {"name": tool, "arguments": arguments}
+    return orjson.dumps({"jsonrpc": "2.0", "id": request_id, "method": "tools/call", "params": params}) + b"\n"
+
+
+def text_ok(reply: dict[str, Any], request_id: int, text: str) -> bool:
+    """A correct tools/call reply: our id, a result that is not an error, and the text in its first content block."""
+    result = reply.get("result")
+    if reply.get("id") != request_id or not isinstance(result, dict) or result.get("isError"):
+        return False
+    content = result.get("content")
+    return bool(content) and content[0].get("type") == "text" and content[0].get("text") == text
+
+
+def start_time(spawn: Any, count: int) -> dict[str, Any]:
+    """Spawn, write initialize at once, time until its reply line arrives; one untimed spawn first warms caches."""
+    init = orjson.dumps({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": INITIALIZE_PARAMS}) + b"\n"
+    samples = []
+    errors = 0
+    for attempt in range(count + 1):
+        started = now()
+        with spawn() as server:
+            server.write(init)
+            reply, _ = server.read_reply()
+            elapsed = now() - started
+        errors += reply.get("id") != 1 or "result" not in reply
+        if attempt:
+            samples.append(elapsed)
+    ms = [s / 1e6 for s in samples]
+    return {"median_ms": statistics.median(ms), "min_ms": min(ms), "samples_ms": ms, "errors": errors}
+
+
+def sequential(server: StdioServer, tool: str, plan: Plan) -> dict[str, Any]:
+    """One call at a time: latency percentiles, calls/s, and the server's CPU time per call."""
+    errors = 0
+    for _ in range(plan.warmup):
+        server.next_id += 1
+        server.write(call_bytes(server.next_id, tool, {"text": "warm-up"}))
+        errors += not text_ok(server.read_reply()[0], server.next_id, "warm-up")
+    requests = []
+    for i in range(plan.calls):
+        server.next_id += 1
+        text = f"hello {i}"
+        requests.append((server.next_id, text, call_bytes(server.next_id, tool, {"text": text})))
+    samples = []
+    cpu_before = server.cpu_ns()
+    started = now()
+    for request_id, text, data in requests:
+        t0 = now()
+        server.write(data)
+        reply, _ = server.read_reply()
+        samples.append(now() - t0)
+        errors += not text_ok(reply, request_id, text)
+    wall = now() - started
+    cpu_after = server.cpu_ns()
+    cpu_ns, cpu_source = cpu_delta(cpu_before, cpu_after)
+    return {
+        "calls": plan.calls,
+        "p50_us": percentile(samples, 0.50) / 1e3,
+        "p99_us": percentile(samples, 0.99) / 1e3,
+        "mean_us": statistics.fmean(samples) / 1e3,
+        "calls_per_s": plan.calls / (wall / 1e9),
+        "cpu_us_per_call": cpu_ns / plan.calls / 1e3,
+        "cpu_source": cpu_source,
+        "cpu_ticks_us_per_call": (cpu_after[0] - cpu_before[0]) / plan.calls / 1e3,
+        "errors": errors,
+    }
+
+
+def cpu_delta(before: tuple[int, int | None, frozenset[str]], after: tuple[int, int | None, frozenset[str]]):
+    """schedstat's ns when the same threads were alive at both ends (a thread that exits takes its time with it),
+    else the 10 ms-tick utime+stime of the whole process."""
+    if before[1] is not None and after[1] is not None and before[2] == after[2]:
+        return after[1] - before[1], "schedstat"
+    return after[0] - before[0], "stat-ticks"
+
+
+def pipelined(server: StdioServer, plan: Plan) -> dict[str, Any]:
+    """Keep `plan.inflight` echo calls outstanding: write ahead, read a reply, write the next."""
+    pending: dict[int, str] = {}
+    errors = sent = received = 0
+
+    def send_one() -> None:
+        nonlocal sent
+        server.next_id += 1
+        text = f"pipe {sent}"
+        pending[server.next_id] = text
+        server.write(call_bytes(server.next_id, "echo", {"text": text}))
+        sent += 1
+
+    started = now()
+    for _ in range(min(plan.inflight, plan.inflight_calls)):
+        send_one()
+    while received < plan.inflight_calls:
+        reply, _ = server.read_reply()
+        received += 1
+        request_id = reply.get("id")
+        errors += not (request_id in pending and text_ok(reply, request_id, pending.pop(request_id)))
+        if sent < plan.inflight_calls:
+            send_one()
+    wall = now() - started
+    return {
+        "calls": plan.inflight_calls,
+        "inflight": plan.inflight,
+        "calls_per_s": plan.inflight_calls / (wall / 1e9),
+        "wall_s": wall / 1e9,
+        "errors": errors + len(pending),
+    }
+
+
+def concurrent_sleeps(server: StdioServer, plan: Plan) -> dict[str, Any]:
+    """`plan.inflight` sleep calls written at once; wall time until the last reply (≈ one sleep if concurrent)."""
+    expected = f"slept {plan.sleep_ms} ms"
+    samples, errors = [], 0
+    for _ in range(plan.sleep_rounds):
+        ids = range(server.next_id + 1, server.next_id + 1 + plan.inflight)
+        server.next_id += plan.inflight
+        batch = b"".join(call_bytes(i, "sleep", {"ms": plan.sleep_ms}) for i in ids)
+        started = now()
+        server.write(batch)
+        replies = [server.read_reply()[0] for _ in ids]
+        samples.append((now() - started) / 1e6)
+        by_id = {reply.get("id"): reply for reply in replies}
+        errors += sum(not (i in by_id and text_ok(by_id[i], i, expected)) for i in ids)
+    return {
+        "median_ms": statistics.median(samples),
+        "samples_ms": samples,
+        "count": plan.inflight,
+        "sleep_ms": plan.sleep_ms,
+        "errors": errors,
+    }
+
+
+def list_tools(server: StdioServer, plan: Plan) -> dict[str, Any]:
+    """Full tools/list (following nextCursor if the server pages) of a deck with plan.list_tools extra tools."""
+    wanted = plan.list_tools + 3
+
+    def one_listing() -> tuple[int, int, int]:
+        names, size, pages, cursor = set(), 0, 0, None
+        while True:
+            server.next_id += 1
+            message: dict[str, Any] = {"jsonrpc": "2.0", "id": server.next_id, "method": "tools/list"}
+            if cursor is not None:
+                message["params"] = {"cursor": cursor}
+            server.send(message)
+            reply, nbytes = server.read_reply()
+            size, pages = size + nbytes, pages + 1
+            result = reply.get("result") if reply.get("id") == server.next_id else None
+            if not isinstance(result, dict):
+                return len(names), size, pages
+            names.update(tool.get("name") for tool in result.get("tools", ()))
+            cursor = result.get("nextCursor")
+            if cursor is None:
+                return len(names), size, pages
+
+    errors = 0
+    for _ in range(plan.list_warmup):
+        errors += one_listing()[0] != wanted
+    samples = []
+    for _ in range(plan.list_calls):
+        t0 = now()
+        count, size, pages = one_listing()
+        samples.append(now() - t0)
+        errors += count != wanted
+    return {
+        "tools": count,
+        "bytes": size,
+        "pages": pages,
+        "calls": plan.list_calls,
+        "p50_us": percentile(samples, 0.50) / 1e3,
+        "p99_us": percentile(samples, 0.99) / 1e3,
+        "errors": errors,
+        **server.memory_kb(),
+    }
+
+
+def server_env(extra_tools: int = 0) -> Mapping[str, str]:
+    env = {k: v for k, v in os.environ.items() if k not in ("BENCH_TOOLS", "PYTHONPATH", "VIRTUAL_ENV")}
+    if extra_tools:
+        env["BENCH_TOOLS"] = str(extra_tools)
+    return env

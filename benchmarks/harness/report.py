@@ -1,0 +1,111 @@
+"""The comparison table, the budget checks, and the raw-results JSON."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+COLUMNS = ("tooldeck", "mcp", "fastmcp", "floor")
+RATIOS = (("tooldeck", "floor"), ("mcp", "tooldeck"), ("fastmcp", "tooldeck"))
+
+
+@dataclass(frozen=True)
+class Metric:
+    label: str
+    path: tuple[str, str]
+    better: str  # "lower" or "higher"
+    scale: float = 1.0  # multiplies the stored value for display
+    digits: int = 1
+
+
+METRICS = (
+    Metric("start -> initialize reply, median (ms)", ("start", "median_ms"), "lower"),
+    Metric("start -> initialize reply, min (ms)", ("start", "min_ms"), "lower"),
+    Metric("echo (async) p50 (µs)", ("echo", "p50_us"), "lower"),
+    Metric("echo (async) p99 (µs)", ("echo", "p99_us"), "lower"),
+    Metric("echo (async) calls/s, sequential", ("echo", "calls_per_s"), "higher", digits=0),
+    Metric("echo (async) server CPU/call (µs)", ("echo", "cpu_us_per_call"), "lower"),
+    Metric("echo_sync p50 (µs)", ("echo_sync", "p50_us"), "lower"),
+    Metric("echo_sync p99 (µs)", ("echo_sync", "p99_us"), "lower"),
+    Metric("echo_sync calls/s, sequential", ("echo_sync", "calls_per_s"), "higher", digits=0),
+    Metric("echo_sync server CPU/call (µs)", ("echo_sync", "cpu_us_per_call"), "lower"),
+    Metric("echo calls/s, 32 in flight", ("inflight", "calls_per_s"), "higher", digits=0),
+    Metric("32 concurrent 50 ms sleeps, wall (ms)", ("sleeps", "median_ms"), "lower"),
+    Metric("tools/list, 1,003 tools, p50 (µs)", ("tools_list", "p50_us"), "lower", digits=0),
+    Metric("tools/list, 1,003 tools, bytes", ("tools_list", "bytes"), "lower", digits=0),
+    Metric("RSS after run (MB)", ("memory", "rss_kb"), "lower", scale=1 / 1024),
+    Metric("peak RSS, VmHWM (MB)", ("memory", "hwm_kb"), "lower", scale=1 / 1024),
+    Metric("RSS with 1,003 tools (MB)", ("tools_list", "rss_kb"), "lower", scale=1 / 1024),
+    Metric("protocol errors (must be 0)", ("errors", ""), "lower", digits=0),
+)
+
+
+def value(results: dict[str, Any], server: str, path: tuple[str, str]) -> float | None:
+    node = results.get(server, {}).get(path[0])
+    if path[1]:
+        node = node.get(path[1]) if isinstance(node, dict) else None
+    return node if isinstance(node, int | float) else None
+
+
+def ratio(results: dict[str, Any], top: str, bottom: str, path: tuple[str, str]) -> float | None:
+    a, b = value(results, top, path), value(results, bottom, path)
+    return a / b if a is not None and b else None
+
+
+def align(cells: list[str], widths: list[int]) -> list[str]:
+    """The first column left-aligned, numbers right-aligned."""
+    return [cell.ljust(w) if i == 0 else cell.rjust(w) for i, (cell, w) in enumerate(zip(cells, widths, strict=True))]
+
+
+def table(results: dict[str, Any]) -> str:
+    columns = [c for c in COLUMNS if c in results]
+    ratios = [(a, b) for a, b in RATIOS if a in results and b in results]
+    header = ["metric", *columns, *(f"{a}/{b}" for a, b in ratios)]
+    rows = [header]
+    for metric in METRICS:
+        row = [f"{metric.label} {'↓' if metric.better == 'lower' else '↑'}"]
+        for server in columns:
+            v = value(results, server, metric.path)
+            row.append("-" if v is None else f"{v * metric.scale:,.{metric.digits}f}")
+        for a, b in ratios:
+            r = ratio(results, a, b, metric.path)
+            row.append("-" if r is None else f"{r:.2f}x")
+        rows.append(row)
+    widths = [max(len(row[i]) for row in rows) for i in range(len(header))]
+    lines = ["  ".join(align(cells, widths)) for cells in rows]
+    lines.insert(1, "  ".join("-" * w for w in widths))
+    return "\n".join(lines)
+
+
+# (description, numerator server, denominator server, metric path, bound, "max" or "min")
+BUDGET = (
+    ("sequential echo p50 <= 2x floor", "tooldeck", "floor", ("echo", "p50_us"), 2.0, "max"),
+    ("sequential echo p50 >= 8x faster than mcp", "mcp", "tooldeck", ("echo", "p50_us"), 8.0, "min"),
+    ("sequential echo CPU/call >= 8x less than mcp", "mcp", "tooldeck", ("echo", "cpu_us_per_call"), 8.0, "min"),
+    ("32-in-flight calls/s >= 20x mcp", "tooldeck", "mcp", ("inflight", "calls_per_s"), 20.0, "min"),
+    ("start time (median) <= 2x floor", "tooldeck", "floor", ("start", "median_ms"), 2.0, "max"),
+    ("RSS after run <= 1.5x floor", "tooldeck", "floor", ("memory", "rss_kb"), 1.5, "max"),
+    ("tools/list(1,003) p50 <= 2x floor", "tooldeck", "floor", ("tools_list", "p50_us"), 2.0, "max"),
+)
+
+
+def budget(results: dict[str, Any]) -> tuple[str, list[dict[str, Any]]]:
+    checks, lines = [], []
+    for text, top, bottom, path, bound, kind in BUDGET:
+        r = ratio(results, top, bottom, path)
+        within = r is not None and (r <= bound if kind == "max" else r >= bound)
+        verdict = "SKIP" if r is None else "PASS" if within else "FAIL"
+        measured = "n/a" if r is None else f"{top}/{bottom} = {r:.2f}x"
+        lines.append(f"  {verdict}  {text:<46} {measured}")
+        checks.append({"check": text, "ratio": r, "bound": bound, "kind": kind, "verdict": verdict})
+    return "\n".join(lines), checks
+
+
+def write_json(data: dict[str, Any], *paths: Path) -> None:
+    encoded = orjson.dumps(data, option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS) + b"\n"
+    for path in paths:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(encoded)

@@ -1,0 +1,87 @@
+"""The four servers under test: how to start each one, and which versions it runs."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+BENCH = ROOT / "benchmarks"
+SERVERS_DIR = BENCH / "servers"
+VENVS = BENCH / ".venvs"
+
+VERSION_PROBE = """
+import importlib.metadata as m, json, platform
+versions = {"python": platform.python_version()}
+for name in %r:
+    try:
+        versions[name] = m.version(name)
+    except m.PackageNotFoundError:
+        versions[name] = None
+print(json.dumps(versions))
+"""
+
+
+@dataclass(frozen=True)
+class ServerSpec:
+    name: str
+    argv: tuple[str, ...]
+    python: Path  # the interpreter of the server's venv, for version probes
+    packages: tuple[str, ...]  # distributions whose versions the report names
+
+    def versions(self) -> dict[str, str | None]:
+        try:
+            out = subprocess.run(
+                [str(self.python), "-c", VERSION_PROBE % (self.packages,)],
+                capture_output=True,
+                text=True,
+                timeout=60,
+                check=True,
+            ).stdout
+            return json.loads(out)
+        except (OSError, subprocess.SubprocessError, ValueError) as exc:
+            return {"error": str(exc)}
+
+
+def project_python() -> Path:
+    return ROOT / ".venv" / "bin" / "python"
+
+
+SPECS = (
+    ServerSpec(
+        "tooldeck",
+        (str(ROOT / ".venv/bin/tooldeck"), "serve", str(SERVERS_DIR / "tooldeck_server.py")),
+        project_python(),
+        ("tooldeck", "orjson", "jsonschema-rs", "uvloop"),
+    ),
+    ServerSpec(
+        "mcp",
+        (str(VENVS / "mcp/bin/python"), str(SERVERS_DIR / "mcp_server.py")),
+        VENVS / "mcp/bin/python",
+        ("mcp", "pydantic", "anyio"),
+    ),
+    ServerSpec(
+        "fastmcp",
+        (str(VENVS / "fastmcp/bin/python"), str(SERVERS_DIR / "fastmcp_server.py")),
+        VENVS / "fastmcp/bin/python",
+        ("fastmcp", "mcp", "pydantic", "anyio"),
+    ),
+    ServerSpec(
+        "floor",
+        (str(project_python()), str(SERVERS_DIR / "floor_server.py")),
+        project_python(),
+        ("orjson",),
+    ),
+)
+NAMES = tuple(spec.name for spec in SPECS)
+
+
+def tooldeck_git() -> dict[str, str | bool]:
+    """The commit being measured, and whether src/ has uncommitted changes on top of it."""
+
+    def git(*args: str) -> str:
+        return subprocess.run(["git", *args], cwd=ROOT, capture_output=True, text=True).stdout.strip()
+
+    return {"sha": git("rev-parse", "--short=12", "HEAD"), "dirty": bool(git("status", "--porcelain", "--", "src"))}

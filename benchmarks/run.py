@@ -1,0 +1,109 @@
+"""Benchmark tooldeck against the official mcp SDK, fastmcp and a minimal floor server, side by side over stdio.
+
+Usage: .venv/bin/python benchmarks/run.py [--quick] [--only tooldeck,floor] [--json PATH]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import sys
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from harness import measure, report
+from harness.servers import BENCH, NAMES, SPECS, tooldeck_git
+from harness.suite import run_server
+
+
+def parse_args() -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="a smoke run with few iterations")
+    parser.add_argument("--only", help=f"comma-separated servers out of {','.join(NAMES)}")
+    parser.add_argument("--json", type=Path, help="also write the raw results to this path")
+    args = parser.parse_args()
+    args.only = args.only.split(",") if args.only else list(NAMES)
+    if unknown := set(args.only) - set(NAMES):
+        parser.error(f"unknown server(s) {', '.join(sorted(unknown))}; choose from {', '.join(NAMES)}")
+    return args
+
+
+def machine() -> dict[str, object]:
+    with open("/proc/cpuinfo") as f:
+        model = next((line.split(":", 1)[1].strip() for line in f if line.startswith("model name")), "unknown")
+    return {
+        "nproc": os.cpu_count(),
+        "cpus_usable": len(os.sched_getaffinity(0)),
+        "cpu": model,
+        "platform": platform.platform(),
+        "loadavg_start": os.getloadavg(),
+    }
+
+
+def main() -> int:
+    args = parse_args()
+    plan = measure.QUICK if args.quick else measure.FULL
+    stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
+    data: dict[str, object] = {
+        "timestamp": stamp,
+        "quick": args.quick,
+        "plan": vars(plan),
+        "machine": machine(),
+        "client_python": platform.python_version(),
+        "tooldeck_git": tooldeck_git(),
+    }
+    print(f"machine: {data['machine']}", flush=True)
+    started = time.monotonic()
+    results = {
+        spec.name: run_server(spec, plan, log=lambda m: print(m, flush=True))
+        for spec in SPECS
+        if spec.name in args.only
+    }
+    data["machine"]["loadavg_end"] = os.getloadavg()  # type: ignore[index]
+    data["duration_s"] = round(time.monotonic() - started, 1)
+    data["servers"] = results
+    budget_text, data["budget"] = report.budget(results)
+
+    print()
+    print(header(data, results))
+    print()
+    print(report.table(results))
+    print("\nratios are a/b of the values; ↓ lower is better, ↑ higher is better")
+    print("\nbudget (tooldeck):")
+    print(budget_text)
+    for name, result in results.items():
+        if result["error"]:
+            print(f"\n{name} skipped or incomplete: {result['error'][:600]}")
+
+    paths = [BENCH / "results" / f"{stamp}.json"]
+    if not args.quick and args.only == list(NAMES):
+        paths.append(BENCH / "results" / "latest.json")  # only a full run of all four servers is the published one
+    if args.json:
+        paths.append(args.json)
+    report.write_json(data, *paths)
+    print("\nraw results: " + ", ".join(str(p) for p in paths))
+    return 1 if any(r["errors"] for r in results.values()) else 0
+
+
+def header(data: dict, results: dict) -> str:
+    versions = {name: r["versions"] for name, r in results.items()}
+    git = data["tooldeck_git"]
+    m = data["machine"]
+    lines = [
+        f"python (client) {data['client_python']}; servers: "
+        + "; ".join(f"{n} " + ", ".join(f"{k} {v}" for k, v in vs.items() if v) for n, vs in versions.items()),
+        f"tooldeck git {git['sha']}{' (src/ dirty)' if git['dirty'] else ''}",
+        f"machine: {m['cpu']}, nproc {m['nproc']}, load average at start "
+        + " ".join(f"{x:.2f}" for x in m["loadavg_start"])
+        + f", {'quick' if data['quick'] else 'full'} run "
+        f"in {data['duration_s']} s",
+    ]
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,42 @@
+"""The benchmark tools on the official SDK's high-level server (mcp 2.x `MCPServer`), over stdio."""
+
+import asyncio
+import os
+
+from mcp.server.mcpserver import MCPServer
+
+server = MCPServer("bench", version="1.0.0")
+
+
+@server.tool()
+async def echo(text: str) -> str:
+    """Return the text unchanged."""
+    return text
+
+
+@server.tool()
+def echo_sync(text: str) -> str:
+    """Return the text unchanged (a sync tool)."""
+    return text
+
+
+@server.tool()
+async def sleep(ms: int) -> str:
+    """Sleep for ms milliseconds, then answer."""
+    await asyncio.sleep(ms / 1000)
+    return f"slept {ms} ms"
+
+
+def make_extra_tool(index: int):
+    def extra(city: str, days: int, metric: bool) -> str:
+        return f"{index}:{city}:{days}:{metric}"
+
+    extra.__doc__ = f"Extra tool number {index} for the tools/list benchmark."
+    return extra
+
+
+for i in range(int(os.environ.get("BENCH_TOOLS", "0"))):
+    server.add_tool(make_extra_tool(i), name=f"tool_{i:04d}")
+
+if __name__ == "__main__":
+    server.run()
