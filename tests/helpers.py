@@ -7,8 +7,8 @@ from contextlib import asynccontextmanager
 from typing import Any
 
 import orjson
-from mcp_schema import LATEST, WireChecker
 
+from mcp_schema import LATEST, WireChecker
 from tooldeck import Deck
 from tooldeck.server.session import Session
 from tooldeck.transports.memory import MemoryClient

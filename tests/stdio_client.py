@@ -10,6 +10,7 @@ import time
 from typing import Any
 
 import orjson
+
 from mcp_schema import WireChecker
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

@@ -1,18 +1,18 @@
 """tooldeck: publish Python functions as Model Context Protocol tools — spec-complete, fast, safe by default.
 
-    from tooldeck import Deck
+from tooldeck import Deck
 
-    deck = Deck("calculator")
+deck = Deck("calculator")
 
-    @deck.tool
-    def add(a: float, b: float) -> float:
-        "Add two numbers."
-        return a + b
+@deck.tool
+def add(a: float, b: float) -> float:
+    "Add two numbers."
+    return a + b
 
-    deck.run()
+deck.run()
 """
 
-from .protocol.errors import ProtocolError, RegistrationError, SchemaError, ToolError, TooldeckError
+from .protocol.errors import ProtocolError, RegistrationError, SchemaError, TooldeckError, ToolError
 from .server.context import Context
 from .server.deck import Deck
 from .tools.content import Annotations, Audio, EmbeddedResource, Image, ResourceLink, Text

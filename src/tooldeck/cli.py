@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import logging
 import sys
 from typing import Any
@@ -31,15 +32,24 @@ def main(argv: list[str] | None = None) -> int:
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="tooldeck", description="Serve Python functions as MCP tools.")
-    parser.add_argument("--log-level", default="warning", choices=["debug", "info", "warning", "error"],
-                        help="server log level on stderr (default: warning)")
+    parser.add_argument(
+        "--log-level",
+        default="warning",
+        choices=["debug", "info", "warning", "error"],
+        help="server log level on stderr (default: warning)",
+    )
     commands = parser.add_subparsers(required=True, metavar="COMMAND")
     target_help = "path/file.py[:attr] or package.module[:attr]"
 
     serve = commands.add_parser("serve", help="serve a deck over stdio (the built-in demo deck without TARGET)")
     serve.add_argument("target", nargs="?", metavar="TARGET", help=target_help)
-    serve.add_argument("--max-message-bytes", type=_positive_int, default=None, metavar="N",
-                       help="largest accepted message (default 4 MiB)")
+    serve.add_argument(
+        "--max-message-bytes",
+        type=_positive_int,
+        default=None,
+        metavar="N",
+        help="largest accepted message (default 4 MiB)",
+    )
     serve.set_defaults(command=_serve)
 
     tools = commands.add_parser("tools", help="list a deck's tools")
@@ -79,13 +89,13 @@ def _tools(args: argparse.Namespace) -> int:
     from .loader import load_deck
     from .transports.memory import connect
 
-    deck = load_deck(args.target)
-
     async def fetch() -> list[dict[str, Any]]:
         async with connect(deck) as client:
             return await client.list_tools()
 
-    tools = asyncio.run(fetch())
+    with contextlib.redirect_stdout(sys.stderr):  # the target's own prints must not mix with our output
+        deck = load_deck(args.target)
+        tools = asyncio.run(fetch())
     if args.json:
         sys.stdout.write(orjson.dumps({"tools": tools}, option=orjson.OPT_INDENT_2).decode() + "\n")
         return 0
@@ -144,15 +154,16 @@ def _call(args: argparse.Namespace) -> int:
     except orjson.JSONDecodeError as exc:
         raise TargetError(f"arguments are not valid JSON: {exc}") from None
     if not isinstance(arguments, dict):
-        raise TargetError('arguments must be a JSON object, like \'{"a": 1}\'')
-    deck = load_deck(args.target)
+        raise TargetError("arguments must be a JSON object, like '{\"a\": 1}'")
 
     async def invoke() -> dict[str, Any]:
         async with connect(deck) as client:
             return await client.call_tool(args.tool, arguments)
 
     try:
-        result = asyncio.run(invoke())
+        with contextlib.redirect_stdout(sys.stderr):
+            deck = load_deck(args.target)
+            result = asyncio.run(invoke())
     except ClientError as exc:
         known = ", ".join(t.name for t in deck.tools) or "none"
         hint = f" (tools: {known})" if exc.code == -32602 and args.tool not in deck.tools else ""

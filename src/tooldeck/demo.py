@@ -8,9 +8,10 @@ import hashlib
 import math
 import operator
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Annotated, Literal, TypedDict
+from typing import Annotated, Any, Literal, TypedDict
 
 from . import Context, Deck, ToolError
 
@@ -23,7 +24,7 @@ deck = Deck(
 
 # --- calculate ------------------------------------------------------------------------------------------------
 
-_BINARY = {
+_BINARY: dict[type, Callable[[Any, Any], Any]] = {
     ast.Add: operator.add,
     ast.Sub: operator.sub,
     ast.Mult: operator.mul,
@@ -32,10 +33,21 @@ _BINARY = {
     ast.Mod: operator.mod,
     ast.Pow: operator.pow,
 }
-_UNARY = {ast.UAdd: operator.pos, ast.USub: operator.neg}
-_FUNCTIONS = {
-    "sqrt": math.sqrt, "sin": math.sin, "cos": math.cos, "tan": math.tan, "log": math.log, "log10": math.log10,
-    "exp": math.exp, "abs": abs, "round": round, "min": min, "max": max, "floor": math.floor, "ceil": math.ceil,
+_UNARY: dict[type, Callable[[Any], Any]] = {ast.UAdd: operator.pos, ast.USub: operator.neg}
+_FUNCTIONS: dict[str, Callable[..., Any]] = {
+    "sqrt": math.sqrt,
+    "sin": math.sin,
+    "cos": math.cos,
+    "tan": math.tan,
+    "log": math.log,
+    "log10": math.log10,
+    "exp": math.exp,
+    "abs": abs,
+    "round": round,
+    "min": min,
+    "max": max,
+    "floor": math.floor,
+    "ceil": math.ceil,
 }
 _CONSTANTS = {"pi": math.pi, "e": math.e, "tau": math.tau}
 
@@ -86,16 +98,37 @@ def calculate(expression: Annotated[str, {"maxLength": 1000}]) -> float:
 
 _UNITS: dict[str, tuple[str, float]] = {
     # length, in metres
-    "mm": ("length", 0.001), "cm": ("length", 0.01), "m": ("length", 1.0), "km": ("length", 1000.0),
-    "in": ("length", 0.0254), "ft": ("length", 0.3048), "yd": ("length", 0.9144), "mi": ("length", 1609.344),
+    "mm": ("length", 0.001),
+    "cm": ("length", 0.01),
+    "m": ("length", 1.0),
+    "km": ("length", 1000.0),
+    "in": ("length", 0.0254),
+    "ft": ("length", 0.3048),
+    "yd": ("length", 0.9144),
+    "mi": ("length", 1609.344),
     # mass, in kilograms
-    "mg": ("mass", 1e-6), "g": ("mass", 0.001), "kg": ("mass", 1.0), "t": ("mass", 1000.0),
-    "oz": ("mass", 0.028349523125), "lb": ("mass", 0.45359237),
+    "mg": ("mass", 1e-6),
+    "g": ("mass", 0.001),
+    "kg": ("mass", 1.0),
+    "t": ("mass", 1000.0),
+    "oz": ("mass", 0.028349523125),
+    "lb": ("mass", 0.45359237),
     # time, in seconds
-    "ms": ("time", 0.001), "s": ("time", 1.0), "min": ("time", 60.0), "h": ("time", 3600.0), "d": ("time", 86400.0),
+    "ms": ("time", 0.001),
+    "s": ("time", 1.0),
+    "min": ("time", 60.0),
+    "h": ("time", 3600.0),
+    "d": ("time", 86400.0),
     # data, in bytes
-    "B": ("data", 1.0), "KB": ("data", 1e3), "MB": ("data", 1e6), "GB": ("data", 1e9), "TB": ("data", 1e12),
-    "KiB": ("data", 1024.0), "MiB": ("data", 1024.0**2), "GiB": ("data", 1024.0**3), "TiB": ("data", 1024.0**4),
+    "B": ("data", 1.0),
+    "KB": ("data", 1e3),
+    "MB": ("data", 1e6),
+    "GB": ("data", 1e9),
+    "TB": ("data", 1e12),
+    "KiB": ("data", 1024.0),
+    "MiB": ("data", 1024.0**2),
+    "GiB": ("data", 1024.0**3),
+    "TiB": ("data", 1024.0**4),
 }
 _TEMPERATURES = ("C", "F", "K")
 
@@ -143,6 +176,7 @@ def convert_units(value: float, from_unit: str, to_unit: str) -> Conversion:
 
 # --- text_stats ---------------------------------------------------------------------------------------------
 
+
 class TextStats(TypedDict):
     characters: int
     words: int
@@ -171,6 +205,7 @@ def text_stats(text: str) -> TextStats:
 
 # --- hash_text ----------------------------------------------------------------------------------------------
 
+
 @deck.tool(annotations={"readOnlyHint": True, "openWorldHint": False, "idempotentHint": True})
 def hash_text(text: str, algorithm: Literal["md5", "sha1", "sha256", "sha512", "blake2b"] = "sha256") -> str:
     """Hex digest of the UTF-8 bytes of a text.
@@ -183,6 +218,7 @@ def hash_text(text: str, algorithm: Literal["md5", "sha1", "sha256", "sha512", "
 
 
 # --- time_now -----------------------------------------------------------------------------------------------
+
 
 @dataclass
 class TimeInfo:
@@ -212,6 +248,7 @@ def time_now(timezone: str = "UTC") -> TimeInfo:
 
 
 # --- count_primes (long-running, with progress) ---------------------------------------------------------------
+
 
 @dataclass
 class PrimeCount:

@@ -85,7 +85,10 @@ def test_malformed_responses(obj: dict[str, Any]) -> None:
 
 def test_error_message_omits_an_unknown_id() -> None:
     err = InvalidParamsError("bad", {"field": "x"})
-    assert jsonrpc.error(None, err) == {"jsonrpc": "2.0", "error": {"code": -32602, "message": "bad", "data": {"field": "x"}}}
+    assert jsonrpc.error(None, err) == {
+        "jsonrpc": "2.0",
+        "error": {"code": -32602, "message": "bad", "data": {"field": "x"}},
+    }
     assert jsonrpc.error(5, err)["id"] == 5
 
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from helpers import CLIENT_INFO, Harness, init_params
 
+from helpers import CLIENT_INFO, Harness, init_params
 from tooldeck import Deck
 
 
@@ -133,7 +133,11 @@ def test_ping_after_initialize(harness: Harness) -> None:
 def test_unknown_method_is_32601(harness: Harness) -> None:
     harness.initialize()
     reply = harness.request("tools/frobnicate", {}, id=5)
-    assert reply == {"jsonrpc": "2.0", "id": 5, "error": {"code": -32601, "message": "Method not found: tools/frobnicate"}}
+    assert reply == {
+        "jsonrpc": "2.0",
+        "id": 5,
+        "error": {"code": -32601, "message": "Method not found: tools/frobnicate"},
+    }
 
 
 def test_notifications_get_no_reply_not_even_unknown_ones(harness: Harness) -> None:
@@ -156,7 +160,10 @@ def test_non_object_messages_are_32600_without_id(harness: Harness, value: Any) 
     (reply,) = harness.send(value)
     assert reply == {
         "jsonrpc": "2.0",
-        "error": {"code": -32600, "message": f"Invalid request: expected a JSON-RPC object, got {type(value).__name__}"},
+        "error": {
+            "code": -32600,
+            "message": f"Invalid request: expected a JSON-RPC object, got {type(value).__name__}",
+        },
     }
 
 

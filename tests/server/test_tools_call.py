@@ -10,8 +10,8 @@ from enum import Enum
 from typing import Any, TypedDict
 
 import pytest
-from helpers import client
 
+from helpers import client
 from tooldeck import Audio, Context, Deck, EmbeddedResource, Image, ResourceLink, Text, ToolError
 
 PNG = b"\x89PNG\r\n\x1a\n" + b"\x00" * 8
@@ -138,11 +138,18 @@ async def test_every_content_type() -> None:
                 "annotations": {"lastModified": "2025-01-12T15:00:58Z"},
             },
             {"type": "audio", "data": "UklGRi4uLi5XQVZF", "mimeType": "audio/wav"},
-            {"type": "resource_link", "uri": "file:///tmp/report.txt", "name": "report", "mimeType": "text/plain",
-             "size": 12},
+            {
+                "type": "resource_link",
+                "uri": "file:///tmp/report.txt",
+                "name": "report",
+                "mimeType": "text/plain",
+                "size": 12,
+            },
             {"type": "resource", "resource": {"uri": "test://doc", "mimeType": "text/plain", "text": "hello"}},
-            {"type": "resource", "resource": {"uri": "test://bin", "mimeType": "application/octet-stream",
-                                              "blob": "AAE="}},
+            {
+                "type": "resource",
+                "resource": {"uri": "test://bin", "mimeType": "application/octet-stream", "blob": "AAE="},
+            },
         ]
 
 
@@ -199,7 +206,9 @@ async def test_tool_exceptions_are_masked_by_default() -> None:
 async def test_unmasked_errors_show_the_exception() -> None:
     async with client(make_deck(mask_errors=False)) as c:
         result = await c.call_tool("broken")
-        assert result["content"][0]["text"] == "Error executing tool 'broken': RuntimeError: database password is hunter2"
+        assert (
+            result["content"][0]["text"] == "Error executing tool 'broken': RuntimeError: database password is hunter2"
+        )
 
 
 async def test_tool_error_text_reaches_the_model() -> None:

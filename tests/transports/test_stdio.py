@@ -12,8 +12,8 @@ from typing import Any
 
 import orjson
 import pytest
-from stdio_client import ROOT, TOOLDECK, StdioServer
 
+from stdio_client import ROOT, TOOLDECK, StdioServer
 from tooldeck.protocol.errors import ProtocolError
 from tooldeck.transports.stdio import LineReader
 
@@ -98,17 +98,21 @@ def test_a_whole_session_over_real_pipes(noisy: StdioServer) -> None:
     assert reply["result"]["serverInfo"] == {"name": "noisy", "version": "0.0.1"}
     tools = noisy.request("tools/list")["result"]["tools"]
     assert [t["name"] for t in tools] == ["shout", "wait", "add"]
-    assert noisy.request("tools/call", {"name": "add", "arguments": {"a": 2, "b": 40}})["result"]["structuredContent"] == {
-        "result": 42
-    }
+    assert noisy.request("tools/call", {"name": "add", "arguments": {"a": 2, "b": 40}})["result"][
+        "structuredContent"
+    ] == {"result": 42}
     shout = noisy.request("tools/call", {"name": "shout", "arguments": {"text": "hey"}})
     assert shout["result"]["content"] == [{"type": "text", "text": "HEY"}]
     noisy.close_stdin()
     assert noisy.wait() == 0
     assert noisy.rest_of_stdout() == b""
     stderr = noisy.proc.stderr.read().decode()  # type: ignore[union-attr]
-    for noise in ("a banner printed at import time", "debug output from a tool", "raw bytes on fd 1",
-                  "a child process writing to stdout"):
+    for noise in (
+        "a banner printed at import time",
+        "debug output from a tool",
+        "raw bytes on fd 1",
+        "a child process writing to stdout",
+    ):
         assert noise in stderr
     assert all(line.startswith(b"{") for line in noisy.lines)
 
@@ -143,8 +147,14 @@ def test_huge_lines_are_refused_without_buffering_them() -> None:
     server = StdioServer("serve", NOISY, "--max-message-bytes", "65536")
     try:
         server.initialize()
-        big = orjson.dumps({"jsonrpc": "2.0", "id": "big", "method": "tools/call",
-                            "params": {"name": "shout", "arguments": {"text": "x" * 5_000_000}}})
+        big = orjson.dumps(
+            {
+                "jsonrpc": "2.0",
+                "id": "big",
+                "method": "tools/call",
+                "params": {"name": "shout", "arguments": {"text": "x" * 5_000_000}},
+            }
+        )
         server.write(big + b"\n")
         reply = server.read()
         assert reply["error"]["code"] == -32600
@@ -164,8 +174,14 @@ def test_default_limit_refuses_a_5_mib_line(noisy: StdioServer) -> None:
 
 def test_eof_cancels_work_in_flight_and_exits_cleanly(noisy: StdioServer) -> None:
     noisy.initialize()
-    noisy.send({"jsonrpc": "2.0", "id": "slow", "method": "tools/call",
-                "params": {"name": "wait", "arguments": {"seconds": 60}, "_meta": {"progressToken": "t"}}})
+    noisy.send(
+        {
+            "jsonrpc": "2.0",
+            "id": "slow",
+            "method": "tools/call",
+            "params": {"name": "wait", "arguments": {"seconds": 60}, "_meta": {"progressToken": "t"}},
+        }
+    )
     assert noisy.read()["method"] == "notifications/progress"  # the tool is running
     noisy.close_stdin()
     assert noisy.wait(timeout=10) == 0
@@ -175,8 +191,14 @@ def test_eof_cancels_work_in_flight_and_exits_cleanly(noisy: StdioServer) -> Non
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
 def test_signals_stop_the_server_cleanly(noisy: StdioServer, sig: int) -> None:
     noisy.initialize()
-    noisy.send({"jsonrpc": "2.0", "id": "slow", "method": "tools/call",
-                "params": {"name": "wait", "arguments": {"seconds": 60}, "_meta": {"progressToken": "t"}}})
+    noisy.send(
+        {
+            "jsonrpc": "2.0",
+            "id": "slow",
+            "method": "tools/call",
+            "params": {"name": "wait", "arguments": {"seconds": 60}, "_meta": {"progressToken": "t"}},
+        }
+    )
     noisy.read()
     noisy.proc.send_signal(sig)
     assert noisy.wait(timeout=10) == 0
@@ -185,16 +207,25 @@ def test_signals_stop_the_server_cleanly(noisy: StdioServer, sig: int) -> None:
 
 def test_stdin_and_stdout_may_be_regular_files() -> None:
     lines = [
-        {"jsonrpc": "2.0", "id": 1, "method": "initialize",
-         "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "f", "version": "1"}}},
+        {
+            "jsonrpc": "2.0",
+            "id": 1,
+            "method": "initialize",
+            "params": {
+                "protocolVersion": "2025-06-18",
+                "capabilities": {},
+                "clientInfo": {"name": "f", "version": "1"},
+            },
+        },
         {"jsonrpc": "2.0", "method": "notifications/initialized"},
         {"jsonrpc": "2.0", "id": 2, "method": "tools/list"},
     ]  # (a tools/call would be cancelled by the EOF that follows at once: EOF means "shut down")
     with tempfile.TemporaryFile() as stdin, tempfile.TemporaryFile() as stdout:
         stdin.write(b"".join(orjson.dumps(line) + b"\n" for line in lines))
         stdin.seek(0)
-        done = subprocess.run([*TOOLDECK, "serve", NOISY], stdin=stdin, stdout=stdout, stderr=subprocess.PIPE,
-                              cwd=ROOT, timeout=30)
+        done = subprocess.run(
+            [*TOOLDECK, "serve", NOISY], stdin=stdin, stdout=stdout, stderr=subprocess.PIPE, cwd=ROOT, timeout=30
+        )
         assert done.returncode == 0, done.stderr
         stdout.seek(0)
         replies = [orjson.loads(line) for line in stdout.read().splitlines()]
@@ -208,9 +239,14 @@ def test_the_demo_deck_is_served_without_a_target() -> None:
         assert server.initialize()["result"]["serverInfo"]["name"] == "tooldeck-demo"
         names = [t["name"] for t in server.request("tools/list")["result"]["tools"]]
         assert {"calculate", "convert_units", "count_primes"} <= set(names)
-        server.send({"jsonrpc": "2.0", "id": "p", "method": "tools/call",
-                     "params": {"name": "count_primes", "arguments": {"limit": 600000},
-                                "_meta": {"progressToken": 1}}})
+        server.send(
+            {
+                "jsonrpc": "2.0",
+                "id": "p",
+                "method": "tools/call",
+                "params": {"name": "count_primes", "arguments": {"limit": 600000}, "_meta": {"progressToken": 1}},
+            }
+        )
         messages = []
         while True:
             message = server.read()

@@ -25,7 +25,10 @@ def encode(message: Any) -> bytes:
         return orjson.dumps(message)
     except TypeError as exc:
         # Only reachable through a bug that put a non-JSON value in a message; keep the connection alive.
-        error: dict[str, Any] = {"jsonrpc": "2.0", "error": {"code": INTERNAL_ERROR, "message": f"Internal error: {exc}"}}
+        error: dict[str, Any] = {
+            "jsonrpc": "2.0",
+            "error": {"code": INTERNAL_ERROR, "message": f"Internal error: {exc}"},
+        }
         if isinstance(message, dict) and "id" in message:
             error["id"] = message["id"]
         return orjson.dumps(error)

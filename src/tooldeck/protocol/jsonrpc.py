@@ -8,11 +8,11 @@ could not be read omits ``id`` (the 2025-11-25 schema has no null id).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Union
+from typing import Any
 
 from .errors import InvalidParamsError, InvalidRequestError, ProtocolError
 
-RequestId = Union[str, int]
+RequestId = str | int
 JSONRPC = "2.0"
 _EMPTY: dict[str, Any] = {}
 
@@ -51,7 +51,7 @@ class Invalid:
     answer: bool = True
 
 
-Message = Union[Request, Notification, Response, Invalid]
+Message = Request | Notification | Response | Invalid
 
 
 def is_request_id(value: Any) -> bool:
@@ -75,7 +75,9 @@ def parse(obj: Any) -> Message:
     if type(method) is not str:
         return Invalid(InvalidRequestError('Invalid request: "method" must be a string'), readable_id)
     if has_id and readable_id is None:
-        return Invalid(InvalidRequestError(f'Invalid request: "id" must be a string or an integer, got {_show(raw_id)}'))
+        return Invalid(
+            InvalidRequestError(f'Invalid request: "id" must be a string or an integer, got {_show(raw_id)}')
+        )
     params = obj.get("params", _EMPTY)
     if type(params) is not dict:
         if params is None and "params" not in obj:

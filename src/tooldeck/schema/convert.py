@@ -213,7 +213,10 @@ class _Builder:
         if origin in kinds.LIST_ORIGINS or tp in kinds.LIST_ORIGINS:
             return bool(args) and self._needs(args[0], visiting)
         if origin in kinds.MAPPING_ORIGINS or tp in kinds.MAPPING_ORIGINS:
-            return bool(args) and (self._needs(args[0], visiting) or self._needs(args[1], visiting))
+            if not args:
+                return False
+            # Integer keys arrive as strings ("1"), so they always need converting.
+            return kinds.strip_annotated(args[0])[0] is int or any(self._needs(arg, visiting) for arg in args)
         if kinds.is_typeddict(tp):
             if tp in visiting:
                 return False
@@ -250,7 +253,9 @@ class _Builder:
         if origin in kinds.LIST_ORIGINS:
             item = self._require(args[0])
             return lambda value: _items(item, value)
-        if tp is tuple or origin is tuple:
+        if tp is tuple or tp is typing.Tuple:  # noqa: UP006 - the bare alias means "any tuple"
+            return self._tuple((Any, ...))
+        if origin is tuple:
             return self._tuple(args)
         if tp in kinds.SET_ORIGINS or origin in kinds.SET_ORIGINS:
             return self._set(tp if origin is None else origin, args)
@@ -303,8 +308,8 @@ class _Builder:
         return convert_union
 
     def _tuple(self, args: tuple[Any, ...]) -> Converter:
-        if not args or (len(args) == 2 and args[1] is Ellipsis):
-            item: Converter | None = self.build(args[0]) if args else None
+        if len(args) == 2 and args[1] is Ellipsis:
+            item = self.build(args[0])
 
             def variadic(value: Any) -> tuple[Any, ...]:
                 _expect(value, list, "an array")
@@ -313,7 +318,7 @@ class _Builder:
                 return tuple(_at(index, item, element) for index, element in enumerate(value))
 
             return variadic
-        if args == ((),):  # tuple[()]
+        if args == ((),):  # tuple[()] on Pythons that report it this way
             args = ()
         fixed_items = [self._require(arg) for arg in args]
 

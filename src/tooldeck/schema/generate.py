@@ -136,7 +136,9 @@ class _Builder:
             return self._array(args[0] if args else Any)
         if tp in kinds.SET_ORIGINS or origin in kinds.SET_ORIGINS:
             return {**self._array(args[0] if args else Any), "uniqueItems": True}
-        if tp is tuple or origin is tuple:
+        if tp is tuple or tp is typing.Tuple:  # noqa: UP006 - the bare alias means "any tuple"
+            return {"type": "array"}
+        if origin is tuple:
             return self._tuple(args)
         if tp in kinds.MAPPING_ORIGINS or origin in kinds.MAPPING_ORIGINS:
             return self._mapping(args)
@@ -144,9 +146,9 @@ class _Builder:
             return self._typevar(tp)
         if isinstance(tp, type):
             return self._class(tp)
-        if origin is not None and isinstance(origin, type) and typing.get_args(tp):
+        if kinds.is_dataclass_type(origin) or kinds.is_typeddict(origin) or kinds.is_namedtuple(origin):
             raise self.fail(f"generic {type_repr(tp)} is not supported; use a concrete (non-generic) class")
-        if callable(tp) or origin is not None:
+        if origin is not None:
             raise self.fail(f"{type_repr(tp)} cannot be passed as JSON")
         raise self.fail(f"{tp!r} is not a type")
 
@@ -167,6 +169,8 @@ class _Builder:
             return {"type": "array"}
         if issubclass(cls, dict):
             return {"type": "object"}
+        if cls.__module__ in ("builtins", "typing", "collections.abc", "types"):
+            raise self.fail(f"{type_repr(cls)} cannot be passed as JSON")
         raise self.fail(
             f"{type_repr(cls)} is a plain class; use a dataclass, TypedDict, NamedTuple or pydantic model, "
             "or describe it with Annotated[..., {<JSON Schema>}]"
@@ -325,11 +329,9 @@ class _Builder:
         return {"type": "array", "items": items} if items else {"type": "array"}
 
     def _tuple(self, args: tuple[Any, ...]) -> Schema:
-        if not args:
-            return {"type": "array"}
         if len(args) == 2 and args[1] is Ellipsis:
             return self._array(args[0])
-        if args == ((),):  # tuple[()]
+        if not args or args == ((),):  # tuple[()]: Python 3.11 reports no arguments at all
             return {"type": "array", "maxItems": 0}
         return {
             "type": "array",

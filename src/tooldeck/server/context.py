@@ -40,8 +40,17 @@ DONE = _Done()
 class Context:
     """Passed to a tool that asks for it; valid while the call runs (calls after it ends are ignored)."""
 
-    __slots__ = ("_last_progress", "_loop", "_loop_thread", "_session", "cancelled", "finished", "progress_token",
-                 "request_id", "tool_name")
+    __slots__ = (
+        "_last_progress",
+        "_loop",
+        "_loop_thread",
+        "_session",
+        "cancelled",
+        "finished",
+        "progress_token",
+        "request_id",
+        "tool_name",
+    )
 
     def __init__(
         self,
@@ -93,8 +102,9 @@ class Context:
         if isinstance(progress, bool) or not isinstance(progress, int | float):
             raise TypeError(f"progress must be a number, got {type(progress).__name__}")
         if self._last_progress is not None and progress <= self._last_progress:
-            log.warning("tool %r: progress %r does not exceed %r; not sent", self.tool_name, progress,
-                        self._last_progress)
+            log.warning(
+                "tool %r: progress %r does not exceed %r; not sent", self.tool_name, progress, self._last_progress
+            )
             return DONE
         self._last_progress = progress
         params: dict[str, Any] = {"progressToken": self.progress_token, "progress": progress}

@@ -101,7 +101,7 @@ class Deck:
         output_schema: dict[str, Any] | bool | None = None,
     ) -> Callable[[F], F]: ...
 
-    def tool(self, fn: Any = None, /, **options: Any) -> Any:
+    def tool(self, fn: Any = None, /, **options: Any) -> Any:  # type: ignore[misc]
         """Register a function as a tool: ``@deck.tool`` or ``@deck.tool(name=..., title=...)``.
 
         The function is returned unchanged, so it stays an ordinary, testable function.

@@ -167,9 +167,8 @@ class Session:
         method = note.method
         if method == "notifications/cancelled":
             self._cancelled(note.params)
-        elif method == "notifications/initialized":
-            if self.initialized:
-                self.ready = True
+        elif method == "notifications/initialized" and self.initialized:
+            self.ready = True
         # Other notifications (progress for our requests, roots/list_changed, unknown ones) need no action yet.
 
     def _response(self, response: Response) -> None:
@@ -178,7 +177,7 @@ class Session:
 
     def _cancelled(self, params: dict[str, Any]) -> None:
         request_id = params.get("requestId")
-        entry = self.in_flight.pop(request_id, None) if jsonrpc.is_request_id(request_id) else None
+        entry = self.in_flight.pop(request_id, None) if jsonrpc.is_request_id(request_id) else None  # type: ignore[arg-type]
         if entry is None:
             return  # unknown, finished already, or malformed: the spec says ignore
         log.debug("request %r cancelled by the client: %s", request_id, params.get("reason"))

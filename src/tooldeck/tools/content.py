@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import base64
 from dataclasses import dataclass, field
-from datetime import date, datetime, timezone
-from typing import Any, Union
+from datetime import UTC, date, datetime
+from typing import Any
 
 from ..protocol.errors import TooldeckError
 
@@ -43,7 +43,7 @@ class Annotations:
         if isinstance(self.last_modified, datetime | date):
             moment = self.last_modified
             if isinstance(moment, datetime) and moment.tzinfo is None:
-                moment = moment.replace(tzinfo=timezone.utc)
+                moment = moment.replace(tzinfo=UTC)
             object.__setattr__(self, "last_modified", moment.isoformat())
         elif self.last_modified is not None and not isinstance(self.last_modified, str):
             raise ContentError("annotations.last_modified: expected an ISO 8601 string or a datetime")
@@ -59,7 +59,7 @@ class Annotations:
         return wire
 
 
-AnnotationsLike = Union[Annotations, dict[str, Any], None]
+AnnotationsLike = Annotations | dict[str, Any] | None
 
 
 def annotations_from(value: AnnotationsLike) -> Annotations | None:
@@ -217,5 +217,5 @@ class EmbeddedResource:
         return _finish({"type": "resource", "resource": resource}, self.annotations, self.meta)
 
 
-ContentBlock = Union[Text, Image, Audio, ResourceLink, EmbeddedResource]
+ContentBlock = Text | Image | Audio | ResourceLink | EmbeddedResource
 CONTENT_TYPES: tuple[type, ...] = (Text, Image, Audio, ResourceLink, EmbeddedResource)

@@ -67,7 +67,7 @@ def to_content(value: Any) -> list[dict[str, Any]]:
     if value is None:
         return []
     if isinstance(value, CONTENT_TYPES):
-        return [value.to_wire()]
+        return [value.to_wire()]  # type: ignore[attr-defined]
     if isinstance(value, list | tuple) and any(isinstance(v, (str, *CONTENT_TYPES)) for v in value):
         return [block for item in value for block in to_content(item)]
     return [{"type": "text", "text": orjson.dumps(value, default=json_default).decode()}]

@@ -56,7 +56,7 @@ def _loop_factory() -> Any:
     if os.environ.get("TOOLDECK_LOOP", "").lower() == "asyncio":
         return None
     try:
-        import uvloop
+        import uvloop  # type: ignore[import-not-found]
     except ImportError:
         return None
     return uvloop.new_event_loop
