@@ -61,9 +61,14 @@ def test_lower_layers_never_import_higher_ones() -> None:
     assert problems == []
 
 
-def test_start_up_imports_stay_light() -> None:
-    code = "import sys, tooldeck.cli, tooldeck.server.deck, tooldeck.transports.stdio; print(sorted(sys.modules))"
+def test_the_handshake_path_imports_stay_light() -> None:
+    # What `tooldeck serve` needs before it can answer initialize: no event loop, no validator, no frameworks.
+    code = (
+        "import sys, tooldeck.cli, tooldeck.loader, tooldeck.demo, tooldeck.transports.stdio;"
+        "print(sorted(sys.modules))"
+    )
     done = run(sys.executable, "-c", code)
     modules = set(eval(done.stdout))
-    heavy = {"pydantic", "jsonschema", "httpx", "starlette", "uvicorn", "anyio", "typing_extensions", "email", "http"}
+    heavy = {"pydantic", "jsonschema", "jsonschema_rs", "asyncio", "ssl", "concurrent.futures", "email", "http",
+             "httpx", "starlette", "uvicorn", "anyio", "typing_extensions"}
     assert not (heavy & modules), heavy & modules

@@ -6,9 +6,6 @@ Exit status: 0 success, 1 the tool reported an error, 2 bad usage or a target th
 from __future__ import annotations
 
 import argparse
-import asyncio
-import contextlib
-import logging
 import sys
 from typing import Any
 
@@ -20,6 +17,8 @@ USAGE_ERROR = 2
 def main(argv: list[str] | None = None) -> int:
     parser = _parser()
     args = parser.parse_args(argv)
+    import logging
+
     logging.basicConfig(
         stream=sys.stderr, level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
@@ -84,6 +83,9 @@ def _serve(args: argparse.Namespace) -> int:
 
 
 def _tools(args: argparse.Namespace) -> int:
+    import asyncio
+    import contextlib
+
     import orjson
 
     from .loader import load_deck
@@ -144,6 +146,9 @@ def _default(schema: dict[str, Any]) -> str:
 
 
 def _call(args: argparse.Namespace) -> int:
+    import asyncio
+    import contextlib
+
     import orjson
 
     from .loader import load_deck

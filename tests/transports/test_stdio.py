@@ -37,7 +37,7 @@ class FakeSession:
 
 def reader(limit: int = 100) -> tuple[LineReader, FakeSession]:
     session = FakeSession()
-    return LineReader(session, limit, lambda: None), session  # type: ignore[arg-type]
+    return LineReader(session, limit), session  # type: ignore[arg-type]
 
 
 @pytest.mark.parametrize(

@@ -42,6 +42,12 @@ def parse_docstring(doc: str | None, *, for_class: bool = False) -> tuple[str | 
     if not doc or not doc.strip():
         return None, {}
     sections = _CLASS_SECTIONS if for_class else _FUNCTION_SECTIONS
+    first = doc.lstrip("\n").split("\n", 1)[0].strip()
+    header = _GOOGLE_HEADER.match(first)
+    if header and header["title"].lower() in sections:
+        # cleandoc dedents the lines after the first by their own margin, which would pull a section's entries
+        # out to the column of a header written on the opening line; starting on a fresh line keeps them inside.
+        doc = "\n" + doc.lstrip("\n")
     lines = inspect.cleandoc(doc).splitlines()
     params: dict[str, str] = {}
     kept: list[str] = []

@@ -7,22 +7,24 @@ it says no does ``errors`` walk the failures and word them: ``$.items[2].name: e
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from typing import Any
-
-import jsonschema_rs
+from typing import TYPE_CHECKING, Any
 
 from tooldeck.protocol.errors import SchemaError
 from tooldeck.schema.paths import format_path, path_key, preview
 
+if TYPE_CHECKING:
+    import jsonschema_rs
+
 MAX_ERRORS = 20
 _MAX_OPTIONS = 10
 
-_DIALECTS: dict[str, tuple[str, type[jsonschema_rs.Validator]]] = {
-    "json-schema.org/draft/2020-12/schema": ("2020-12", jsonschema_rs.Draft202012Validator),
-    "json-schema.org/draft/2019-09/schema": ("2019-09", jsonschema_rs.Draft201909Validator),
-    "json-schema.org/draft-07/schema": ("draft-07", jsonschema_rs.Draft7Validator),
-    "json-schema.org/draft-06/schema": ("draft-06", jsonschema_rs.Draft6Validator),
-    "json-schema.org/draft-04/schema": ("draft-04", jsonschema_rs.Draft4Validator),
+# $schema (without scheme and trailing "#") -> (dialect name, jsonschema_rs validator class name)
+_DIALECTS: dict[str, tuple[str, str]] = {
+    "json-schema.org/draft/2020-12/schema": ("2020-12", "Draft202012Validator"),
+    "json-schema.org/draft/2019-09/schema": ("2019-09", "Draft201909Validator"),
+    "json-schema.org/draft-07/schema": ("draft-07", "Draft7Validator"),
+    "json-schema.org/draft-06/schema": ("draft-06", "Draft6Validator"),
+    "json-schema.org/draft-04/schema": ("draft-04", "Draft4Validator"),
 }
 SUPPORTED_DIALECTS = tuple(f"https://{uri}" for uri in _DIALECTS)
 
@@ -45,8 +47,12 @@ class Validator:
     def __init__(self, schema: dict[str, Any], *, validate_formats: bool | None = None) -> None:
         if not isinstance(schema, dict):
             raise SchemaError(f"a JSON Schema must be an object, got {preview(schema)}")
+        # Imported on first use: jsonschema_rs loads the email package, a cost start-up should not pay.
+        import jsonschema_rs
+
         self.schema = schema
-        self.dialect, validator_class = _dialect(schema)
+        self.dialect, class_name = _dialect(schema)
+        validator_class: type[jsonschema_rs.Validator] = getattr(jsonschema_rs, class_name)
         try:
             jsonschema_rs.meta.validate(schema)
         except jsonschema_rs.ValidationError as error:
@@ -63,7 +69,7 @@ class Validator:
 
     def errors(self, instance: Any) -> list[str]:
         """One line per failure, ``$.path: what was wrong``, sorted by path; empty when the instance is valid."""
-        lines = sorted(_lines(self._compiled.iter_errors(instance)), key=lambda line: line[0])
+        lines = sorted(_lines(self._compiled.iter_errors(instance)))
         unique = list(dict.fromkeys(message for _, message in lines))
         if len(unique) > MAX_ERRORS:
             return [*unique[:MAX_ERRORS], f"... and {len(unique) - MAX_ERRORS} more"]
@@ -73,7 +79,7 @@ class Validator:
         return f"<Validator {self.dialect} {preview(self.schema)}>"
 
 
-def _dialect(schema: dict[str, Any]) -> tuple[str, type[jsonschema_rs.Validator]]:
+def _dialect(schema: dict[str, Any]) -> tuple[str, str]:
     uri = schema.get("$schema")
     if uri is None:
         return _DIALECTS["json-schema.org/draft/2020-12/schema"]
@@ -126,7 +132,7 @@ def _expectation(error: jsonschema_rs.ValidationError) -> str | None:
     name = type(kind).__name__
     if name == "Type":
         return _join_or(list(kind.types))
-    if name == "Const":
+    if name == "Constant":
         return preview(kind.expected_value)
     if name == "Enum":
         options = [preview(option) for option in kind.options[:_MAX_OPTIONS]]
@@ -177,7 +183,7 @@ def _alternatives(error: jsonschema_rs.ValidationError, keyword: str) -> list[Li
     deep: list[list[jsonschema_rs.ValidationError]] = []
     for branch in error.kind.context:  # type: ignore[attr-defined]
         expected = _expectation(branch[0]) if len(branch) == 1 and branch[0].instance_path == path else None
-        if expected is not None and type(branch[0].kind).__name__ in ("Type", "Const", "Enum"):
+        if expected is not None and type(branch[0].kind).__name__ in ("Type", "Constant", "Enum"):
             if expected not in shallow:
                 shallow.append(expected)
         else:

@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-import asyncio
 import contextvars
+import sys
 from collections.abc import Awaitable, Callable
-from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any, TypeVar, overload
 
 from ..protocol.errors import RegistrationError
@@ -14,9 +13,12 @@ from ..tools.function import tool_from_function
 from ..tools.registry import ToolRegistry
 from ..tools.tool import Tool, normalize_icons
 from .context import LOG_RANK, Context
-from .handlers import HANDLERS
+from .handlers import DEFERRED, HANDLERS
 
 if TYPE_CHECKING:
+    import asyncio
+    from concurrent.futures import ThreadPoolExecutor
+
     from .session import Session
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -75,6 +77,7 @@ class Deck:
         self.tools = ToolRegistry()
         self.tools.subscribe(lambda: self._changed("tools"))
         self.handlers = dict(HANDLERS)
+        self.deferred_methods = set(DEFERRED)  # handlers that run user code and need the event loop
         self.policies: list[Policy] = []
         self.sessions: set[Session] = set()
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -179,21 +182,22 @@ class Deck:
 
     def loop(self) -> asyncio.AbstractEventLoop:
         if self._loop is None:
+            import asyncio  # asyncio is loaded only once there is work for it
+
             self._loop = asyncio.get_running_loop()
         return self._loop
 
     def attach(self, session: Session) -> None:
         """Called by each new session: the deck tells live sessions when its lists change."""
         self.sessions.add(session)
-        if self._loop is None:
-            try:
-                self._loop = asyncio.get_running_loop()
-            except RuntimeError:
-                pass  # a sans-IO session driven without a loop: changes are announced synchronously
+        if self._loop is None or self._loop.is_closed():
+            self._loop = _running_loop()  # None for a session driven without a loop: changes are then sent at once
 
     def run_sync(self, fn: Callable[[], Any]) -> Awaitable[Any]:
         """Run a sync tool in the worker pool, with the caller's context variables."""
         if self._executor is None:
+            from concurrent.futures import ThreadPoolExecutor
+
             self._executor = ThreadPoolExecutor(self.max_threads, thread_name_prefix="tooldeck-tool")
         return self.loop().run_in_executor(self._executor, contextvars.copy_context().run, fn)
 
@@ -207,11 +211,7 @@ class Deck:
         if kind in self._pending_changes:
             return  # one notification per burst of changes
         self._pending_changes.add(kind)
-        try:
-            same_thread = asyncio.get_running_loop() is self._loop
-        except RuntimeError:
-            same_thread = False
-        if same_thread:
+        if _running_loop() is self._loop:
             self._loop.call_soon(self._announce)
         else:
             self._loop.call_soon_threadsafe(self._announce)
@@ -221,3 +221,13 @@ class Deck:
         for kind in sorted(kinds):
             for session in list(self.sessions):
                 session.notify(f"notifications/{kind}/list_changed")
+
+
+def _running_loop() -> asyncio.AbstractEventLoop | None:
+    asyncio = sys.modules.get("asyncio")  # no loop can be running if asyncio was never imported
+    if asyncio is None:
+        return None
+    try:
+        return asyncio.get_running_loop()
+    except RuntimeError:
+        return None

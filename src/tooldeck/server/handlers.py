@@ -82,3 +82,5 @@ HANDLERS: dict[str, Handler] = {
     "tools/list": list_tools,
     "tools/call": call,
 }
+# Methods whose handlers run user code as tasks: everything else is answered without an event loop.
+DEFERRED = frozenset({"tools/call"})

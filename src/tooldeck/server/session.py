@@ -10,7 +10,6 @@ Lifecycle: ``new`` until initialize is answered, then ``initialized``; notificat
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
@@ -27,6 +26,8 @@ from ..protocol.jsonrpc import Invalid, Notification, Request, RequestId, Respon
 from .context import LOG_LEVELS, LOG_RANK
 
 if TYPE_CHECKING:
+    import asyncio
+
     from .deck import Deck
 
 log = logging.getLogger("tooldeck.session")
@@ -119,6 +120,12 @@ class Session:
             self._receive_batch(obj)
             return
         self._receive(jsonrpc.parse(obj), self._direct)
+
+    def answers_now(self, message: Any) -> bool:
+        """True when handling ``message`` needs no event loop: everything but the methods that run user code."""
+        if type(message) is dict:
+            return message.get("method") not in self.deck.deferred_methods
+        return type(message) is not list  # a batch may hold a tools/call
 
     def receive_error(self, error: ProtocolError) -> None:
         """The transport could not decode a message (bad JSON, too large): answer with no id."""
@@ -215,10 +222,14 @@ class Session:
 
     def spawn(self, request: Request, reply: Reply, work: Any, context: Any = None) -> None:
         """Run ``work`` (a coroutine producing the result dict) as a tracked task that replies when it ends."""
+        import asyncio  # not at module level: the handshake is answered before the event loop is loaded
+
         task = asyncio.get_running_loop().create_task(self._run(request.id, reply, work, context))
         self.in_flight[request.id] = InFlight(task, reply, context)
 
     async def _run(self, request_id: RequestId, reply: Reply, work: Any, context: Any) -> None:
+        import asyncio
+
         try:
             message = jsonrpc.result(request_id, await work)
         except asyncio.CancelledError:

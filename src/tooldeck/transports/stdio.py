@@ -4,16 +4,22 @@
 ``print()`` in a tool, a C extension or a child process cannot corrupt the stream. A line longer than the limit is
 answered with an error and discarded without being buffered. EOF on stdin, SIGTERM or SIGINT end the server: work
 in flight is cancelled, pending output is flushed, and the process exits with status 0.
+
+Start-up is two-phase. The sans-IO session answers the handshake (initialize, ping, tools/list, ...) with plain
+blocking reads and writes, before asyncio is even imported; the event loop starts when a message needs it (a
+tools/call) or when the client goes quiet after its first answer. A host that starts a server and waits for the
+initialize reply never waits for the event loop's ~30 ms of imports.
 """
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import os
+import select
 import signal
 import sys
 import threading
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import orjson
@@ -23,10 +29,13 @@ from ..protocol.errors import InvalidRequestError, ParseError
 from ..server.session import Session
 
 if TYPE_CHECKING:
+    import asyncio
+
     from ..server.deck import Deck
 
 log = logging.getLogger("tooldeck.stdio")
 _SHUTDOWN_GRACE = 5.0  # seconds to let cancelled work unwind before exiting
+_CHUNK = 65536
 
 
 def run_stdio(deck: Deck, *, max_message_bytes: int | None = None, stdout_fd: int | None = None) -> None:
@@ -36,10 +45,15 @@ def run_stdio(deck: Deck, *, max_message_bytes: int | None = None, stdout_fd: in
     imports the user's module, so even import-time prints stay off the protocol stream).
     """
     out_fd = stdout_fd if stdout_fd is not None else claim_stdout()
-    main = serve_stdio(deck, stdin_fd=0, stdout_fd=out_fd, max_message_bytes=max_message_bytes, handle_signals=True)
+    connection = Connection(deck, 0, out_fd, max_message_bytes)
+    if not connection.handshake():
+        connection.session.close()
+        return  # EOF before anything needed the event loop
+    import asyncio
+
     try:
         with asyncio.Runner(loop_factory=_loop_factory()) as runner:
-            runner.run(main)
+            runner.run(connection.serve(handle_signals=True))
     except KeyboardInterrupt:
         pass
 
@@ -71,40 +85,83 @@ async def serve_stdio(
     handle_signals: bool = False,
 ) -> None:
     """Serve one session on the given file descriptors until EOF (or a signal, with ``handle_signals``)."""
-    loop = asyncio.get_running_loop()
-    stop = asyncio.Event()
-    writer = await _open_writer(loop, stdout_fd)
-    session = Session(deck, writer.send)
-    limit = max_message_bytes if max_message_bytes is not None else deck.max_message_bytes
-    reader = LineReader(session, limit, stop.set)
-    writer.reader = reader
-    closer = await _open_reader(loop, stdin_fd, reader)
-    if handle_signals:
-        for sig in (signal.SIGTERM, signal.SIGINT):
-            loop.add_signal_handler(sig, stop.set)
-    try:
-        await stop.wait()
-    finally:
-        closer()
-        tasks = session.close()
-        if tasks:
-            await asyncio.wait(tasks, timeout=_SHUTDOWN_GRACE)
-        await writer.close()
-        for fd in (stdin_fd, stdout_fd):
-            _restore_blocking(fd)
+    await Connection(deck, stdin_fd, stdout_fd, max_message_bytes).serve(handle_signals=handle_signals)
 
 
-class LineReader(asyncio.Protocol):
-    """Splits the byte stream into lines and feeds each decoded message to the session."""
+class Connection:
+    """One stdio client: the session, the line reader and the output, across both phases."""
 
-    def __init__(self, session: Session, limit: int, on_eof: Any) -> None:
+    def __init__(self, deck: Deck, stdin_fd: int, stdout_fd: int, max_message_bytes: int | None) -> None:
+        self.stdin_fd = stdin_fd
+        self.output = Output(stdout_fd)
+        self.session = Session(deck, self.output.send)
+        limit = max_message_bytes if max_message_bytes is not None else deck.max_message_bytes
+        self.reader = LineReader(self.session, limit)
+        self._deferred: list[Any] = []
+
+    def handshake(self) -> bool:
+        """Serve what needs no event loop with blocking I/O; False if the client hung up meanwhile."""
+        session, deferred = self.session, self._deferred
+
+        def gate(message: Any) -> None:
+            if deferred or not session.answers_now(message):
+                deferred.append(message)  # kept in order for the event loop
+            else:
+                session.receive(message)
+
+        self.reader.deliver = gate
+        try:
+            while not deferred:
+                if self.output.count and not _readable(self.stdin_fd):
+                    break  # answered, and the client is quiet: a good moment to load the event loop
+                chunk = os.read(self.stdin_fd, _CHUNK)
+                if not chunk:
+                    return False
+                self.reader.data_received(chunk)
+        finally:
+            self.reader.deliver = session.receive
+        return True
+
+    async def serve(self, *, handle_signals: bool = False) -> None:
+        import asyncio
+
+        loop = asyncio.get_running_loop()
+        stop = asyncio.Event()
+        self.session.deck.attach(self.session)  # now with a running loop
+        self.reader.on_eof = stop.set
+        await self.output.start(loop, self.reader)
+        deferred, self._deferred = self._deferred, []
+        for message in deferred:
+            self.session.receive(message)
+        closer = await _open_reader(loop, self.stdin_fd, self.reader)
+        if handle_signals:
+            for sig in (signal.SIGTERM, signal.SIGINT):
+                loop.add_signal_handler(sig, stop.set)
+        try:
+            await stop.wait()
+        finally:
+            closer()
+            tasks = self.session.close()
+            if tasks:
+                await asyncio.wait(tasks, timeout=_SHUTDOWN_GRACE)
+            await self.output.close()
+            for fd in (self.stdin_fd, self.output.fd):
+                _restore_blocking(fd)
+
+
+class LineReader:
+    """Splits the byte stream into lines and hands each decoded message on (to the session, normally)."""
+
+    def __init__(self, session: Session, limit: int) -> None:
         self.session = session
+        self.deliver: Callable[[Any], None] = session.receive
         self.limit = limit
-        self.on_eof = on_eof
+        self.on_eof: Any = lambda: None
         self.transport: Any = None
         self._partial = bytearray()
         self._discarding = False
 
+    # asyncio.Protocol interface (duck-typed, so this module need not import asyncio)
     def connection_made(self, transport: Any) -> None:
         self.transport = transport
 
@@ -159,7 +216,7 @@ class LineReader(asyncio.Protocol):
             if line.strip():  # blank lines between messages are tolerated
                 self.session.receive_error(ParseError(f"Parse error: {exc}"))
             return
-        self.session.receive(message)
+        self.deliver(message)
 
     def eof_received(self) -> bool:
         self.on_eof()
@@ -167,6 +224,12 @@ class LineReader(asyncio.Protocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.on_eof()
+
+    def pause_writing(self) -> None:  # pragma: no cover - asyncio calls these on write protocols only
+        pass
+
+    def resume_writing(self) -> None:  # pragma: no cover
+        pass
 
     def pause(self) -> None:
         if self.transport is not None:
@@ -177,24 +240,42 @@ class LineReader(asyncio.Protocol):
             self.transport.resume_reading()
 
 
-class _Writer(asyncio.Protocol):
-    """Writes framed messages to stdout; stops reading stdin while the client is not reading stdout."""
+class Output:
+    """Framed messages to stdout: blocking writes during the handshake, then an asyncio pipe transport.
 
-    def __init__(self) -> None:
+    While the client is not reading stdout, reading stdin pauses (back-pressure instead of unbounded buffers).
+    """
+
+    def __init__(self, fd: int) -> None:
+        self.fd = fd
+        self.count = 0
         self.transport: Any = None
         self.reader: LineReader | None = None
-        self.closed: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        self._fallback_fd: int | None = None
-
-    def connection_made(self, transport: Any) -> None:
-        self.transport = transport
+        self._closed: asyncio.Future[None] | None = None
+        self._lock = threading.Lock()  # the handshake phase may be written to from a thread (list_changed)
 
     def send(self, message: Any) -> None:
         data = encode_line(message)
-        if self._fallback_fd is not None:
-            _write_all(self._fallback_fd, data)
-        elif not self.transport.is_closing():
-            self.transport.write(data)
+        self.count += 1
+        transport = self.transport
+        if transport is None:
+            with self._lock:
+                _write_all(self.fd, data)
+        elif not transport.is_closing():
+            transport.write(data)
+
+    async def start(self, loop: asyncio.AbstractEventLoop, reader: LineReader) -> None:
+        self.reader = reader
+        self._closed = loop.create_future()
+        try:
+            pipe = os.fdopen(self.fd, "wb", buffering=0, closefd=False)
+            await loop.connect_write_pipe(lambda: self, pipe)  # type: ignore[type-var]
+        except (ValueError, OSError):
+            self.transport = None  # a regular file cannot be polled: plain blocking writes are right for it
+
+    # asyncio.Protocol interface
+    def connection_made(self, transport: Any) -> None:
+        self.transport = transport
 
     def pause_writing(self) -> None:
         if self.reader is not None:
@@ -205,32 +286,26 @@ class _Writer(asyncio.Protocol):
             self.reader.resume()
 
     def connection_lost(self, exc: Exception | None) -> None:
-        if not self.closed.done():
-            self.closed.set_result(None)
+        if self._closed is not None and not self._closed.done():
+            self._closed.set_result(None)
 
     async def close(self) -> None:
-        if self.transport is None:
+        import asyncio
+
+        if self.transport is None or self._closed is None:
             return
         if not self.transport.is_closing():
             self.transport.close()  # flushes what is buffered, then closes
         try:
-            await asyncio.wait_for(asyncio.shield(self.closed), _SHUTDOWN_GRACE)
+            await asyncio.wait_for(asyncio.shield(self._closed), _SHUTDOWN_GRACE)
         except TimeoutError:
             self.transport.abort()
 
 
-async def _open_writer(loop: asyncio.AbstractEventLoop, fd: int) -> _Writer:
-    writer = _Writer()
-    try:
-        await loop.connect_write_pipe(lambda: writer, os.fdopen(fd, "wb", buffering=0, closefd=False))
-    except (ValueError, OSError):
-        writer._fallback_fd = fd  # a regular file cannot be polled: plain blocking writes are right for it
-    return writer
-
-
 async def _open_reader(loop: asyncio.AbstractEventLoop, fd: int, reader: LineReader) -> Any:
     try:
-        transport, _ = await loop.connect_read_pipe(lambda: reader, os.fdopen(fd, "rb", buffering=0, closefd=False))
+        pipe = os.fdopen(fd, "rb", buffering=0, closefd=False)
+        transport, _ = await loop.connect_read_pipe(lambda: reader, pipe)  # type: ignore[type-var]
     except (ValueError, OSError):
         return _read_in_thread(loop, fd, reader)  # stdin redirected from a regular file
     return transport.close
@@ -241,7 +316,7 @@ def _read_in_thread(loop: asyncio.AbstractEventLoop, fd: int, reader: LineReader
 
     def pump() -> None:
         while not stopped.is_set():
-            chunk = os.read(fd, 65536)
+            chunk = os.read(fd, _CHUNK)
             if not chunk:
                 break
             loop.call_soon_threadsafe(reader.data_received, chunk)
@@ -250,6 +325,13 @@ def _read_in_thread(loop: asyncio.AbstractEventLoop, fd: int, reader: LineReader
 
     threading.Thread(target=pump, name="tooldeck-stdin", daemon=True).start()
     return stopped.set
+
+
+def _readable(fd: int) -> bool:
+    try:
+        return bool(select.select([fd], [], [], 0)[0])
+    except (OSError, ValueError):
+        return True
 
 
 def _write_all(fd: int, data: bytes) -> None:

@@ -1,0 +1,99 @@
+"""Tests for schema/docstring.py: Google, NumPy and Sphinx parameter sections."""
+
+import pytest
+
+from tooldeck.schema.docstring import parse_docstring
+
+GOOGLE = """Fetch a page.
+
+    Follows redirects.
+
+    Args:
+        url (str): The address to fetch.
+        timeout: Seconds to wait before
+            giving up.
+        *headers: Extra headers.
+
+    Returns:
+        The page body.
+
+    Raises:
+        TimeoutError: when it takes too long.
+    """
+
+NUMPY = """Fetch a page.
+
+    Parameters
+    ----------
+    url : str
+        The address to fetch.
+    timeout : float, optional
+        Seconds to wait before
+        giving up.
+    left, right : int
+        Both ends.
+
+    Returns
+    -------
+    str
+        The page body.
+    """
+
+SPHINX = """Fetch a page.
+
+    :param url: The address to fetch.
+    :type url: str
+    :param float timeout: Seconds to wait before
+        giving up.
+    :returns: The page body.
+    :rtype: str
+    :raises TimeoutError: when it takes too long.
+    """
+
+
+@pytest.mark.parametrize(
+    ("doc", "description", "params"),
+    [
+        (
+            GOOGLE,
+            "Fetch a page.\n\nFollows redirects.\n\nReturns:\n    The page body.\n\nRaises:\n"
+            "    TimeoutError: when it takes too long.",
+            {
+                "url": "The address to fetch.",
+                "timeout": "Seconds to wait before giving up.",
+                "headers": "Extra headers.",
+            },
+        ),
+        (
+            NUMPY,
+            "Fetch a page.\n\nReturns\n-------\nstr\n    The page body.",
+            {
+                "url": "The address to fetch.",
+                "timeout": "Seconds to wait before giving up.",
+                "left": "Both ends.",
+                "right": "Both ends.",
+            },
+        ),
+        (
+            SPHINX,
+            "Fetch a page.\n\n:returns: The page body.\n:rtype: str\n:raises TimeoutError: when it takes too long.",
+            {"url": "The address to fetch.", "timeout": "Seconds to wait before giving up."},
+        ),
+        ("Just prose.", "Just prose.", {}),
+        ("One line.\n\nArgs:\n    x: the x", "One line.", {"x": "the x"}),
+        ("Args:\n    x: only parameters", None, {"x": "only parameters"}),
+        ("", None, {}),
+        (None, None, {}),
+        ("Keyword Arguments:\n    flag: a switch\n\nNotes here.", "Notes here.", {"flag": "a switch"}),
+        ("Args:\n    x:\n        described below the name", None, {"x": "described below the name"}),
+    ],
+    ids=["google", "numpy", "sphinx", "prose", "short", "only-args", "empty", "none", "keyword-args", "next-line"],
+)
+def test_parse_docstring(doc: str | None, description: str | None, params: dict[str, str]) -> None:
+    assert parse_docstring(doc) == (description, params)
+
+
+def test_attributes_are_parameters_only_for_classes() -> None:
+    doc = "A point.\n\nAttributes:\n    x: across\n"
+    assert parse_docstring(doc, for_class=True) == ("A point.", {"x": "across"})
+    assert parse_docstring(doc) == ("A point.\n\nAttributes:\n    x: across", {})
