@@ -52,6 +52,16 @@ class Checked:
             raise ValueError("value must not be negative")
 
 
+@dataclasses.dataclass
+class Circle:
+    radius: float
+
+
+@dataclasses.dataclass
+class Square:
+    side: float
+
+
 class Pair(NamedTuple):
     left: int
     right: dt.date | None = None
@@ -170,6 +180,8 @@ def test_json_native_types_need_no_converter(tp: Any) -> None:
         (dt.date | str, "2024-01-01", dt.date(2024, 1, 1)),
         (Point | list[Point], [{"x": 1}], [Point(1.0)]),
         (Point | list[Point], {"x": 1}, Point(1.0)),
+        (Circle | Square, {"side": 2}, Square(2.0)),
+        (Circle | Square, {"radius": 1}, Circle(1.0)),
         (Annotated[dt.date, "when"], "2024-01-01", dt.date(2024, 1, 1)),
         (UserId, "u1", UserId("u1")),
     ],

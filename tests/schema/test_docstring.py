@@ -1,6 +1,8 @@
 """Tests for schema/docstring.py: Google, NumPy and Sphinx parameter sections."""
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from tooldeck.schema.docstring import parse_docstring
 
@@ -97,3 +99,27 @@ def test_attributes_are_parameters_only_for_classes() -> None:
     doc = "A point.\n\nAttributes:\n    x: across\n"
     assert parse_docstring(doc, for_class=True) == ("A point.", {"x": "across"})
     assert parse_docstring(doc) == ("A point.\n\nAttributes:\n    x: across", {})
+
+
+LINES = st.sampled_from(
+    [
+        "Args:",
+        "Parameters",
+        "----------",
+        "Returns:",
+        "    x: the x",
+        "x : int",
+        ":param x: y",
+        "        more",
+        "",
+        "text",
+    ]
+)
+
+
+@given(st.lists(LINES | st.text(max_size=20), max_size=12), st.booleans())
+def test_any_text_parses(lines: list[str], for_class: bool) -> None:
+    """Whatever a docstring holds, parsing returns prose (or None) and string descriptions, and never raises."""
+    description, params = parse_docstring("\n".join(lines), for_class=for_class)
+    assert description is None or (isinstance(description, str) and description.strip() == description != "")
+    assert all(isinstance(name, str) and isinstance(text, str) for name, text in params.items())

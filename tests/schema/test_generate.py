@@ -124,6 +124,14 @@ class NotAModel:
     pass
 
 
+T = typing.TypeVar("T")
+
+
+@dataclasses.dataclass
+class Box(typing.Generic[T]):
+    item: T
+
+
 def _second_point() -> type:
     @dataclasses.dataclass
     class Point:  # same __name__ as the module-level Point, different class
@@ -429,7 +437,13 @@ def test_pydantic_definition_clashing_with_a_dataclass_is_renamed() -> None:
         (dict[float, int], "dict keys are strings in JSON"),
         (Literal[b"x"], "Literal value b'x' cannot be written in JSON"),
         (Annotated[int, at.Gt(dt.date(2020, 1, 1))], "is not a number JSON Schema can check"),
+        (complex, "complex cannot be passed as JSON"),
+        (cabc.Callable, "Callable cannot be passed as JSON"),
+        (cabc.Awaitable[int], "Awaitable[int] cannot be passed as JSON"),
+        (Box[int], "is not supported; use a concrete (non-generic) class"),
+        (Color.RED, "Color.RED: 'red'> is not a type"),
     ],
+    ids=repr,
 )
 def test_unsupported_types(tp: Any, message: str) -> None:
     with pytest.raises(SchemaError, match="cannot build a JSON Schema") as info:
@@ -450,6 +464,11 @@ def test_unsupported_field_names_the_field() -> None:
         "test_unsupported_field_names_the_field.<locals>.Holder.thing: NotAModel is a plain class; use a dataclass, "
         "TypedDict, NamedTuple or pydantic model, or describe it with Annotated[..., {<JSON Schema>}]"
     )
+
+
+def test_unparametrized_generic_dataclass_accepts_anything_for_its_type_variable() -> None:
+    _, defs = schema_of(Box)
+    assert defs == {"Box": {"type": "object", "properties": {"item": {}}, "required": ["item"]}}
 
 
 # -- inspect_function: input schema --------------------------------------------------------------------------------
@@ -712,6 +731,29 @@ def test_callables_other_than_functions() -> None:
             pass
 
     assert inspect_function(Bound().method).parameters == ("q",)
+
+
+def test_class_as_a_tool_uses_its_constructor_and_class_docstring() -> None:
+    class Greeter:
+        """Greets people.
+
+        Args:
+            name: who to greet
+        """
+
+        def __init__(self, name: str, loud: bool = False) -> None:
+            self.name = name
+
+    shape = inspect_function(Greeter)
+    assert shape.description == "Greets people."
+    assert shape.input_schema == {
+        "type": "object",
+        "properties": {
+            "name": {"type": "string", "description": "who to greet"},
+            "loud": {"type": "boolean", "default": False},
+        },
+        "required": ["name"],
+    }
 
 
 FUTURE_MODULE = '''
