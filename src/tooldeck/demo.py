@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import ast
-import asyncio
 import hashlib
 import math
 import operator
@@ -267,6 +266,8 @@ async def count_primes(limit: Annotated[int, {"minimum": 2, "maximum": 200_000_0
     Args:
         limit: count primes p <= limit.
     """
+    import asyncio  # here, not at the top: `tooldeck serve` answers initialize before the event loop is loaded
+
     root = math.isqrt(limit)
     small = bytearray([1]) * (root + 1)
     small[:2] = b"\x00\x00"

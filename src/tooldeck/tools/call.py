@@ -14,6 +14,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from ..protocol.errors import ToolError
+from ..schema.convert import ConversionError
 from .result import build_result, error_result
 from .tool import Tool
 
@@ -41,6 +42,8 @@ async def call_tool(
             if key in kwargs:
                 try:
                     kwargs[key] = convert(kwargs[key])
+                except ConversionError as exc:  # names the path itself: "$.when: expected an ISO 8601 date..."
+                    return error_result(f"Invalid arguments for tool {tool.name!r}: {exc}")
                 except (TypeError, ValueError) as exc:
                     return error_result(f"Invalid arguments for tool {tool.name!r}: $.{key}: {exc}")
     if injected:

@@ -64,8 +64,12 @@ def tool_from_function(
         input_schema=input_schema,
         output_schema=out,
         wraps_output=wraps,
-        input_validator=compile_schema(input_schema, tool_name, "inputSchema"),
-        output_validator=compile_schema(out, tool_name, "outputSchema") if out is not None else None,
+        input_validator=compile_schema(input_schema, tool_name, "inputSchema", trusted=True),
+        output_validator=(
+            compile_schema(out, tool_name, "outputSchema", trusted=out is shape.output_schema)
+            if out is not None
+            else None
+        ),
         title=title,
         annotations=normalize_annotations(annotations, tool_name),
         icons=normalize_icons(icons, f"tool {tool_name!r}"),
