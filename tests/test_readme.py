@@ -1,0 +1,56 @@
+"""The README's examples run as written."""
+
+from __future__ import annotations
+
+import re
+import sys
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+from helpers import client
+
+README = (Path(__file__).resolve().parent.parent / "README.md").read_text()
+
+
+def python_blocks() -> list[str]:
+    return re.findall(r"```python\n(.*?)```", README, re.S)
+
+
+def run_as_module(source: str) -> ModuleType:
+    module = ModuleType("readme_example")
+    sys.modules[module.__name__] = module  # dataclasses look their module up
+    try:
+        exec(compile(source, "README.md", "exec"), module.__dict__)
+    finally:
+        del sys.modules[module.__name__]
+    return module
+
+
+async def test_the_opening_example_serves_its_tool() -> None:
+    module = run_as_module(python_blocks()[0])
+    async with client(module.deck) as c:
+        (tool,) = await c.list_tools()
+        assert tool["inputSchema"]["properties"]["city"]["description"] == 'the city name, e.g. "Oslo".'
+        assert tool["annotations"] == {"readOnlyHint": True}
+        result = await c.call_tool("forecast", {"city": "Oslo"}, progressToken="p")
+        assert result["structuredContent"] == {"city": "Oslo", "celsius": 21.5}
+        assert [n["method"] for n in c.notifications] == ["notifications/progress"]
+
+
+async def test_the_context_example() -> None:
+    namespace: dict[str, Any] = {}
+    exec("from tooldeck import Context, Deck\ndeck = Deck('ctx')\n" + python_blocks()[1], namespace)
+    async with client(namespace["deck"]) as c:
+        assert (await c.call_tool("crunch", {"n": 2}))["structuredContent"] == {"result": 2}
+
+
+def test_the_readme_has_exactly_two_setup_commands() -> None:
+    setup = README.split("## Set up", 1)[1].split("\n## ", 1)[0]
+    commands = re.findall(r"```bash\n(.*?)```", setup, re.S)
+    assert [c.strip() for c in commands] == [
+        "python3 -m venv .venv && .venv/bin/pip install -e . && .venv/bin/tooldeck serve",
+        "python3 -m venv .venv && .venv/bin/pip install -e '.[test]' && .venv/bin/python -m pytest",
+    ]
+    ci = (Path(__file__).resolve().parent.parent / ".ci" / "run").read_text()
+    assert commands[1].strip() in ci
