@@ -1,6 +1,6 @@
 """Benchmark tooldeck against the official mcp SDK, fastmcp and a minimal floor server, side by side over stdio.
 
-Usage: .venv/bin/python benchmarks/run.py [--quick] [--only tooldeck,floor] [--json PATH]
+Usage: .venv/bin/python benchmarks/run.py [--quick] [--only tooldeck,floor] [--json PATH] [--cpus same|split|none]
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from harness import measure, report
+from harness import measure, placement, report
 from harness.servers import BENCH, NAMES, SPECS, tooldeck_git
 from harness.suite import run_server
 
@@ -25,6 +25,9 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--quick", action="store_true", help="a smoke run with few iterations")
     parser.add_argument("--only", help=f"comma-separated servers out of {','.join(NAMES)}")
     parser.add_argument("--json", type=Path, help="also write the raw results to this path")
+    parser.add_argument(
+        "--cpus", choices=placement.LAYOUTS, default="same", help="CPU pinning of client and server (default: same)"
+    )
     args = parser.parse_args()
     args.only = args.only.split(",") if args.only else list(NAMES)
     if unknown := set(args.only) - set(NAMES):
@@ -47,19 +50,22 @@ def machine() -> dict[str, object]:
 def main() -> int:
     args = parse_args()
     plan = measure.QUICK if args.quick else measure.FULL
+    host = machine()  # before pinning narrows the CPUs this process sees
+    server_cpus, layout = placement.pin(args.cpus)
     stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
     data: dict[str, object] = {
         "timestamp": stamp,
         "quick": args.quick,
         "plan": vars(plan),
-        "machine": machine(),
+        "machine": host,
         "client_python": platform.python_version(),
+        "cpus": layout,
         "tooldeck_git": tooldeck_git(),
     }
     print(f"machine: {data['machine']}", flush=True)
     started = time.monotonic()
     results = {
-        spec.name: run_server(spec, plan, log=lambda m: print(m, flush=True))
+        spec.name: run_server(spec, plan, server_cpus, log=lambda m: print(m, flush=True))
         for spec in SPECS
         if spec.name in args.only
     }
@@ -80,7 +86,7 @@ def main() -> int:
             print(f"\n{name} skipped or incomplete: {result['error'][:600]}")
 
     paths = [BENCH / "results" / f"{stamp}.json"]
-    if not args.quick and args.only == list(NAMES):
+    if not args.quick and args.only == list(NAMES) and args.cpus == "same":
         paths.append(BENCH / "results" / "latest.json")  # only a full run of all four servers is the published one
     if args.json:
         paths.append(args.json)
@@ -96,6 +102,7 @@ def header(data: dict, results: dict) -> str:
     lines = [
         f"python (client) {data['client_python']}; servers: "
         + "; ".join(f"{n} " + ", ".join(f"{k} {v}" for k, v in vs.items() if v) for n, vs in versions.items()),
+        f"CPU placement: {data['cpus']}",
         f"tooldeck git {git['sha']}{' (src/ dirty)' if git['dirty'] else ''}",
         f"machine: {m['cpu']}, nproc {m['nproc']}, load average at start "
         + " ".join(f"{x:.2f}" for x in m["loadavg_start"])

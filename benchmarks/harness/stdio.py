@@ -28,14 +28,22 @@ class ServerFailed(Exception):
 class StdioServer:
     """A spawned server: write requests, read replies; notifications and server requests are handled aside."""
 
-    def __init__(self, argv: Sequence[str], env: Mapping[str, str], cwd: str, timeout: float = 60.0) -> None:
+    def __init__(
+        self, argv: Sequence[str], env: Mapping[str, str], cwd: str, cpus: set[int] | None = None, timeout: float = 60.0
+    ) -> None:
         self.argv = list(argv)
         self.timeout = timeout
         self.notifications = 0
         self._stderr = tempfile.TemporaryFile()  # noqa: SIM115 - lives as long as the process; closed in close()
-        self.process = subprocess.Popen(
-            self.argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._stderr, env=dict(env), cwd=cwd
-        )
+        client_cpus = os.sched_getaffinity(0)
+        if cpus is not None:
+            os.sched_setaffinity(0, cpus)  # the child, and every thread it starts, inherits this
+        try:
+            self.process = subprocess.Popen(
+                self.argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._stderr, env=dict(env), cwd=cwd
+            )
+        finally:
+            os.sched_setaffinity(0, client_cpus)
         self.pid = self.process.pid
         self._write_fd = self.process.stdin.fileno()  # type: ignore[union-attr]
         self._read_fd = self.process.stdout.fileno()  # type: ignore[union-attr]

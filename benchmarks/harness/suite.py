@@ -10,17 +10,17 @@ from .servers import ROOT, ServerSpec
 from .stdio import ServerFailed, StdioServer
 
 
-def spawn(spec: ServerSpec, extra_tools: int = 0) -> StdioServer:
-    return StdioServer(spec.argv, measure.server_env(extra_tools), cwd=str(ROOT))
+def spawn(spec: ServerSpec, cpus: set[int] | None, extra_tools: int = 0) -> StdioServer:
+    return StdioServer(spec.argv, measure.server_env(extra_tools), cwd=str(ROOT), cpus=cpus)
 
 
-def run_server(spec: ServerSpec, plan: measure.Plan, log: Any = print) -> dict[str, Any]:
+def run_server(spec: ServerSpec, plan: measure.Plan, cpus: set[int] | None, log: Any = print) -> dict[str, Any]:
     result: dict[str, Any] = {"command": list(spec.argv), "versions": spec.versions(), "error": None}
     step = "start"
     try:
         log(f"[{spec.name}] start time ({plan.spawns} spawns)")
-        result["start"] = measure.start_time(partial(spawn, spec), plan.spawns)
-        with spawn(spec) as server:
+        result["start"] = measure.start_time(partial(spawn, spec, cpus), plan.spawns)
+        with spawn(spec, cpus) as server:
             step = "initialize"
             result["server_info"] = server.initialize().get("serverInfo")
             for tool in ("echo", "echo_sync"):
@@ -35,7 +35,7 @@ def run_server(spec: ServerSpec, plan: measure.Plan, log: Any = print) -> dict[s
             log(f"[{spec.name}] {plan.inflight} concurrent sleeps")
             result["sleeps"] = measure.concurrent_sleeps(server, plan)
             result["notifications"] = server.notifications
-        with spawn(spec, plan.list_tools) as server:
+        with spawn(spec, cpus, plan.list_tools) as server:
             step = "tools/list"
             log(f"[{spec.name}] tools/list of {plan.list_tools + 3} tools")
             server.initialize()
