@@ -64,11 +64,23 @@ def test_lower_layers_never_import_higher_ones() -> None:
 def test_the_handshake_path_imports_stay_light() -> None:
     # What `tooldeck serve` needs before it can answer initialize: no event loop, no validator, no frameworks.
     code = (
-        "import sys, tooldeck.cli, tooldeck.loader, tooldeck.demo, tooldeck.transports.stdio;"
-        "print(sorted(sys.modules))"
+        "import sys, tooldeck.cli, tooldeck.loader, tooldeck.demo, tooldeck.transports.stdio;print(sorted(sys.modules))"
     )
     done = run(sys.executable, "-c", code)
     modules = set(eval(done.stdout))
-    heavy = {"pydantic", "jsonschema", "jsonschema_rs", "asyncio", "ssl", "concurrent.futures", "email", "http",
-             "httpx", "starlette", "uvicorn", "anyio", "typing_extensions"}
+    heavy = {
+        "pydantic",
+        "jsonschema",
+        "jsonschema_rs",
+        "asyncio",
+        "ssl",
+        "concurrent.futures",
+        "email",
+        "http",
+        "httpx",
+        "starlette",
+        "uvicorn",
+        "anyio",
+        "typing_extensions",
+    }
     assert not (heavy & modules), heavy & modules

@@ -5,18 +5,21 @@ Exit status: 0 success, 1 the tool reported an error, 2 bad usage or a target th
 
 from __future__ import annotations
 
-import argparse
 import sys
-from typing import Any
+from types import SimpleNamespace
+from typing import TYPE_CHECKING, Any
 
 from .protocol.errors import TargetError
+
+if TYPE_CHECKING:
+    import argparse
 
 USAGE_ERROR = 2
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = _parser()
-    args = parser.parse_args(argv)
+    argv = sys.argv[1:] if argv is None else argv
+    args = _plain_serve(argv) or _parser().parse_args(argv)
     import logging
 
     logging.basicConfig(
@@ -29,7 +32,24 @@ def main(argv: list[str] | None = None) -> int:
         return USAGE_ERROR
 
 
+def _plain_serve(argv: list[str]) -> Any:
+    """``serve [TARGET] [--max-message-bytes N]`` without argparse, which costs ~5 ms of start-up (gettext,
+    locale, shutil); anything else (help, other options, mistakes) goes through the full parser."""
+    if not argv or argv[0] != "serve" or len(argv) > 4:
+        return None
+    target, limit, rest = None, None, argv[1:]
+    if rest and not rest[0].startswith("-"):
+        target, rest = rest[0], rest[1:]
+    if rest:
+        if len(rest) != 2 or rest[0] != "--max-message-bytes" or not rest[1].isdigit() or int(rest[1]) < 1:
+            return None
+        limit = int(rest[1])
+    return SimpleNamespace(command=_serve, target=target, max_message_bytes=limit, log_level="warning")
+
+
 def _parser() -> argparse.ArgumentParser:
+    import argparse
+
     parser = argparse.ArgumentParser(prog="tooldeck", description="Serve Python functions as MCP tools.")
     parser.add_argument(
         "--log-level",
@@ -66,6 +86,8 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _positive_int(text: str) -> int:
+    import argparse
+
     value = int(text)
     if value < 1:
         raise argparse.ArgumentTypeError("must be a positive integer")

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import ast
-import hashlib
 import math
 import operator
 import re
@@ -213,6 +212,8 @@ def hash_text(text: str, algorithm: Literal["md5", "sha1", "sha256", "sha512", "
         text: the text to hash.
         algorithm: hash function to use.
     """
+    import hashlib  # loads OpenSSL: only when a hash is asked for
+
     return hashlib.new(algorithm, text.encode()).hexdigest()
 
 

@@ -7,48 +7,56 @@ could not be read omits ``id`` (the 2025-11-25 schema has no null id).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
 from .errors import InvalidParamsError, InvalidRequestError, ProtocolError
+from .record import Record
 
 RequestId = str | int
 JSONRPC = "2.0"
 _EMPTY: dict[str, Any] = {}
 
 
-@dataclass(slots=True)
-class Request:
-    id: RequestId
-    method: str
-    params: dict[str, Any]
+class Request(Record):
+    __slots__ = ("id", "method", "params")
+
+    def __init__(self, id: RequestId, method: str, params: dict[str, Any]) -> None:
+        self.id = id
+        self.method = method
+        self.params = params
 
 
-@dataclass(slots=True)
-class Notification:
-    method: str
-    params: dict[str, Any]
+class Notification(Record):
+    __slots__ = ("method", "params")
+
+    def __init__(self, method: str, params: dict[str, Any]) -> None:
+        self.method = method
+        self.params = params
 
 
-@dataclass(slots=True)
-class Response:
+class Response(Record):
     """A reply from the peer to a request we sent: exactly one of ``result`` / ``error`` is set."""
 
-    id: RequestId
-    result: dict[str, Any] | None = None
-    error: dict[str, Any] | None = None
+    __slots__ = ("id", "result", "error")
+
+    def __init__(self, id: RequestId, result: dict[str, Any] | None = None, error: dict[str, Any] | None = None):
+        self.id = id
+        self.result = result
+        self.error = error
 
 
-@dataclass(slots=True)
-class Invalid:
+class Invalid(Record):
     """A message that cannot be processed; ``id`` is set when it could be read, so the error can be correlated.
 
     ``answer`` is False for a malformed notification: a notification never gets a reply, not even an error.
     """
 
-    error: ProtocolError
-    id: RequestId | None = None
-    answer: bool = True
+    __slots__ = ("error", "id", "answer")
+
+    def __init__(self, error: ProtocolError, id: RequestId | None = None, answer: bool = True) -> None:
+        self.error = error
+        self.id = id
+        self.answer = answer
 
 
 Message = Request | Notification | Response | Invalid

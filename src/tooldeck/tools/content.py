@@ -1,17 +1,16 @@
 """Content blocks a tool can return: text, image, audio, resource links and embedded resources.
 
-Each helper is a small frozen record with ``to_wire()``; binary data is base64-encoded there, once, when the result
-is built. ``annotations`` takes an ``Annotations`` or a dict with ``audience``, ``priority`` and ``last_modified``.
+Each helper is a small record with ``to_wire()``; binary data is base64-encoded there, once, when the result is
+built. ``annotations`` takes an ``Annotations`` or a dict with ``audience``, ``priority`` and ``last_modified``.
 """
 
 from __future__ import annotations
 
 import base64
-from dataclasses import dataclass, field
-from datetime import UTC, date, datetime
 from typing import Any
 
 from ..protocol.errors import TooldeckError
+from ..protocol.record import Record
 
 _AUDIENCES = frozenset({"user", "assistant"})
 
@@ -20,33 +19,33 @@ class ContentError(TooldeckError, ValueError):
     """A content block built with values the protocol does not allow."""
 
 
-@dataclass(frozen=True, slots=True)
-class Annotations:
+class Annotations(Record):
     """Hints for the client: who the content is for, how much it matters (0-1), when it last changed."""
 
-    audience: tuple[str, ...] | None = None
-    priority: float | None = None
-    last_modified: str | None = None
+    __slots__ = ("audience", "priority", "last_modified")
 
-    def __post_init__(self) -> None:
-        if self.audience is not None:
-            audience = (self.audience,) if isinstance(self.audience, str) else tuple(self.audience)
+    def __init__(self, audience: Any = None, priority: float | None = None, last_modified: Any = None) -> None:
+        if audience is not None:
+            audience = (audience,) if isinstance(audience, str) else tuple(audience)
             unknown = [a for a in audience if a not in _AUDIENCES]
             if unknown:
                 raise ContentError(f"annotations.audience: {unknown[0]!r} is not 'user' or 'assistant'")
-            object.__setattr__(self, "audience", audience)
-        if self.priority is not None:
-            if isinstance(self.priority, bool) or not isinstance(self.priority, int | float):
-                raise ContentError(f"annotations.priority: expected a number from 0 to 1, got {self.priority!r}")
-            if not 0 <= self.priority <= 1:
-                raise ContentError(f"annotations.priority: {self.priority} is outside 0..1")
-        if isinstance(self.last_modified, datetime | date):
-            moment = self.last_modified
-            if isinstance(moment, datetime) and moment.tzinfo is None:
-                moment = moment.replace(tzinfo=UTC)
-            object.__setattr__(self, "last_modified", moment.isoformat())
-        elif self.last_modified is not None and not isinstance(self.last_modified, str):
-            raise ContentError("annotations.last_modified: expected an ISO 8601 string or a datetime")
+        if priority is not None:
+            if isinstance(priority, bool) or not isinstance(priority, int | float):
+                raise ContentError(f"annotations.priority: expected a number from 0 to 1, got {priority!r}")
+            if not 0 <= priority <= 1:
+                raise ContentError(f"annotations.priority: {priority} is outside 0..1")
+        if last_modified is not None and not isinstance(last_modified, str):
+            if not hasattr(last_modified, "isoformat"):
+                raise ContentError("annotations.last_modified: expected an ISO 8601 string or a datetime")
+            if getattr(last_modified, "tzinfo", False) is None:  # a naive datetime is taken as UTC
+                from datetime import UTC
+
+                last_modified = last_modified.replace(tzinfo=UTC)
+            last_modified = last_modified.isoformat()
+        self.audience: tuple[str, ...] | None = audience
+        self.priority = priority
+        self.last_modified: str | None = last_modified
 
     def to_wire(self) -> dict[str, Any]:
         wire: dict[str, Any] = {}
@@ -92,6 +91,11 @@ def _b64(data: bytes) -> str:
     return base64.b64encode(data).decode("ascii")
 
 
+def _check_uri(uri: Any) -> None:
+    if not isinstance(uri, str) or ":" not in uri:
+        raise ContentError(f"uri: expected an absolute URI, got {uri!r}")
+
+
 def _check_mime(mime_type: str, family: str | None = None) -> None:
     if not isinstance(mime_type, str) or "/" not in mime_type:
         raise ContentError(f"mime_type: expected a MIME type like 'image/png', got {mime_type!r}")
@@ -99,75 +103,85 @@ def _check_mime(mime_type: str, family: str | None = None) -> None:
         raise ContentError(f"mime_type: expected a {family}/* type, got {mime_type!r}")
 
 
-@dataclass(frozen=True, slots=True)
-class Text:
+class Text(Record):
     """Text content with annotations; a plain ``str`` is text content without them."""
 
-    text: str
-    annotations: Any = None
-    meta: dict[str, Any] | None = None
+    __slots__ = ("text", "annotations", "meta")
 
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "annotations", annotations_from(self.annotations))
+    def __init__(self, text: str, annotations: AnnotationsLike = None, meta: dict[str, Any] | None = None) -> None:
+        self.text = text
+        self.annotations = annotations_from(annotations)
+        self.meta = meta
 
     def to_wire(self) -> dict[str, Any]:
         return _finish({"type": "text", "text": self.text}, self.annotations, self.meta)
 
 
-@dataclass(frozen=True, slots=True)
-class Image:
-    data: bytes
-    mime_type: str
-    annotations: Any = None
-    meta: dict[str, Any] | None = None
+class Image(Record):
+    __slots__ = ("data", "mime_type", "annotations", "meta")
 
-    def __post_init__(self) -> None:
-        _check_mime(self.mime_type, "image")
-        object.__setattr__(self, "annotations", annotations_from(self.annotations))
+    def __init__(
+        self, data: bytes, mime_type: str, annotations: AnnotationsLike = None, meta: dict[str, Any] | None = None
+    ) -> None:
+        _check_mime(mime_type, "image")
+        self.data = data
+        self.mime_type = mime_type
+        self.annotations = annotations_from(annotations)
+        self.meta = meta
 
     def to_wire(self) -> dict[str, Any]:
         wire = {"type": "image", "data": _b64(self.data), "mimeType": self.mime_type}
         return _finish(wire, self.annotations, self.meta)
 
 
-@dataclass(frozen=True, slots=True)
-class Audio:
-    data: bytes
-    mime_type: str
-    annotations: Any = None
-    meta: dict[str, Any] | None = None
+class Audio(Record):
+    __slots__ = ("data", "mime_type", "annotations", "meta")
 
-    def __post_init__(self) -> None:
-        _check_mime(self.mime_type, "audio")
-        object.__setattr__(self, "annotations", annotations_from(self.annotations))
+    def __init__(
+        self, data: bytes, mime_type: str, annotations: AnnotationsLike = None, meta: dict[str, Any] | None = None
+    ) -> None:
+        _check_mime(mime_type, "audio")
+        self.data = data
+        self.mime_type = mime_type
+        self.annotations = annotations_from(annotations)
+        self.meta = meta
 
     def to_wire(self) -> dict[str, Any]:
         wire = {"type": "audio", "data": _b64(self.data), "mimeType": self.mime_type}
         return _finish(wire, self.annotations, self.meta)
 
 
-@dataclass(frozen=True, slots=True)
-class ResourceLink:
+class ResourceLink(Record):
     """A pointer to a resource the client may read; it need not appear in resources/list."""
 
-    uri: str
-    name: str
-    title: str | None = None
-    description: str | None = None
-    mime_type: str | None = None
-    size: int | None = None
-    annotations: Any = None
-    icons: list[dict[str, Any]] | None = None
-    meta: dict[str, Any] | None = None
+    __slots__ = ("uri", "name", "title", "description", "mime_type", "size", "annotations", "icons", "meta")
 
-    def __post_init__(self) -> None:
-        if not isinstance(self.uri, str) or ":" not in self.uri:
-            raise ContentError(f"uri: expected an absolute URI, got {self.uri!r}")
-        if self.mime_type is not None:
-            _check_mime(self.mime_type)
-        if self.size is not None and (isinstance(self.size, bool) or not isinstance(self.size, int) or self.size < 0):
-            raise ContentError(f"size: expected a byte count, got {self.size!r}")
-        object.__setattr__(self, "annotations", annotations_from(self.annotations))
+    def __init__(
+        self,
+        uri: str,
+        name: str,
+        title: str | None = None,
+        description: str | None = None,
+        mime_type: str | None = None,
+        size: int | None = None,
+        annotations: AnnotationsLike = None,
+        icons: list[dict[str, Any]] | None = None,
+        meta: dict[str, Any] | None = None,
+    ) -> None:
+        _check_uri(uri)
+        if mime_type is not None:
+            _check_mime(mime_type)
+        if size is not None and (isinstance(size, bool) or not isinstance(size, int) or size < 0):
+            raise ContentError(f"size: expected a byte count, got {size!r}")
+        self.uri = uri
+        self.name = name
+        self.title = title
+        self.description = description
+        self.mime_type = mime_type
+        self.size = size
+        self.annotations = annotations_from(annotations)
+        self.icons = icons
+        self.meta = meta
 
     def to_wire(self) -> dict[str, Any]:
         wire: dict[str, Any] = {"type": "resource_link", "uri": self.uri, "name": self.name}
@@ -183,26 +197,33 @@ class ResourceLink:
         return _finish(wire, self.annotations, self.meta)
 
 
-@dataclass(frozen=True, slots=True)
-class EmbeddedResource:
+class EmbeddedResource(Record):
     """A resource's contents inline: exactly one of ``text`` or ``blob`` (bytes)."""
 
-    uri: str
-    text: str | None = None
-    blob: bytes | None = None
-    mime_type: str | None = None
-    annotations: Any = None
-    meta: dict[str, Any] | None = None
-    resource_meta: dict[str, Any] | None = field(default=None, repr=False)
+    __slots__ = ("uri", "text", "blob", "mime_type", "annotations", "meta", "resource_meta")
 
-    def __post_init__(self) -> None:
-        if not isinstance(self.uri, str) or ":" not in self.uri:
-            raise ContentError(f"uri: expected an absolute URI, got {self.uri!r}")
-        if (self.text is None) == (self.blob is None):
+    def __init__(
+        self,
+        uri: str,
+        text: str | None = None,
+        blob: bytes | None = None,
+        mime_type: str | None = None,
+        annotations: AnnotationsLike = None,
+        meta: dict[str, Any] | None = None,
+        resource_meta: dict[str, Any] | None = None,
+    ) -> None:
+        _check_uri(uri)
+        if (text is None) == (blob is None):
             raise ContentError("EmbeddedResource needs exactly one of text= or blob=")
-        if self.mime_type is not None:
-            _check_mime(self.mime_type)
-        object.__setattr__(self, "annotations", annotations_from(self.annotations))
+        if mime_type is not None:
+            _check_mime(mime_type)
+        self.uri = uri
+        self.text = text
+        self.blob = blob
+        self.mime_type = mime_type
+        self.annotations = annotations_from(annotations)
+        self.meta = meta
+        self.resource_meta = resource_meta
 
     def to_wire(self) -> dict[str, Any]:
         resource: dict[str, Any] = {"uri": self.uri}

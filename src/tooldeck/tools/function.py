@@ -16,7 +16,6 @@ from .tool import (
     compile_schema,
     normalize_annotations,
     normalize_icons,
-    wire_form,
 )
 
 
@@ -78,7 +77,6 @@ def tool_from_function(
         injected=dict(shape.injected),
         converters=dict(shape.converters),
     )
-    object.__setattr__(tool, "wire", wire_form(tool))
     return tool
 
 

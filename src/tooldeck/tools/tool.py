@@ -1,6 +1,6 @@
 """The Tool record: everything known about a tool at registration, including its wire form and validators.
 
-A Tool is frozen. Its schemas are compiled to validators here, once; the schema that is advertised is the schema
+A Tool is not changed after registration. Its schemas are compiled to validators here, once; the schema that is advertised is the schema
 that is enforced. Names, annotations, icons and task support are checked here, with errors that say what to fix.
 """
 
@@ -8,10 +8,10 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import Any
 
 from ..protocol.errors import RegistrationError, SchemaError
+from ..protocol.record import Record
 from ..schema.validate import Validator
 
 NAME_PATTERN = re.compile(r"[A-Za-z0-9_.\-]{1,128}")
@@ -31,27 +31,51 @@ _ICON_KEYS = {"src": "src", "mimeType": "mimeType", "mime_type": "mimeType", "si
 _ICON_SCHEMES = ("https:", "http:", "data:")
 
 
-@dataclass(frozen=True, slots=True, eq=False)
-class Tool:
-    """A registered tool. ``fn`` is called with validated, converted keyword arguments."""
+class Tool(Record):
+    """A registered tool. ``fn`` is called with validated, converted keyword arguments; ``wire`` is its listing."""
 
-    name: str
-    fn: Callable[..., Any]
-    is_async: bool
-    description: str | None
-    input_schema: dict[str, Any]
-    output_schema: dict[str, Any] | None
-    wraps_output: bool
-    input_validator: Validator
-    output_validator: Validator | None
-    title: str | None = None
-    annotations: dict[str, Any] | None = None
-    icons: tuple[dict[str, Any], ...] | None = None
-    task_support: str = "forbidden"
-    meta: dict[str, Any] | None = None
-    injected: dict[str, type] = field(default_factory=dict)
-    converters: dict[str, Callable[[Any], Any]] = field(default_factory=dict)
-    wire: dict[str, Any] = field(default_factory=dict, repr=False)
+    __slots__ = (
+        "name", "fn", "is_async", "description", "input_schema", "output_schema", "wraps_output", "input_validator",
+        "output_validator", "title", "annotations", "icons", "task_support", "meta", "injected", "converters", "wire",
+    )  # fmt: skip
+
+    def __init__(
+        self,
+        *,
+        name: str,
+        fn: Callable[..., Any],
+        is_async: bool,
+        description: str | None,
+        input_schema: dict[str, Any],
+        output_schema: dict[str, Any] | None,
+        wraps_output: bool,
+        input_validator: Validator,
+        output_validator: Validator | None,
+        title: str | None = None,
+        annotations: dict[str, Any] | None = None,
+        icons: tuple[dict[str, Any], ...] | None = None,
+        task_support: str = "forbidden",
+        meta: dict[str, Any] | None = None,
+        injected: dict[str, type] | None = None,
+        converters: dict[str, Callable[[Any], Any]] | None = None,
+    ) -> None:
+        self.name = name
+        self.fn = fn
+        self.is_async = is_async
+        self.description = description
+        self.input_schema = input_schema
+        self.output_schema = output_schema
+        self.wraps_output = wraps_output
+        self.input_validator = input_validator
+        self.output_validator = output_validator
+        self.title = title
+        self.annotations = annotations
+        self.icons = icons
+        self.task_support = task_support
+        self.meta = meta
+        self.injected = injected or {}
+        self.converters = converters or {}
+        self.wire = wire_form(self)
 
     @property
     def needs_context(self) -> bool:
