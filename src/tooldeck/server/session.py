@@ -287,7 +287,7 @@ class Session:
 
     def set_log_level(self, params: dict[str, Any]) -> dict[str, Any]:
         level = params.get("level")
-        if level not in LOG_RANK:
+        if type(level) is not str or level not in LOG_RANK:
             raise InvalidParamsError(f"Invalid params: unknown log level {level!r}; use one of {', '.join(LOG_LEVELS)}")
         self.log_rank = LOG_RANK[level]
         return {}
