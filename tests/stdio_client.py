@@ -18,7 +18,7 @@ TOOLDECK = [sys.executable, "-m", "tooldeck"]
 
 
 class StdioServer:
-    def __init__(self, *args: str) -> None:
+    def __init__(self, *args: str, env: dict[str, str] | None = None) -> None:
         self.checker = WireChecker()
         self.proc = subprocess.Popen(
             [*TOOLDECK, *args],
@@ -26,6 +26,7 @@ class StdioServer:
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             cwd=ROOT,
+            env={**os.environ, **(env or {})},
         )
         self._buffer = b""
         self.lines: list[bytes] = []

@@ -93,7 +93,16 @@ def noisy() -> Iterator[StdioServer]:
     server.kill()
 
 
-def test_a_whole_session_over_real_pipes(noisy: StdioServer) -> None:
+@pytest.mark.parametrize("loop", ["uvloop", "asyncio"])
+def test_a_whole_session_over_real_pipes(loop: str) -> None:
+    noisy = StdioServer("serve", NOISY, env={"TOOLDECK_LOOP": loop})
+    try:
+        whole_session(noisy)
+    finally:
+        noisy.kill()
+
+
+def whole_session(noisy: StdioServer) -> None:
     reply = noisy.initialize()
     assert reply["result"]["serverInfo"] == {"name": "noisy", "version": "0.0.1"}
     tools = noisy.request("tools/list")["result"]["tools"]
