@@ -43,5 +43,8 @@ def run_server(spec: ServerSpec, plan: measure.Plan, cpus: set[int] | None, log:
     except (ServerFailed, OSError) as exc:
         result["error"] = f"{step}: {exc}"
         log(f"[{spec.name}] FAILED at {result['error'][:2000]}")
+    except Exception as exc:  # a reply shaped so oddly that measuring it raised: report it, go on with the others
+        result["error"] = f"{step}: {type(exc).__name__}: {exc}"
+        log(f"[{spec.name}] FAILED at {result['error'][:2000]}")
     result["errors"] = sum(part.get("errors", 0) for part in result.values() if isinstance(part, dict))
     return result
