@@ -15,9 +15,9 @@ make_venv benchmarks/.venvs/mcp "mcp==2.3.0" orjson
 make_venv benchmarks/.venvs/fastmcp "fastmcp>=4,<5" orjson
 
 [ -x .venv/bin/python ] || "$PYTHON" -m venv .venv
-# tooldeck is under construction: a failed install is reported, and run.py then skips the tooldeck server.
-.venv/bin/python -c "import tooldeck" 2>/dev/null \
-    || .venv/bin/python -m pip install --quiet --disable-pip-version-check -e . \
+# Always (re)install, so dependencies added to pyproject.toml (uvloop, ...) are what gets measured. tooldeck is
+# under construction: a failed install is reported, and run.py then records the tooldeck server as failed.
+.venv/bin/python -m pip install --quiet --disable-pip-version-check -e . \
     || echo "warning: could not install tooldeck into .venv (run.py will skip it)" >&2
 .venv/bin/python -c "import orjson" 2>/dev/null \
     || .venv/bin/python -m pip install --quiet --disable-pip-version-check orjson
