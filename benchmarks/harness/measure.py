@@ -218,7 +218,10 @@ def list_tools(server: StdioServer, plan: Plan) -> dict[str, Any]:
 
 
 def server_env(extra_tools: int = 0) -> Mapping[str, str]:
-    env = {k: v for k, v in os.environ.items() if k not in ("BENCH_TOOLS", "PYTHONPATH", "VIRTUAL_ENV")}
+    # PYTHONDONTWRITEBYTECODE is dropped: servers run as installed software does, with bytecode caching on
+    # (pip compiles the peers' packages at install time; run.py compiles tooldeck's editable sources).
+    dropped = ("BENCH_TOOLS", "PYTHONPATH", "VIRTUAL_ENV", "PYTHONDONTWRITEBYTECODE")
+    env = {k: v for k, v in os.environ.items() if k not in dropped}
     if extra_tools:
         env["BENCH_TOOLS"] = str(extra_tools)
     return env
