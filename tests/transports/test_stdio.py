@@ -214,6 +214,14 @@ def test_signals_stop_the_server_cleanly(noisy: StdioServer, sig: int) -> None:
     assert b"Traceback" not in noisy.proc.stderr.read()  # type: ignore[union-attr]
 
 
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
+def test_signals_during_the_handshake_phase_also_exit_cleanly(noisy: StdioServer, sig: int) -> None:
+    noisy.initialize()  # answered without an event loop; the server now waits in a blocking read
+    noisy.proc.send_signal(sig)
+    assert noisy.wait(timeout=10) == 0
+    assert b"Traceback" not in noisy.proc.stderr.read()  # type: ignore[union-attr]
+
+
 def test_stdin_and_stdout_may_be_regular_files() -> None:
     lines = [
         {

@@ -46,16 +46,27 @@ def run_stdio(deck: Deck, *, max_message_bytes: int | None = None, stdout_fd: in
     """
     out_fd = stdout_fd if stdout_fd is not None else claim_stdout()
     connection = Connection(deck, 0, out_fd, max_message_bytes)
-    if not connection.handshake():
-        connection.session.close()
-        return  # EOF before anything needed the event loop
-    import asyncio
-
+    previous = signal.signal(signal.SIGTERM, _stop_handshake)  # until the event loop installs its own handler
     try:
+        if not connection.handshake():
+            connection.session.close()
+            return  # EOF before anything needed the event loop
+        import asyncio
+
         with asyncio.Runner(loop_factory=_loop_factory()) as runner:
             runner.run(connection.serve(handle_signals=True))
-    except KeyboardInterrupt:
+    except (KeyboardInterrupt, _Stopped):
         pass
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+class _Stopped(Exception):
+    """SIGTERM arrived during the handshake phase (blocking reads, no event loop yet)."""
+
+
+def _stop_handshake(signum: int, frame: Any) -> None:
+    raise _Stopped
 
 
 def claim_stdout() -> int:
@@ -127,6 +138,9 @@ class Connection:
 
         loop = asyncio.get_running_loop()
         stop = asyncio.Event()
+        if handle_signals:
+            for sig in (signal.SIGTERM, signal.SIGINT):
+                loop.add_signal_handler(sig, stop.set)
         self.session.deck.attach(self.session)  # now with a running loop
         self.reader.on_eof = stop.set
         await self.output.start(loop, self.reader)
@@ -134,9 +148,6 @@ class Connection:
         for message in deferred:
             self.session.receive(message)
         closer = await _open_reader(loop, self.stdin_fd, self.reader)
-        if handle_signals:
-            for sig in (signal.SIGTERM, signal.SIGINT):
-                loop.add_signal_handler(sig, stop.set)
         try:
             await stop.wait()
         finally:
