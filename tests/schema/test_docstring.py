@@ -1,10 +1,12 @@
 """Tests for schema/docstring.py: Google, NumPy and Sphinx parameter sections."""
 
+import inspect
+
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from tooldeck.schema.docstring import parse_docstring
+from tooldeck.schema.docstring import cleandoc, parse_docstring
 
 GOOGLE = """Fetch a page.
 
@@ -123,3 +125,13 @@ def test_any_text_parses(lines: list[str], for_class: bool) -> None:
     description, params = parse_docstring("\n".join(lines), for_class=for_class)
     assert description is None or (isinstance(description, str) and description.strip() == description != "")
     assert all(isinstance(name, str) and isinstance(text, str) for name, text in params.items())
+
+
+# Spaces, tabs and the other whitespace str.lstrip removes (form feed, no-break space), which inspect.cleandoc treats
+# differently from 3.13 on; blank lines, and text.
+DOCSTRING_TEXT = st.text(alphabet=" \t\n\x0c\u00a0ab:-", max_size=40)
+
+
+@given(DOCSTRING_TEXT)
+def test_cleandoc_is_inspects(doc: str) -> None:
+    assert cleandoc(doc) == inspect.cleandoc(doc)

@@ -523,6 +523,22 @@ def test_no_parameters_means_an_empty_closed_object() -> None:
     assert shape.description is None
 
 
+def test_shapes_compare_and_print_by_value() -> None:
+    def ping() -> None:
+        pass
+
+    def echo(text: str) -> str:
+        return text
+
+    shape = inspect_function(ping)
+    assert shape == inspect_function(ping)
+    assert shape != inspect_function(echo)
+    assert repr(shape) == (
+        "FunctionShape(description=None, parameters=(), input_schema={'type': 'object', 'additionalProperties': False}, "
+        "injected={}, converters={}, output_schema=None, wraps_output=False)"
+    )
+
+
 def test_only_injected_parameters_means_an_empty_closed_object() -> None:
     def whoami(ctx: Context) -> str:
         return ""

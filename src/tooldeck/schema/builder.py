@@ -7,28 +7,22 @@ get ``Name``, ``Name2``, ...: a name is reused only when the schema already stor
 
 from __future__ import annotations
 
-import dataclasses
 import datetime as dt
-import decimal
 import enum
-import inspect
-import re
 import typing
-import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from pathlib import PurePath
 from typing import Any, Literal
 
 from tooldeck.protocol.errors import SchemaError
 from tooldeck.schema import kinds
 from tooldeck.schema.convert import json_value
-from tooldeck.schema.docstring import parse_docstring
+from tooldeck.schema.docstring import cleandoc, parse_docstring
 
 Schema = dict[str, Any]
 Mode = Literal["validation", "serialization"]
 
-# Decimal is a JSON number: models and clients read numbers, and json_default writes a Decimal's exact digits.
+# datetime is imported, unlike the modules below: orjson, which tooldeck cannot run without, imports it anyway.
 _SCALARS: dict[Any, Schema] = {
     str: {"type": "string"},
     int: {"type": "integer"},
@@ -39,12 +33,16 @@ _SCALARS: dict[Any, Schema] = {
     dt.datetime: {"type": "string", "format": "date-time"},
     dt.date: {"type": "string", "format": "date"},
     dt.time: {"type": "string", "format": "time"},
-    uuid.UUID: {"type": "string", "format": "uuid"},
-    decimal.Decimal: {"type": "number"},
     bytes: {"type": "string", "contentEncoding": "base64"},
     bytearray: {"type": "string", "contentEncoding": "base64"},
 }
-_ANY: frozenset[Any] = frozenset({Any, object, inspect.Parameter.empty})
+# Scalars from modules tooldeck does not import (see kinds.loaded), found by module and class name.
+# Decimal is a JSON number: models and clients read numbers, and json_default writes a Decimal's exact digits.
+_UNIMPORTED_SCALARS: tuple[tuple[str, str, Schema], ...] = (
+    ("uuid", "UUID", {"type": "string", "format": "uuid"}),
+    ("decimal", "Decimal", {"type": "number"}),
+)
+_ANY: frozenset[Any] = frozenset({Any, object})
 _JSON_TYPES: tuple[tuple[type, str], ...] = (
     (bool, "boolean"),  # before int: bool is an int subclass
     (int, "integer"),
@@ -58,7 +56,8 @@ _LENGTH_KEYWORDS = {
     "array": ("minItems", "maxItems"),
     "object": ("minProperties", "maxProperties"),
 }
-_DEF_NAME_UNSAFE = re.compile(r"[^A-Za-z0-9_.-]")
+# Characters a $defs name keeps; any other becomes "_". A set rather than a regex: compiling one costs start-up time.
+_DEF_NAME_CHARACTERS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_.-")
 
 
 def type_repr(tp: Any) -> str:
@@ -109,11 +108,11 @@ class SchemaBuilder:
             hash(tp)
         except TypeError:
             raise self.fail(f"{tp!r} is not a type") from None
-        if tp in _ANY:
-            return {}
         scalar = _SCALARS.get(tp)
         if scalar is not None:
             return dict(scalar)
+        if _is_any(tp):
+            return {}
         origin = typing.get_origin(tp)
         args = typing.get_args(tp)
         if origin is typing.Literal:
@@ -151,7 +150,10 @@ class SchemaBuilder:
             # Subclasses of str, int, datetime, ... (enums were handled first, so an IntEnum is not a plain int).
             if isinstance(base, type) and base is not kinds.NoneType and issubclass(cls, base):
                 return dict(schema)
-        if issubclass(cls, PurePath):
+        for module, name, schema in _UNIMPORTED_SCALARS:
+            if kinds.inherits(cls, module, name):
+                return dict(schema)
+        if kinds.inherits(cls, "pathlib", "PurePath"):
             return {"type": "string"}
         if issubclass(cls, list | tuple):
             return {"type": "array"}
@@ -171,7 +173,7 @@ class SchemaBuilder:
         name = self._names.get(cls)
         if name is not None:
             return {"$ref": f"#/$defs/{name}"}
-        base = _DEF_NAME_UNSAFE.sub("_", cls.__name__)
+        base = "".join(char if char in _DEF_NAME_CHARACTERS else "_" for char in cls.__name__)
         for number in range(1, 1000):
             candidate = base if number == 1 else f"{base}{number}"
             if candidate in self._reserved:
@@ -207,7 +209,7 @@ class SchemaBuilder:
         schema["enum"] = values
         doc = kinds.declared_doc(cls)
         if doc:
-            schema["description"] = inspect.cleandoc(doc)
+            schema["description"] = cleandoc(doc)
         return schema
 
     def _object(self, cls: type) -> Schema:
@@ -217,7 +219,7 @@ class SchemaBuilder:
             raise self.fail(f"cannot resolve the annotations of {type_repr(cls)}: {error}") from None
         description, field_docs = parse_docstring(kinds.declared_doc(cls), for_class=True)
         fields: list[tuple[str, Any, bool, Any, str | None]] = []  # name, type, required, default, description
-        missing = dataclasses.MISSING
+        missing = kinds.NO_DEFAULT
         if kinds.is_typeddict(cls):
             fields = [(name, tp, required, missing, None) for name, tp, required in kinds.typeddict_fields(cls)]
         elif kinds.is_namedtuple(cls):
@@ -227,7 +229,8 @@ class SchemaBuilder:
         else:
             for field in kinds.init_fields(cls):
                 doc = field.metadata.get("description")
-                fields.append((field.name, hints[field.name], not kinds.has_default(field), field.default, doc))
+                default = kinds.field_default(field)
+                fields.append((field.name, hints[field.name], not kinds.has_default(field), default, doc))
         properties: dict[str, Schema] = {}
         required: list[str] = []
         for name, tp, is_required, default, doc in fields:
@@ -336,7 +339,7 @@ class SchemaBuilder:
         bare_key, _ = kinds.strip_annotated(key_tp)
         if bare_key is int:
             schema["propertyNames"] = {"pattern": "^-?[0-9]+$"}
-        elif bare_key is not str and bare_key not in _ANY:
+        elif bare_key is not str and not _is_any(bare_key):
             key = self.schema(key_tp)
             if not (self._types_of(key) or {""}) <= {"string"}:
                 raise self.fail(f"dict keys are strings in JSON; {type_repr(key_tp)} keys cannot be")
@@ -426,6 +429,11 @@ class SchemaBuilder:
             member_types = [self._types_of(member, depth + 1) for member in schema["anyOf"]]
             return set().union(*member_types) if all(member_types) else set()
         return set()
+
+
+def _is_any(tp: Any) -> bool:
+    """Whether ``tp`` admits any value: ``Any``, ``object``, or the no-annotation marker ``inspect.Parameter.empty``."""
+    return tp in _ANY or kinds.is_signature_empty(tp)
 
 
 def _json_types(values: list[Any]) -> list[str]:

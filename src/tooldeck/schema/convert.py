@@ -7,17 +7,10 @@ those): that is the fast path, and most parameters take it. Otherwise it returns
 
 from __future__ import annotations
 
-import base64
-import binascii
-import dataclasses
 import datetime as dt
-import decimal
 import enum
-import inspect
 import typing
-import uuid
 from collections.abc import Callable
-from pathlib import PurePath
 from typing import Any
 
 import orjson
@@ -66,14 +59,17 @@ def json_default(obj: Any) -> Any:
             return sorted(obj)  # a stable order keeps results reproducible
         except TypeError:
             return list(obj)
-    if isinstance(obj, decimal.Decimal):
+    # Decimal and PurePath are looked up, not imported (kinds.loaded): a value can only be one if its module is loaded.
+    if kinds.is_instance(obj, "decimal", "Decimal"):
         if obj.is_finite():
             # The schema says "number": emit the exact digits rather than round through a float.
             return orjson.Fragment(str(obj))
         raise TypeError(f"Decimal {obj} has no JSON representation")
-    if isinstance(obj, PurePath):
+    if kinds.is_instance(obj, "pathlib", "PurePath"):
         return str(obj)
     if isinstance(obj, bytes | bytearray | memoryview):
+        import base64  # when a tool returns bytes, not at start-up (see _bytes)
+
         return base64.b64encode(obj).decode("ascii")
     if isinstance(obj, tuple) and hasattr(obj, "_asdict"):  # NamedTuple: an object, as its schema says
         return obj._asdict()
@@ -101,30 +97,51 @@ def _to_float(value: Any) -> Any:
     raise _fail(f"expected a number, got {preview(value)}")
 
 
-def _to_decimal(value: Any) -> decimal.Decimal:
-    if isinstance(value, bool) or not isinstance(value, int | float | str):
-        raise _fail(f"expected a number, got {preview(value)}")
-    try:
-        # str() first: Decimal(0.1) would keep the float's binary error, Decimal("0.1") does not.
-        return decimal.Decimal(str(value))
-    except decimal.InvalidOperation:
-        raise _fail(f"expected a number, got {preview(value)}") from None
+# The three converters below import their module when a tool needs them, not when tooldeck starts. For decimal and
+# uuid that costs nothing (the annotation names one of their classes, so they are loaded); base64 loads struct and
+# binascii, which only a tool that takes bytes should pay for.
 
 
-def _to_bytes(value: Any) -> bytes:
-    if not isinstance(value, str):
-        raise _fail(f"expected a base64 string, got {preview(value)}")
-    try:
-        return base64.b64decode(value, validate=True)
-    except (binascii.Error, ValueError):
-        raise _fail(f"expected base64-encoded data, got {preview(value)}") from None
+def _decimal() -> Converter:
+    import decimal
+
+    def to_decimal(value: Any) -> decimal.Decimal:
+        if isinstance(value, bool) or not isinstance(value, int | float | str):
+            raise _fail(f"expected a number, got {preview(value)}")
+        try:
+            # str() first: Decimal(0.1) would keep the float's binary error, Decimal("0.1") does not.
+            return decimal.Decimal(str(value))
+        except decimal.InvalidOperation:
+            raise _fail(f"expected a number, got {preview(value)}") from None
+
+    return to_decimal
 
 
-def _to_uuid(value: Any) -> uuid.UUID:
-    try:
-        return uuid.UUID(value)
-    except (TypeError, ValueError, AttributeError):
-        raise _fail(f"expected a UUID, got {preview(value)}") from None
+def _bytes() -> Callable[[Any], bytes]:
+    import base64
+    import binascii
+
+    def to_bytes(value: Any) -> bytes:
+        if not isinstance(value, str):
+            raise _fail(f"expected a base64 string, got {preview(value)}")
+        try:
+            return base64.b64decode(value, validate=True)
+        except (binascii.Error, ValueError):
+            raise _fail(f"expected base64-encoded data, got {preview(value)}") from None
+
+    return to_bytes
+
+
+def _uuid() -> Converter:
+    import uuid
+
+    def to_uuid(value: Any) -> uuid.UUID:
+        try:
+            return uuid.UUID(value)
+        except (TypeError, ValueError, AttributeError):
+            raise _fail(f"expected a UUID, got {preview(value)}") from None
+
+    return to_uuid
 
 
 def _iso(cls: type) -> Converter:
@@ -202,7 +219,7 @@ class _Builder:
     def _needs(self, tp: Any, visiting: set[Any]) -> bool:
         """Whether a JSON value of ``tp`` must be converted; a TypedDict cycle counts as "no" until shown otherwise."""
         tp, _ = kinds.strip_annotated(tp)
-        if tp in _IDENTITY_TYPES or tp is inspect.Parameter.empty:
+        if tp in _IDENTITY_TYPES or kinds.is_signature_empty(tp):
             return False
         origin = typing.get_origin(tp)
         args = typing.get_args(tp)
@@ -236,16 +253,17 @@ class _Builder:
                 return _enum(tp)
             if issubclass(tp, tuple(_ISO_TYPES)):
                 return _iso(tp)
-            if issubclass(tp, uuid.UUID):
-                return _to_uuid
-            if issubclass(tp, PurePath):
+            if kinds.inherits(tp, "uuid", "UUID"):
+                return _uuid()
+            if kinds.inherits(tp, "pathlib", "PurePath"):
                 return _path(tp)
-            if issubclass(tp, decimal.Decimal):
-                return _to_decimal
+            if kinds.inherits(tp, "decimal", "Decimal"):
+                return _decimal()
             if tp is bytes:
-                return _to_bytes
+                return _bytes()
             if tp is bytearray:
-                return lambda value: bytearray(_to_bytes(value))
+                to_bytes = _bytes()
+                return lambda value: bytearray(to_bytes(value))
         if origin is typing.Literal:
             return self._literal(args)
         if kinds.is_union(tp):
@@ -452,7 +470,7 @@ _SHAPE_NAMES: dict[type, str] = {
 def _shapes(tp: Any) -> frozenset[type]:
     """The JSON shapes (as orjson's Python types) a value of ``tp`` can arrive in."""
     tp, _ = kinds.strip_annotated(tp)
-    if tp in (Any, object) or tp is inspect.Parameter.empty:
+    if tp in (Any, object) or kinds.is_signature_empty(tp):
         return _ALL_SHAPES
     if tp is None or tp is kinds.NoneType:
         return frozenset({kinds.NoneType})
@@ -468,9 +486,13 @@ def _shapes(tp: Any) -> frozenset[type]:
             return frozenset({bool})
         if tp is int:
             return frozenset({int})
-        if tp is float or issubclass(tp, decimal.Decimal):
+        if tp is float or kinds.inherits(tp, "decimal", "Decimal"):
             return _NUMBER
-        if issubclass(tp, (str, PurePath, uuid.UUID, bytes, bytearray, *_ISO_TYPES)):
+        if (
+            issubclass(tp, (str, bytes, bytearray, *_ISO_TYPES))
+            or kinds.inherits(tp, "pathlib", "PurePath")
+            or kinds.inherits(tp, "uuid", "UUID")
+        ):
             return frozenset({str})
         if kinds.is_namedtuple(tp) or kinds.is_dataclass_type(tp) or kinds.is_typeddict(tp) or issubclass(tp, dict):
             return frozenset({dict})
@@ -482,6 +504,6 @@ def _shapes(tp: Any) -> frozenset[type]:
         return frozenset({dict})
     if origin in kinds.LIST_ORIGINS or origin in kinds.SET_ORIGINS or origin is tuple:
         return frozenset({list})
-    if dataclasses.is_dataclass(origin) or kinds.is_typeddict(origin):
+    if kinds.is_dataclass_type(origin) or kinds.is_typeddict(origin):
         return frozenset({dict})
     return _ALL_SHAPES

@@ -2,13 +2,15 @@
 
 ``inspect_function`` reads a tool function once, at registration: its input schema, the parameters tooldeck injects,
 the converters a call needs, and the output schema with whether results are wrapped as ``{"result": ...}``.
+
+This module is on the server's start-up path, so neither it nor what it imports loads inspect, dataclasses, pathlib,
+decimal, uuid or base64 (tests/schema/test_imports.py holds it to that).
 """
 
 from __future__ import annotations
 
-import dataclasses
 import functools
-import inspect
+import types
 import typing
 from collections.abc import Callable
 from typing import Any
@@ -20,6 +22,7 @@ from tooldeck.schema import kinds
 from tooldeck.schema.builder import Mode, Schema, SchemaBuilder, set_default, type_repr
 from tooldeck.schema.convert import ConversionError, Converter, converter_for
 from tooldeck.schema.docstring import parse_docstring
+from tooldeck.schema.parameters import POSITIONAL_ONLY, VAR_KEYWORD, VAR_POSITIONAL, read_docstring, read_parameters
 
 
 def type_schema(tp: Any, defs: dict[str, Schema], *, mode: Mode = "validation") -> Schema:
@@ -31,9 +34,13 @@ def type_schema(tp: Any, defs: dict[str, Schema], *, mode: Mode = "validation") 
     return SchemaBuilder(defs, mode, f"type {type_repr(tp)}").schema(tp)
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
 class FunctionShape:
-    """What tooldeck needs to know about a tool function, computed once at registration."""
+    """What tooldeck needs to know about a tool function, computed once at registration; read-only by convention.
+
+    A plain class rather than a dataclass: creating a frozen dataclass costs ~1 ms of import time.
+    """
+
+    __slots__ = ("description", "parameters", "input_schema", "injected", "converters", "output_schema", "wraps_output")
 
     description: str | None
     """The docstring without its parameter sections; None when there is no docstring."""
@@ -47,6 +54,39 @@ class FunctionShape:
     output_schema: Schema | None
     wraps_output: bool
     """True when the result is reported as ``{"result": value}`` because its own schema is not an object."""
+
+    def __init__(
+        self,
+        *,
+        description: str | None,
+        parameters: tuple[str, ...],
+        input_schema: Schema,
+        injected: dict[str, type],
+        converters: dict[str, Converter],
+        output_schema: Schema | None,
+        wraps_output: bool,
+    ) -> None:
+        self.description = description
+        self.parameters = parameters
+        self.input_schema = input_schema
+        self.injected = injected
+        self.converters = converters
+        self.output_schema = output_schema
+        self.wraps_output = wraps_output
+
+    def _fields(self) -> tuple[Any, ...]:
+        return tuple(getattr(self, name) for name in self.__slots__)
+
+    def __eq__(self, other: object) -> bool:
+        if type(other) is not FunctionShape:
+            return NotImplemented
+        return self._fields() == other._fields()
+
+    __hash__ = None  # type: ignore[assignment]  # equal shapes may hold different (unhashable) dicts
+
+    def __repr__(self) -> str:
+        fields = ", ".join(f"{name}={getattr(self, name)!r}" for name in self.__slots__)
+        return f"FunctionShape({fields})"
 
 
 def inspect_function(
@@ -63,7 +103,7 @@ def inspect_function(
     target = _hints_target(fn)
     label = getattr(target, "__qualname__", None) or repr(fn)
     try:
-        signature = inspect.signature(fn)
+        parameters = read_parameters(fn)
     except (TypeError, ValueError) as error:
         raise SchemaError(f"cannot read the signature of {label}: {error}") from None
     try:
@@ -71,7 +111,7 @@ def inspect_function(
     except Exception as error:  # NameError for a forward reference that does not resolve, mostly
         raise SchemaError(f"cannot resolve the type hints of {label}: {type(error).__name__}: {error}") from None
     # A class used as a tool is documented on the class, not on the __init__ its hints come from.
-    description, param_docs = parse_docstring(inspect.getdoc(fn if isinstance(fn, type) else target))
+    description, param_docs = parse_docstring(read_docstring(fn if isinstance(fn, type) else target))
 
     defs: dict[str, Schema] = {}
     builder = SchemaBuilder(defs, "validation", "")
@@ -79,8 +119,8 @@ def inspect_function(
     required: list[str] = []
     injected: dict[str, type] = {}
     converters: dict[str, Converter] = {}
-    for name, parameter in signature.parameters.items():
-        _check_kind(label, name, parameter)
+    for name, kind, default in parameters:
+        _check_kind(label, name, kind)
         annotation = hints.get(name, Any)
         match = _injectable_class(annotation, injectable)
         if match is not None:
@@ -90,10 +130,10 @@ def inspect_function(
         schema = builder.schema(annotation)
         if "description" not in schema and name in param_docs:
             schema["description"] = param_docs[name]
-        if parameter.default is inspect.Parameter.empty:
+        if default is kinds.NO_DEFAULT:
             required.append(name)
         else:
-            set_default(schema, parameter.default)
+            set_default(schema, default)
         properties[name] = schema
         try:
             convert = converter_for(annotation)
@@ -125,21 +165,25 @@ def inspect_function(
 
 def _hints_target(fn: Any) -> Any:
     """The object whose annotations, globals and docstring describe ``fn``."""
+    if type(fn) is types.FunctionType:
+        return fn  # the usual case, answered without importing inspect
     while isinstance(fn, functools.partial):
         fn = fn.func
     if isinstance(fn, type):
         return fn.__init__  # type: ignore[misc]  # a class used as a tool: its constructor takes the arguments
+    import inspect
+
     if inspect.isroutine(fn) or not callable(fn):
         return fn
     return type(fn).__call__  # a callable instance
 
 
-def _check_kind(label: str, name: str, parameter: inspect.Parameter) -> None:
-    if parameter.kind is inspect.Parameter.VAR_POSITIONAL:
+def _check_kind(label: str, name: str, kind: str) -> None:
+    if kind == VAR_POSITIONAL:
         raise SchemaError(f"{label}: *{name} is not supported; a tool takes named arguments, so declare each one")
-    if parameter.kind is inspect.Parameter.VAR_KEYWORD:
+    if kind == VAR_KEYWORD:
         raise SchemaError(f"{label}: **{name} is not supported; a tool takes named arguments, so declare each one")
-    if parameter.kind is inspect.Parameter.POSITIONAL_ONLY:
+    if kind == POSITIONAL_ONLY:
         raise SchemaError(
             f"{label}: parameter '{name}' is positional-only; a tool takes named arguments, so remove the '/'"
         )

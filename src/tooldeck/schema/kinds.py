@@ -1,15 +1,19 @@
 """Recognise the kinds of annotation tooldeck understands, by duck typing where a library would otherwise be imported.
 
-Both schema generation and value conversion ask these questions, so the answers live in one place.
+Both schema generation and value conversion ask these questions, so the answers live in one place. Nothing here
+imports a module a tool's annotations might not need: see ``loaded``.
 """
 
 from __future__ import annotations
 
 import collections.abc as cabc
-import dataclasses
+import sys
 import types
 import typing
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import dataclasses
 
 NoneType = type(None)
 
@@ -23,8 +27,48 @@ UNION_ORIGINS: frozenset[Any] = frozenset({typing.Union, types.UnionType})
 _REQUIRED_MARKERS = ("Required", "NotRequired", "ReadOnly")
 
 
+class _NoDefault:
+    def __repr__(self) -> str:
+        return "NO_DEFAULT"
+
+
+NO_DEFAULT: Any = _NoDefault()
+"""Stands for "this parameter or field has no default" (None is a default like any other)."""
+
+
+def loaded(module: str, name: str) -> Any:
+    """``module.name`` if ``module`` has been imported, else None; the module is never imported here.
+
+    An annotation can only name ``decimal.Decimal``, ``uuid.UUID`` or a ``pathlib`` class, and a value can only be
+    one of theirs or ``inspect.Parameter.empty``, once something has imported the module; so tooldeck asks
+    ``sys.modules`` rather than pay for these imports at start-up (several milliseconds between them).
+    """
+    found = sys.modules.get(module)
+    return None if found is None else getattr(found, name, None)
+
+
+def inherits(cls: type, module: str, name: str) -> bool:
+    """Whether ``cls`` is the class ``module.name`` or a subclass of it, without importing ``module``."""
+    base = loaded(module, name)
+    return base is not None and issubclass(cls, base)
+
+
+def is_instance(value: Any, module: str, name: str) -> bool:
+    """Whether ``value`` is an instance of the class ``module.name``, without importing ``module``."""
+    cls = loaded(module, name)
+    return cls is not None and isinstance(value, cls)
+
+
+def is_signature_empty(tp: Any) -> bool:
+    """Whether ``tp`` is ``inspect.Parameter.empty``, the "no annotation" marker, which means any value."""
+    parameter = loaded("inspect", "Parameter")
+    return parameter is not None and tp is parameter.empty
+
+
 def strip_annotated(tp: Any) -> tuple[Any, tuple[Any, ...]]:
     """``Annotated[X, a, b]`` -> ``(X, (a, b))``; also sees through NewType and type aliases."""
+    if type(tp) is type and not hasattr(tp, "__supertype__"):
+        return tp, ()  # a plain class, the usual case: typing.get_origin is slow by comparison
     metadata: tuple[Any, ...] = ()
     while True:
         if typing.get_origin(tp) is typing.Annotated:
@@ -66,7 +110,8 @@ def is_pydantic_model(tp: Any) -> bool:
 
 
 def is_dataclass_type(tp: Any) -> bool:
-    return isinstance(tp, type) and dataclasses.is_dataclass(tp)
+    # What dataclasses.is_dataclass checks, without importing dataclasses (and, through it, inspect).
+    return isinstance(tp, type) and hasattr(tp, "__dataclass_fields__")
 
 
 def is_typeddict(tp: Any) -> bool:
@@ -80,11 +125,22 @@ def is_namedtuple(tp: Any) -> bool:
 
 def init_fields(cls: type) -> list[dataclasses.Field[Any]]:
     """The dataclass fields a caller can pass to the constructor."""
+    import dataclasses  # already imported: cls is a dataclass
+
     return [field for field in dataclasses.fields(cls) if field.init]
 
 
 def has_default(field: dataclasses.Field[Any]) -> bool:
+    import dataclasses  # already imported: field belongs to a dataclass
+
     return field.default is not dataclasses.MISSING or field.default_factory is not dataclasses.MISSING
+
+
+def field_default(field: dataclasses.Field[Any]) -> Any:
+    """The field's default value, or ``NO_DEFAULT`` (also for a ``default_factory``: each instance gets its own)."""
+    import dataclasses  # already imported: field belongs to a dataclass
+
+    return NO_DEFAULT if field.default is dataclasses.MISSING else field.default
 
 
 def class_hints(cls: type) -> dict[str, Any]:

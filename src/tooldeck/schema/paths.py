@@ -2,15 +2,12 @@
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable
 from typing import Any
 
 import orjson
 
 PREVIEW_CHARS = 60
-
-_IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 
 
 def format_path(parts: Iterable[str | int]) -> str:
@@ -19,7 +16,7 @@ def format_path(parts: Iterable[str | int]) -> str:
     for part in parts:
         if isinstance(part, int):
             out.append(f"[{part}]")
-        elif _IDENTIFIER.match(part):
+        elif part.isascii() and part.isidentifier():  # [A-Za-z_][A-Za-z0-9_]*, without compiling a regex
             out.append(f".{part}")
         else:
             out.append(f"[{orjson.dumps(part).decode()}]")
