@@ -58,8 +58,8 @@ def test_pages_stay_stable_when_items_change_between_requests() -> None:
     assert rest == ["t3", "t4", "t5", "t9"]
 
 
-def tamper(cursor: str) -> str:
-    return cursor[:-1] + ("A" if cursor[-1] != "A" else "B")
+def tamper(cursor: str, at: int) -> str:
+    return cursor[:at] + ("A" if cursor[at] != "A" else "B") + cursor[at + 1 :]
 
 
 @pytest.mark.parametrize(
@@ -76,8 +76,9 @@ def test_tampered_and_foreign_cursors_are_refused() -> None:
     catalog = make(5)
     _, cursor = catalog.page(None, 2, codec)
     assert cursor is not None
-    with pytest.raises(InvalidParamsError):
-        catalog.page(tamper(cursor), 2, codec)
+    for at in range(len(cursor)):  # every character matters, including the last one's spare bits
+        with pytest.raises(InvalidParamsError):
+            catalog.page(tamper(cursor, at), 2, codec)
     with pytest.raises(InvalidParamsError):
         catalog.page(cursor, 2, CursorCodec())  # another server's key
     prompts: Catalog[str] = Catalog("prompts", lambda item: item)

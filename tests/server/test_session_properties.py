@@ -6,10 +6,10 @@ import asyncio
 from typing import Any
 
 import orjson
-from helpers import Harness, client, init_params
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from helpers import Harness, client, init_params
 from tooldeck import Deck
 
 json_scalars = (
@@ -79,7 +79,7 @@ def test_random_messages_never_crash_the_session(batch: list[Any], initialize_fi
         if is_request or not isinstance(message, dict):
             assert len(replies) == 1, (message, replies)
         if isinstance(message, dict) and "id" not in message and "method" in message:
-            assert replies == [] or "error" in replies[0] and message.get("jsonrpc") != "2.0", (message, replies)
+            assert replies == [] or ("error" in replies[0] and message.get("jsonrpc") != "2.0"), (message, replies)
     assert harness.request("ping", id="final-ping")["result"] == {}
 
 

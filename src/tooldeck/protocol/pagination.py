@@ -39,6 +39,8 @@ class CursorCodec:
             raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4))
         except ValueError:
             raise InvalidParamsError("Invalid cursor") from None
+        if base64.urlsafe_b64encode(raw).rstrip(b"=").decode() != cursor:
+            raise InvalidParamsError("Invalid cursor")  # only the canonical spelling: no two strings name one page
         payload, mac = raw[:-_MAC_BYTES], raw[-_MAC_BYTES:]
         import hmac  # deferred: only paginated lists pay for it
 

@@ -81,7 +81,7 @@ def _loop_factory() -> Any:
     if os.environ.get("TOOLDECK_LOOP", "").lower() == "asyncio":
         return None
     try:
-        import uvloop  # type: ignore[import-not-found]
+        import uvloop
     except ImportError:
         return None
     return uvloop.new_event_loop
