@@ -28,7 +28,7 @@ class Harness:
         self.out: list[Any] = []
         self.session = Session(deck, self._emit)
 
-    def _emit(self, message: Any) -> None:
+    def _emit(self, message: Any, related: Any = None) -> None:
         decoded = orjson.loads(orjson.dumps(message))  # exactly what would cross the wire
         self.checker.received(decoded)
         self.out.append(decoded)

@@ -144,11 +144,11 @@ class Context:
 
     def _emit(self, message: dict[str, Any]) -> None:
         if threading.get_ident() == self._loop_thread:
-            self._session.send(message)
+            self._session.send(message, self.request_id)
         else:
             self._loop.call_soon_threadsafe(self._send_unless_finished, message)
 
     def _send_unless_finished(self, message: dict[str, Any]) -> None:
         # A worker thread may report progress just as the call ends; nothing may follow the response.
         if not self.finished:
-            self._session.send(message)
+            self._session.send(message, self.request_id)

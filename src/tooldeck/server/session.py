@@ -32,7 +32,9 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("tooldeck.session")
 
-Send = Callable[[Any], None]
+# send(message, related): ``related`` is the id of the client request the message belongs to (its response, or a
+# notification sent while it runs), None for messages of the session itself. HTTP routes on it; stdio ignores it.
+Send = Callable[[Any, Any], None]
 Handler = Callable[["Session", Request, "Reply"], Any]
 _BEFORE_INIT = frozenset({"initialize", "ping"})
 
@@ -48,7 +50,7 @@ class Reply:
 
     def __call__(self, message: dict[str, Any]) -> None:
         if self._batch is None:
-            self._send(message)
+            self._send(message, message.get("id"))
         else:
             self._batch.add(message)
 
@@ -61,11 +63,12 @@ class Reply:
 class _Batch:
     """Collects the responses of one JSON-RPC batch and sends them as one array when the last arrives."""
 
-    __slots__ = ("_expected", "_responses", "_send")
+    __slots__ = ("_expected", "_key", "_responses", "_send")
 
-    def __init__(self, send: Send, expected: int) -> None:
+    def __init__(self, send: Send, expected: int, key: Any) -> None:
         self._send = send
         self._expected = expected
+        self._key = key  # the id the whole batch is routed by: its first request's
         self._responses: list[dict[str, Any]] = []
 
     def add(self, message: dict[str, Any]) -> None:
@@ -78,7 +81,7 @@ class _Batch:
 
     def _check(self) -> None:
         if len(self._responses) >= self._expected and self._expected > 0 and self._responses:
-            self._send(self._responses)
+            self._send(self._responses, self._key)
             self._expected = 0
 
 
@@ -129,7 +132,7 @@ class Session:
 
     def receive_error(self, error: ProtocolError) -> None:
         """The transport could not decode a message (bad JSON, too large): answer with no id."""
-        self.send(jsonrpc.error(None, error))
+        self.send(jsonrpc.error(None, error), None)
 
     def _receive(self, message: jsonrpc.Message, reply: Reply) -> None:
         if type(message) is Request:
@@ -197,14 +200,15 @@ class Session:
         if not versions.accepts_batches(self.protocol_version):
             revision = self.protocol_version or "this session (not initialized)"
             error = InvalidRequestError(f"Invalid request: JSON-RPC batches are not supported in {revision}")
-            self.send(jsonrpc.error(None, error))
+            self.send(jsonrpc.error(None, error), None)
             return
         if not items:
-            self.send(jsonrpc.error(None, InvalidRequestError("Invalid request: empty batch")))
+            self.send(jsonrpc.error(None, InvalidRequestError("Invalid request: empty batch")), None)
             return
         messages = [jsonrpc.parse(item) for item in items]
         expected = sum(1 for m in messages if type(m) is Request or (type(m) is Invalid and m.answer))
-        reply = Reply(self.send, _Batch(self.send, expected))
+        key = next((m.id for m in messages if type(m) is Request), None)
+        reply = Reply(self.send, _Batch(self.send, expected, key))
         for message in messages:
             if type(message) is Request and message.method == "initialize":
                 reply(jsonrpc.error(message.id, InvalidRequestError("Invalid request: initialize may not be batched")))
@@ -216,7 +220,7 @@ class Session:
     def notify(self, method: str, params: dict[str, Any] | None = None) -> None:
         """Send a notification not tied to a request (list_changed and the like), once initialized."""
         if self.initialized and not self.closed:
-            self.send(jsonrpc.notification(method, params))
+            self.send(jsonrpc.notification(method, params), None)
 
     # --- running requests ---------------------------------------------------------------------------------------
 

@@ -49,7 +49,7 @@ class MemoryClient:
         self.session = Session(deck, self._from_server)
         self.initialize_result: dict[str, Any] | None = None
 
-    def _from_server(self, message: Any) -> None:
+    def _from_server(self, message: Any, related: Any = None) -> None:
         data = encode(message)
         decoded = orjson.loads(data)
         if self._observer is not None:

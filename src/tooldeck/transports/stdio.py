@@ -265,7 +265,7 @@ class Output:
         self._closed: asyncio.Future[None] | None = None
         self._lock = threading.Lock()  # the handshake phase may be written to from a thread (list_changed)
 
-    def send(self, message: Any) -> None:
+    def send(self, message: Any, related: Any = None) -> None:
         data = encode_line(message)
         self.count += 1
         transport = self.transport
