@@ -1,0 +1,173 @@
+"""The fixture deck the official MCP conformance suite (@modelcontextprotocol/conformance 0.1.16) tests against.
+
+Run it with ``scripts/conformance.sh`` (``tooldeck serve examples/conformance_deck.py`` over stdio, ``--http`` once
+the Streamable HTTP transport exists). Each tool below is the one a server scenario calls by name; the texts, MIME
+types and notification counts are the ones the scenario checks or documents.
+
+Not here yet, because tooldeck has no such feature (the scenarios fail "method not found" until it does):
+- resources: resources-list, resources-read-text (test://static-text), resources-read-binary (test://static-binary),
+  resources-templates-read (test://template/{id}/data), resources-subscribe / resources-unsubscribe
+  (test://watched-resource)
+- prompts: prompts-list, prompts-get-simple (test_simple_prompt), prompts-get-with-args (test_prompt_with_arguments),
+  prompts-get-embedded-resource (test_prompt_with_embedded_resource), prompts-get-with-image (test_prompt_with_image)
+- completion: completion-complete (completion/complete on test_prompt_with_arguments)
+- sampling: tools-call-sampling (tool test_sampling sends sampling/createMessage to the client)
+- elicitation: tools-call-elicitation (test_elicitation), elicitation-sep1034-defaults
+  (test_elicitation_sep1034_defaults), elicitation-sep1330-enums (test_elicitation_sep1330_enums)
+
+Known gaps in what the public API can express (the scenario's expectation, then what tooldeck does):
+- json-schema-2020-12 wants ``inputSchema["$schema"] == "https://json-schema.org/draft/2020-12/schema"``;
+  tooldeck generates the inputSchema from the signature, never emits ``$schema`` and has no option to supply an
+  inputSchema, so that one check fails. (``$defs.address`` and ``additionalProperties: false`` are met.)
+- server-sse-polling calls test_reconnection, whose server is meant to close the request's SSE stream mid-call
+  (SEP-1699) and deliver the result after the client reconnects with Last-Event-ID. A tool cannot ask for that
+  through Context; the fixture below only waits and answers, so the disconnect/resume half is not exercised.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import binascii
+import io
+import json
+import struct
+import wave
+import zlib
+from typing import TypedDict
+
+from tooldeck import Audio, Context, Deck, EmbeddedResource, Image, Text, ToolError
+
+deck = Deck("tooldeck-conformance", version="1.0.0", title="tooldeck conformance fixtures")
+
+
+def _red_pixel_png() -> bytes:
+    """A 1x1 red PNG, built here rather than pasted in as base64."""
+
+    def chunk(kind: bytes, body: bytes) -> bytes:
+        return struct.pack(">I", len(body)) + kind + body + struct.pack(">I", binascii.crc32(kind + body))
+
+    header = struct.pack(">IIBBBBB", 1, 1, 8, 2, 0, 0, 0)  # 1x1, 8-bit RGB
+    pixels = zlib.compress(b"\x00\xff\x00\x00")  # filter byte 0, then R G B
+    return b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", header) + chunk(b"IDAT", pixels) + chunk(b"IEND", b"")
+
+
+def _silent_wav() -> bytes:
+    """One sample of silence: 8 kHz, 16-bit mono WAV (46 bytes)."""
+    buffer = io.BytesIO()
+    with wave.open(buffer, "wb") as out:
+        out.setnchannels(1)
+        out.setsampwidth(2)
+        out.setframerate(8000)
+        out.writeframes(b"\x00\x00")
+    return buffer.getvalue()
+
+
+RED_PIXEL_PNG = _red_pixel_png()
+SILENT_WAV = _silent_wav()
+
+
+# --- content: tools-call-simple-text, -image, -audio, -embedded-resource, -mixed-content ------------------------
+
+
+@deck.tool
+def test_simple_text() -> Text:
+    """Tests simple text content response."""
+    return Text("This is a simple text response for testing.")
+
+
+@deck.tool
+def test_image_content() -> Image:
+    """Tests image content response (a 1x1 red PNG)."""
+    return Image(RED_PIXEL_PNG, "image/png")
+
+
+@deck.tool
+def test_audio_content() -> Audio:
+    """Tests audio content response (a minimal WAV file)."""
+    return Audio(SILENT_WAV, "audio/wav")
+
+
+@deck.tool
+def test_embedded_resource() -> EmbeddedResource:
+    """Tests embedded resource content response."""
+    return EmbeddedResource(
+        "test://embedded-resource", text="This is an embedded resource content.", mime_type="text/plain"
+    )
+
+
+@deck.tool
+def test_multiple_content_types() -> list[Text | Image | EmbeddedResource]:
+    """Tests response with multiple content types (text, image, resource)."""
+    return [
+        Text("Multiple content types test:"),
+        Image(RED_PIXEL_PNG, "image/png"),
+        EmbeddedResource(
+            "test://mixed-content-resource",
+            text=json.dumps({"test": "data", "value": 123}, separators=(",", ":")),
+            mime_type="application/json",
+        ),
+    ]
+
+
+# --- notifications during a call: tools-call-with-logging, tools-call-with-progress ------------------------------
+
+
+@deck.tool
+async def test_tool_with_logging(ctx: Context) -> Text:
+    """Tests tool that emits log messages during execution."""
+    # The pauses matter: the scenario checks that a client receives notifications while the call is still running.
+    await ctx.info("Tool execution started")
+    await asyncio.sleep(0.05)
+    await ctx.info("Tool processing data")
+    await asyncio.sleep(0.05)
+    await ctx.info("Tool execution completed")
+    return Text("Tool with logging executed successfully")
+
+
+@deck.tool
+async def test_tool_with_progress(ctx: Context) -> Text:
+    """Tests tool that reports progress notifications (0, 50 and 100 of 100)."""
+    for step in (0, 50, 100):
+        if step:
+            await asyncio.sleep(0.05)
+        await ctx.report_progress(step, 100, f"Completed step {step} of 100")
+    return Text(str(ctx.progress_token))
+
+
+# --- errors: tools-call-error -----------------------------------------------------------------------------------
+
+
+@deck.tool
+def test_error_handling() -> Text:
+    """Tests error response handling: always fails."""
+    raise ToolError("This tool intentionally returns an error for testing")
+
+
+# --- schemas: json-schema-2020-12 -------------------------------------------------------------------------------
+
+
+# Named in lower case on purpose: tooldeck files a TypedDict under its class name in $defs, and the scenario looks
+# for "$defs.address".
+class address(TypedDict, total=False):
+    street: str
+    city: str
+
+
+@deck.tool(description="Tool with JSON Schema 2020-12 features")
+def json_schema_2020_12_tool(name: str | None = None, address: address | None = None) -> Text:
+    return Text(json.dumps({"name": name, "address": address}))
+
+
+# --- Streamable HTTP: server-sse-polling ------------------------------------------------------------------------
+
+
+@deck.tool
+async def test_reconnection() -> Text:
+    """Tests SSE stream disconnection and client reconnection (SEP-1699)."""
+    # The reference server closes the request's SSE stream here so the client has to reconnect; see the module
+    # docstring for why this fixture cannot.
+    await asyncio.sleep(0.1)
+    return Text(
+        "Reconnection test completed successfully. If you received this, the client properly reconnected "
+        "after stream closure."
+    )
