@@ -60,7 +60,7 @@ def _parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(required=True, metavar="COMMAND")
     target_help = "path/file.py[:attr] or package.module[:attr]"
 
-    serve = commands.add_parser("serve", help="serve a deck over stdio (the built-in demo deck without TARGET)")
+    serve = commands.add_parser("serve", help="serve a deck over stdio or HTTP (the demo deck without TARGET)")
     serve.add_argument("target", nargs="?", metavar="TARGET", help=target_help)
     serve.add_argument(
         "--max-message-bytes",
@@ -69,6 +69,26 @@ def _parser() -> argparse.ArgumentParser:
         metavar="N",
         help="largest accepted message (default 4 MiB)",
     )
+    http = serve.add_argument_group("Streamable HTTP")
+    http.add_argument("--http", action="store_true", help="serve Streamable HTTP at http://HOST:PORT/mcp")
+    http.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
+    http.add_argument("--port", type=_port, default=8000, help="port (default 8000)")
+    http.add_argument(
+        "--allow-host",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="accept this Host header besides the loopback names ('*': any); repeatable",
+    )
+    http.add_argument(
+        "--allow-origin",
+        action="append",
+        default=[],
+        metavar="ORIGIN",
+        help="accept this Origin besides loopback ones ('*': any); repeatable",
+    )
+    http.add_argument("--stateless", action="store_true", help="no sessions: each POST stands alone")
+    http.add_argument("--json-response", action="store_true", help="answer requests with JSON, never SSE")
     serve.set_defaults(command=_serve)
 
     tools = commands.add_parser("tools", help="list a deck's tools")
@@ -85,6 +105,15 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _port(text: str) -> int:
+    import argparse
+
+    value = int(text)
+    if not 0 <= value <= 65535:
+        raise argparse.ArgumentTypeError("must be a port number from 0 to 65535")
+    return value
+
+
 def _positive_int(text: str) -> int:
     import argparse
 
@@ -96,6 +125,23 @@ def _positive_int(text: str) -> int:
 
 def _serve(args: argparse.Namespace) -> int:
     from .loader import load_deck
+
+    if getattr(args, "http", False):
+        from .transports.http.server import run_http
+
+        deck = load_deck(args.target)
+        run_http(
+            deck,
+            host=args.host,
+            port=args.port,
+            log_level=args.log_level,
+            allowed_hosts=args.allow_host,
+            allowed_origins=args.allow_origin,
+            stateless=args.stateless,
+            json_response=args.json_response,
+            max_body_bytes=args.max_message_bytes,
+        )
+        return 0
     from .transports.stdio import claim_stdout, run_stdio
 
     out_fd = claim_stdout()  # before the target is imported: its import-time prints must not reach the client

@@ -142,6 +142,17 @@ class Context:
     def error(self, message: Any, *, logger: str | None = None) -> _Done:
         return self.log("error", message, logger=logger)
 
+    def close_sse_stream(self) -> None:
+        """Over HTTP, end this request's SSE connection now; the client reconnects with ``Last-Event-ID`` and gets
+        the rest (SEP-1699 polling), so a long call need not hold a connection open. Elsewhere it does nothing."""
+        hook = self._session.close_stream
+        if hook is None or self.finished:
+            return
+        if threading.get_ident() == self._loop_thread:
+            hook(self.request_id)
+        else:
+            self._loop.call_soon_threadsafe(hook, self.request_id)
+
     def _emit(self, message: dict[str, Any]) -> None:
         if threading.get_ident() == self._loop_thread:
             self._session.send(message, self.request_id)

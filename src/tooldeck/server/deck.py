@@ -172,13 +172,32 @@ class Deck:
     # --- running ------------------------------------------------------------------------------------------------
 
     def run(self, transport: str = "stdio", **options: Any) -> None:
-        """Serve until the client goes away (stdio: EOF on stdin) or SIGTERM/SIGINT arrives."""
+        """Serve until the client goes away (stdio: EOF on stdin) or SIGTERM/SIGINT arrives.
+
+        ``transport="http"`` serves Streamable HTTP at ``http://host:port/mcp`` (``host="127.0.0.1"``,
+        ``port=8000``, and the options of ``http_app``).
+        """
+        # Transports sit above the server layer: they are imported on demand.
         if transport == "stdio":
-            from ..transports.stdio import run_stdio  # transports sit above the server layer: imported on demand
+            from ..transports.stdio import run_stdio
 
             run_stdio(self, **options)
+        elif transport == "http":
+            from ..transports.http.server import run_http
+
+            run_http(self, **options)
         else:
-            raise ValueError(f"unknown transport {transport!r}; tooldeck serves 'stdio'")
+            raise ValueError(f"unknown transport {transport!r}; use 'stdio' or 'http'")
+
+    def http_app(self, **options: Any) -> Any:
+        """The deck as an ASGI application (Streamable HTTP, endpoint ``/mcp``), mountable in Starlette/FastAPI.
+
+        Options: ``path``, ``json_response``, ``stateless``, ``allowed_hosts``, ``allowed_origins``,
+        ``session_idle_timeout``, ``max_sessions``, ``max_body_bytes``, ``event_store``, ``retry_ms``.
+        """
+        from ..transports.http.app import HttpApp
+
+        return HttpApp(self, **options)
 
     def loop(self) -> asyncio.AbstractEventLoop:
         if self._loop is None:

@@ -111,6 +111,10 @@ class Session:
         self.in_flight: dict[RequestId, InFlight] = {}
         self._handlers = deck.handlers
         self._direct = Reply(send)
+        # Hooks for transports that keep a connection per request (HTTP): Context.close_sse_stream() calls
+        # close_stream; request_dropped is called when a request ends with no response (the client cancelled it).
+        self.close_stream: Callable[[RequestId], None] | None = None
+        self.request_dropped: Callable[[RequestId], None] | None = None
         deck.attach(self)
 
     # --- input --------------------------------------------------------------------------------------------------
@@ -187,14 +191,19 @@ class Session:
 
     def _cancelled(self, params: dict[str, Any]) -> None:
         request_id = params.get("requestId")
-        entry = self.in_flight.pop(request_id, None) if jsonrpc.is_request_id(request_id) else None  # type: ignore[arg-type]
+        if not jsonrpc.is_request_id(request_id):
+            return  # malformed: the spec says ignore
+        entry_id: RequestId = request_id  # type: ignore[assignment]
+        entry = self.in_flight.pop(entry_id, None)
         if entry is None:
-            return  # unknown, finished already, or malformed: the spec says ignore
+            return  # unknown or finished already: the spec says ignore
         log.debug("request %r cancelled by the client: %s", request_id, params.get("reason"))
         if entry.context is not None:
             entry.context.cancelled = True
         entry.reply.drop()
         entry.task.cancel()
+        if self.request_dropped is not None:
+            self.request_dropped(entry_id)
 
     def _receive_batch(self, items: list[Any]) -> None:
         if not versions.accepts_batches(self.protocol_version):
@@ -288,6 +297,12 @@ class Session:
         self.client_info = client_info
         self.initialized = True
         return self.deck.initialize_result(self.protocol_version)
+
+    def assume_initialized(self, protocol_version: str) -> None:
+        """For transports without a handshake per connection (stateless HTTP): serve as if initialized."""
+        self.protocol_version = protocol_version
+        self.initialized = True
+        self.ready = True
 
     def set_log_level(self, params: dict[str, Any]) -> dict[str, Any]:
         level = params.get("level")

@@ -1,0 +1,134 @@
+"""Channels: the logical SSE streams of an HTTP session, and the session that routes messages to them.
+
+A POSTed request gets a channel; its response and the notifications sent while it runs go there. The standalone
+channel (the GET stream) carries what belongs to no request, such as list_changed. A channel outlives any one HTTP
+connection: messages queue while no connection is attached, and a client that lost (or was asked to drop) its
+connection resumes with ``Last-Event-ID`` and receives what it missed, from the event store and then the queue.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections import deque
+from typing import TYPE_CHECKING, Any
+
+from ...server.session import Session
+
+if TYPE_CHECKING:
+    from ...server.deck import Deck
+
+STANDALONE = "0"
+_STANDALONE_BACKLOG = 1000  # messages kept for a GET stream that is not connected
+
+
+class Channel:
+    """One logical SSE stream. ``pending`` holds the request ids whose responses have not been queued yet."""
+
+    __slots__ = ("attached", "drop_connection", "pending", "queue", "sse", "stream_id", "wakeup")
+
+    def __init__(self, stream_id: str, request_ids: tuple[Any, ...] = ()) -> None:
+        self.stream_id = stream_id
+        self.pending = set(request_ids)
+        self.queue: deque[Any] = deque(maxlen=_STANDALONE_BACKLOG if stream_id == STANDALONE else None)
+        self.wakeup = asyncio.Event()
+        self.attached = False  # an HTTP response is writing this channel's events
+        self.sse = False  # the POST answer became (or must become) an SSE stream
+        self.drop_connection = False  # the server asked to end the current connection (the client will resume)
+
+    @property
+    def finished(self) -> bool:
+        """Every response this channel exists for has been queued (never true for the standalone channel)."""
+        return self.stream_id != STANDALONE and not self.pending
+
+    def put(self, message: Any) -> None:
+        self.queue.append(message)
+        if self.pending:
+            if type(message) is list:  # a 2025-03-26 batch reply answers all of its requests at once
+                self.pending.clear()
+            elif type(message) is dict and "method" not in message:
+                self.pending.discard(message.get("id"))
+        self.wakeup.set()
+
+    def close_connection(self) -> None:
+        """End the attached connection after what is queued; the channel lives on for a resume."""
+        self.sse = True
+        self.drop_connection = True
+        self.wakeup.set()
+
+
+class HttpSession:
+    """An MCP session over HTTP: the sans-IO Session plus the channels its messages are routed to."""
+
+    def __init__(self, deck: Deck, session_id: str | None) -> None:
+        self.id = session_id
+        self.session = Session(deck, self.route)
+        self.session.close_stream = self._close_stream
+        self.session.request_dropped = self._dropped
+        self.channels: dict[str, Channel] = {}
+        self.by_request: dict[Any, Channel] = {}
+        self.standalone: Channel | None = None
+        self.last_active = time.monotonic()
+        self.connections = 0  # HTTP exchanges in progress: a session is never reaped while one is open
+        self.closed = False
+        self._next_stream = 0
+        self._next_event = 0
+
+    def open_channel(self, request_ids: tuple[Any, ...]) -> Channel:
+        self._next_stream += 1
+        channel = Channel(str(self._next_stream), request_ids)
+        self.channels[channel.stream_id] = channel
+        for request_id in request_ids:
+            self.by_request[request_id] = channel
+        return channel
+
+    def open_standalone(self) -> Channel:
+        if self.standalone is None:
+            self.standalone = Channel(STANDALONE)
+            self.channels[STANDALONE] = self.standalone
+        return self.standalone
+
+    def retire(self, channel: Channel) -> None:
+        """A request channel whose every message has been delivered."""
+        self.channels.pop(channel.stream_id, None)
+        for request_id in list(self.by_request):
+            if self.by_request[request_id] is channel:
+                del self.by_request[request_id]
+
+    def route(self, message: Any, related: Any) -> None:
+        """The Session's output: to the channel of the request it belongs to, else to the standalone stream."""
+        if related is not None:
+            channel = self.by_request.get(related)
+            if channel is not None:
+                channel.put(message)
+                return
+        if self.standalone is not None:
+            self.standalone.put(message)
+        # No GET stream was ever opened: a message that belongs to no request has nowhere to go, and is dropped.
+
+    def local_event_id(self, channel: Channel) -> str:
+        """An event id for a session without an event store (stateless): unique, not resumable."""
+        self._next_event += 1
+        return f"{channel.stream_id}.{self._next_event}"
+
+    def _dropped(self, request_id: Any) -> None:
+        channel = self.by_request.get(request_id)
+        if channel is not None:
+            channel.pending.discard(request_id)  # cancelled: no response will come
+            channel.wakeup.set()
+
+    def _close_stream(self, request_id: Any) -> None:
+        channel = self.by_request.get(request_id)
+        if channel is not None:
+            channel.close_connection()
+
+    def touch(self) -> None:
+        self.last_active = time.monotonic()
+
+    def close(self) -> list[asyncio.Task[Any]]:
+        """End the session: cancel its work and wake every connection so it can finish."""
+        self.closed = True
+        tasks = self.session.close()
+        for channel in self.channels.values():
+            channel.wakeup.set()
+        return tasks

@@ -1,0 +1,71 @@
+"""Serving the HTTP app with uvicorn: bind, run, and drain gracefully on SIGTERM/SIGINT."""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING, Any
+
+from .app import LOOPBACK, HttpApp
+
+if TYPE_CHECKING:
+    from ...server.deck import Deck
+
+log = logging.getLogger("tooldeck.http")
+_WILDCARDS = ("0.0.0.0", "::", "")
+
+
+def run_http(
+    deck: Deck,
+    *,
+    host: str = "127.0.0.1",
+    port: int = 8000,
+    graceful_timeout: int = 10,
+    log_level: str = "warning",
+    **app_options: Any,
+) -> None:
+    """Serve ``deck`` at ``http://host:port/mcp`` until SIGTERM/SIGINT.
+
+    On shutdown new sessions are refused and GET streams end at once; POSTs in flight get up to
+    ``graceful_timeout`` seconds to finish before their work is cancelled.
+    """
+    import uvicorn
+
+    allowed_hosts = list(app_options.pop("allowed_hosts", ()))
+    if host not in _WILDCARDS and host not in LOOPBACK and host not in allowed_hosts:
+        allowed_hosts.append(host)  # the name we were told to bind is a name clients may use
+    if host in _WILDCARDS and not allowed_hosts:
+        log.warning(
+            "bound to %r: only loopback Host headers are accepted; name the host names clients use with "
+            "--allow-host (or '*' behind a proxy that checks them)",
+            host,
+        )
+    app = HttpApp(deck, allowed_hosts=allowed_hosts, **app_options)
+    config = uvicorn.Config(
+        app,
+        host=host,
+        port=port,
+        lifespan="on",
+        log_level=log_level,
+        timeout_graceful_shutdown=graceful_timeout,
+        access_log=False,
+        server_header=False,
+    )
+    _DrainingServer(config, app).run()
+
+
+def _server_class() -> type:
+    import uvicorn
+
+    return uvicorn.Server
+
+
+class _DrainingServer(_server_class()):  # type: ignore[misc]
+    """uvicorn's Server, telling the app to end its long-lived streams before uvicorn waits for connections."""
+
+    def __init__(self, config: Any, app: HttpApp) -> None:
+        super().__init__(config)
+        self.mcp_app = app
+
+    async def shutdown(self, sockets: Any = None) -> None:
+        self.mcp_app.begin_shutdown()
+        await super().shutdown(sockets=sockets)
