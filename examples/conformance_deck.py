@@ -19,9 +19,6 @@ Known gaps in what the public API can express (the scenario's expectation, then 
 - json-schema-2020-12 wants ``inputSchema["$schema"] == "https://json-schema.org/draft/2020-12/schema"``;
   tooldeck generates the inputSchema from the signature, never emits ``$schema`` and has no option to supply an
   inputSchema, so that one check fails. (``$defs.address`` and ``additionalProperties: false`` are met.)
-- server-sse-polling calls test_reconnection, whose server is meant to close the request's SSE stream mid-call
-  (SEP-1699) and deliver the result after the client reconnects with Last-Event-ID. A tool cannot ask for that
-  through Context; the fixture below only waits and answers, so the disconnect/resume half is not exercised.
 """
 
 from __future__ import annotations
@@ -162,10 +159,10 @@ def json_schema_2020_12_tool(name: str | None = None, address: address | None = 
 
 
 @deck.tool
-async def test_reconnection() -> Text:
+async def test_reconnection(ctx: Context) -> Text:
     """Tests SSE stream disconnection and client reconnection (SEP-1699)."""
-    # The reference server closes the request's SSE stream here so the client has to reconnect; see the module
-    # docstring for why this fixture cannot.
+    # End this request's SSE connection now; the client reconnects with Last-Event-ID and gets the result.
+    ctx.close_sse_stream()
     await asyncio.sleep(0.1)
     return Text(
         "Reconnection test completed successfully. If you received this, the client properly reconnected "
