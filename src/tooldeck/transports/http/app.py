@@ -233,7 +233,10 @@ class HttpApp:
             if initialize and http_session.id is not None and self._initialized(http_session, channel):
                 self.sessions[http_session.id] = http_session
                 extra.append((b"mcp-session-id", http_session.id.encode()))
-            if json_only or (channel.finished and not channel.sse and len(channel.queue) <= 1):
+            if http_session.closed and not channel.queue:
+                message = "Session not found: it was deleted or expired while this request ran"
+                await _error(send, 404, SESSION_NOT_FOUND, message)
+            elif json_only or (channel.finished and not channel.sse and len(channel.queue) <= 1):
                 await self._answer_json(http_session, channel, send, extra)
             else:
                 await _respond_start(send, 200, _SSE + extra)

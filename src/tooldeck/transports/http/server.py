@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import signal
 from typing import TYPE_CHECKING, Any
 
 from .app import LOOPBACK, HttpApp
@@ -50,7 +51,19 @@ def run_http(
         access_log=False,
         server_header=False,
     )
-    _DrainingServer(config, app).run()
+    # uvicorn re-raises the signal that stopped it once it has drained, with the handlers it found installed;
+    # these turn that into a clean exit (status 0), as on stdio.
+    previous = signal.signal(signal.SIGTERM, _ignore)
+    try:
+        _DrainingServer(config, app).run()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def _ignore(signum: int, frame: Any) -> None:
+    return None
 
 
 def _server_class() -> type:
