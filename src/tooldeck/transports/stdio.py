@@ -143,12 +143,13 @@ class Connection:
                 loop.add_signal_handler(sig, stop.set)
         self.session.deck.attach(self.session)  # now with a running loop
         self.reader.on_eof = stop.set
-        await self.output.start(loop, self.reader)
-        deferred, self._deferred = self._deferred, []
-        for message in deferred:
-            self.session.receive(message)
-        closer = await _open_reader(loop, self.stdin_fd, self.reader)
+        closer: Any = _nothing
         try:
+            await self.output.start(loop, self.reader)
+            deferred, self._deferred = self._deferred, []
+            for message in deferred:
+                self.session.receive(message)
+            closer = await _open_reader(loop, self.stdin_fd, self.reader)
             await stop.wait()
         finally:
             closer()
@@ -336,6 +337,10 @@ def _read_in_thread(loop: asyncio.AbstractEventLoop, fd: int, reader: LineReader
 
     threading.Thread(target=pump, name="tooldeck-stdin", daemon=True).start()
     return stopped.set
+
+
+def _nothing() -> None:
+    return None
 
 
 def _readable(fd: int) -> bool:
