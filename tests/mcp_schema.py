@@ -42,6 +42,12 @@ NOTIFICATIONS = {
     "notifications/prompts/list_changed": "PromptListChangedNotification",
     "notifications/cancelled": "CancelledNotification",
 }
+REQUESTS = {
+    "elicitation/create": "ElicitRequest",
+    "sampling/createMessage": "CreateMessageRequest",
+    "ping": "PingRequest",
+    "roots/list": "ListRootsRequest",
+}
 
 
 @functools.cache
@@ -119,6 +125,8 @@ class WireChecker:
         check(self.version, "JSONRPCMessage", message)
         if "id" in message:
             check(self.version, "JSONRPCRequest", message)
+            assert message["method"] in REQUESTS, f"unexpected request {message['method']}"
+            check(self.version, REQUESTS[message["method"]], message)
         else:
             assert message["method"] in NOTIFICATIONS, f"unexpected notification {message['method']}"
             check(self.version, NOTIFICATIONS[message["method"]], message)

@@ -10,8 +10,10 @@ def test_exported_members() -> None:
         [
             "Annotations",
             "Audio",
+            "ClientRequestError",
             "Context",
             "Deck",
+            "ElicitResult",
             "EmbeddedResource",
             "Image",
             "ProtocolError",
@@ -21,6 +23,7 @@ def test_exported_members() -> None:
             "Text",
             "ToolError",
             "TooldeckError",
+            "UrlElicitationRequiredError",
             "__version__",
         ]
     )

@@ -12,9 +12,18 @@ def add(a: float, b: float) -> float:
 deck.run()
 """
 
-from .protocol.errors import ProtocolError, RegistrationError, SchemaError, TooldeckError, ToolError
+from .protocol.errors import (
+    ClientRequestError,
+    ProtocolError,
+    RegistrationError,
+    SchemaError,
+    TooldeckError,
+    ToolError,
+    UrlElicitationRequiredError,
+)
 from .server.context import Context
 from .server.deck import Deck
+from .server.requests import ElicitResult
 from .tools.content import Annotations, Audio, EmbeddedResource, Image, ResourceLink, Text
 
 __version__ = "0.1.0"
@@ -22,8 +31,10 @@ __version__ = "0.1.0"
 __all__ = [
     "Annotations",
     "Audio",
+    "ClientRequestError",
     "Context",
     "Deck",
+    "ElicitResult",
     "EmbeddedResource",
     "Image",
     "ProtocolError",
@@ -33,5 +44,6 @@ __all__ = [
     "Text",
     "ToolError",
     "TooldeckError",
+    "UrlElicitationRequiredError",
     "__version__",
 ]

@@ -7,8 +7,10 @@
     │   ├── MethodNotFoundError   -32601  unknown method, or a capability that was not negotiated
     │   ├── InvalidParamsError    -32602  params of the wrong shape; unknown tool; bad cursor
     │   ├── InternalError         -32603  the server failed
-    │   └── ResourceNotFoundError -32002  resources/read of an unknown URI
+    │   ├── ResourceNotFoundError -32002  resources/read of an unknown URI
+    │   └── UrlElicitationRequiredError  -32042  a tool needs the user to visit URLs first
     ├── ToolError                 raised by a tool: becomes a result with ``isError: true``
+    │   └── ClientRequestError    a request to the client (elicitation, sampling) failed, was refused or timed out
     ├── RegistrationError         a tool (or other item) cannot be registered as given
     ├── SchemaError               a type or JSON Schema that tooldeck cannot use
     └── TargetError               the command line cannot load what it was pointed at
@@ -77,11 +79,34 @@ class ResourceNotFoundError(ProtocolError):
     code = RESOURCE_NOT_FOUND
 
 
+class UrlElicitationRequiredError(ProtocolError):
+    """Raise in a tool to answer its call with -32042: the user must complete these URL elicitations first.
+
+    ``elicitations``: URL-mode elicitation params, each ``{"mode": "url", "message", "url", "elicitationId"}``.
+    """
+
+    code = URL_ELICITATION_REQUIRED
+
+    def __init__(self, elicitations: list[dict[str, Any]], message: str = "URL elicitation required") -> None:
+        super().__init__(message, {"elicitations": elicitations})
+
+
 class ToolError(TooldeckError):
     """Raise inside a tool to fail the call with this message: the client gets ``isError: true``.
 
     Unlike any other exception, the message is never masked, so write it for the model that reads it.
     """
+
+
+class ClientRequestError(ToolError):
+    """A request the server sent to the client failed: not supported, refused, an error answer, or no answer in time.
+
+    ``code`` is the client's JSON-RPC error code when it answered with one.
+    """
+
+    def __init__(self, message: str, code: int | None = None) -> None:
+        super().__init__(message)
+        self.code = code
 
 
 class RegistrationError(TooldeckError, ValueError):

@@ -13,6 +13,7 @@ from collections.abc import Generator
 from typing import TYPE_CHECKING, Any
 
 from ..protocol import jsonrpc
+from . import requests
 
 if TYPE_CHECKING:
     from asyncio import AbstractEventLoop
@@ -141,6 +142,63 @@ class Context:
 
     def error(self, message: Any, *, logger: str | None = None) -> _Done:
         return self.log("error", message, logger=logger)
+
+    # --- what the tool can ask the client (async tools only) -----------------------------------------------------
+
+    async def elicit(self, message: str, schema: dict[str, Any], *, timeout: float = requests.ELICIT_TIMEOUT
+                     ) -> requests.ElicitResult:  # fmt: skip
+        """Ask the user to fill in a form (elicitation/create, form mode) and return their answer.
+
+        ``schema`` is a flat JSON Schema object (strings, numbers, booleans, enums). An accepted answer is checked
+        against it. Raises ``ClientRequestError`` if the client cannot elicit, refuses, answers badly or not in time.
+        """
+        params, validator = requests.form_params(message, schema, self._session.client_capabilities)
+        result = await requests.ask(self._session, "elicitation/create", params, self.request_id, timeout)
+        return requests.elicit_result(result, validator)
+
+    async def elicit_url(self, message: str, url: str, *, elicitation_id: str | None = None,
+                         timeout: float = requests.ELICIT_TIMEOUT) -> requests.ElicitResult:  # fmt: skip
+        """Ask the user to open ``url`` (elicitation/create, URL mode). "accept" means they agreed to open it."""
+        params = requests.url_params(message, url, elicitation_id, self._session.client_capabilities)
+        result = await requests.ask(self._session, "elicitation/create", params, self.request_id, timeout)
+        return requests.elicit_result(result, None)
+
+    async def sample(
+        self,
+        messages: Any,
+        *,
+        max_tokens: int = 1000,
+        system_prompt: str | None = None,
+        temperature: float | None = None,
+        stop_sequences: list[str] | None = None,
+        model_preferences: dict[str, Any] | None = None,
+        include_context: str | None = None,
+        metadata: dict[str, Any] | None = None,
+        tools: list[dict[str, Any]] | None = None,
+        tool_choice: dict[str, Any] | None = None,
+        timeout: float = requests.SAMPLE_TIMEOUT,
+    ) -> dict[str, Any]:
+        """Ask the client's model for a completion (sampling/createMessage); returns the CreateMessageResult.
+
+        ``messages``: a string (one user message) or a list of ``{"role", "content"}`` dicts / prompt Messages.
+        """
+        params = requests.sampling_params(
+            messages,
+            max_tokens,
+            self._session.client_capabilities,
+            system_prompt=system_prompt,
+            temperature=temperature,
+            stop_sequences=stop_sequences,
+            model_preferences=model_preferences,
+            include_context=include_context,
+            metadata=metadata,
+            tools=tools,
+            tool_choice=tool_choice,
+        )
+        result = await requests.ask(self._session, "sampling/createMessage", params, self.request_id, timeout)
+        return requests.sampling_result(result)
+
+    # --- transport hints ----------------------------------------------------------------------------------------
 
     def close_sse_stream(self) -> None:
         """Over HTTP, end this request's SSE connection now; the client reconnects with ``Last-Event-ID`` and gets

@@ -109,6 +109,8 @@ class Session:
         self.closed = False
         self.log_rank = LOG_RANK[deck.log_level]
         self.in_flight: dict[RequestId, InFlight] = {}
+        self._outgoing: dict[RequestId, asyncio.Future[Any]] = {}  # our requests to the client, by id
+        self._next_id = 0
         self._handlers = deck.handlers
         self._direct = Reply(send)
         # Hooks for transports that keep a connection per request (HTTP): Context.close_sse_stream() calls
@@ -186,8 +188,39 @@ class Session:
         # Other notifications (progress for our requests, roots/list_changed, unknown ones) need no action yet.
 
     def _response(self, response: Response) -> None:
-        # The server sends no requests of its own in this revision of tooldeck; a stray response is only logged.
-        log.debug("ignoring response to unknown request id %r", response.id)
+        waiter = self._outgoing.pop(response.id, None)
+        if waiter is None:
+            log.debug("ignoring a response to unknown request id %r", response.id)
+        elif not waiter.done():
+            waiter.set_result(response)
+
+    # --- requests to the client ---------------------------------------------------------------------------------
+
+    def request(
+        self, method: str, params: dict[str, Any], related: RequestId | None = None
+    ) -> tuple[RequestId, asyncio.Future[Any]]:
+        """Send a request to the client: its id, and a future that gets its ``Response`` (``result`` or ``error``).
+
+        ``related`` is the client request this one is made for (a tool call eliciting input), so a transport that
+        routes by request (HTTP) sends it on that request's stream. Ids count up and never repeat.
+        """
+        import asyncio
+
+        self._next_id += 1
+        request_id = self._next_id
+        waiter: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        if self.closed:
+            waiter.set_exception(ConnectionError("the session is closed"))
+            return request_id, waiter
+        self._outgoing[request_id] = waiter
+        self.send(jsonrpc.request(request_id, method, params), related)
+        return request_id, waiter
+
+    def abandon(self, request_id: RequestId, reason: str, related: RequestId | None = None) -> None:
+        """Stop waiting for a request sent to the client, and tell it so (notifications/cancelled)."""
+        if self._outgoing.pop(request_id, None) is not None:
+            note = jsonrpc.notification("notifications/cancelled", {"requestId": request_id, "reason": reason})
+            self.send(note, related)
 
     def _cancelled(self, params: dict[str, Any]) -> None:
         request_id = params.get("requestId")
@@ -274,6 +307,10 @@ class Session:
             entry.task.cancel()
             tasks.append(entry.task)
         self.in_flight.clear()
+        for waiter in self._outgoing.values():
+            if not waiter.done():
+                waiter.set_exception(ConnectionError("the session closed before the client answered"))
+        self._outgoing.clear()
         return tasks
 
     # --- lifecycle handlers -------------------------------------------------------------------------------------

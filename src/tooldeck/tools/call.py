@@ -13,7 +13,7 @@ import os
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from ..protocol.errors import ToolError
+from ..protocol.errors import ToolError, UrlElicitationRequiredError
 from ..schema.convert import ConversionError
 from .result import build_result, error_result
 from .tool import Tool
@@ -56,6 +56,8 @@ async def call_tool(
         return build_result(tool, value)
     except ToolError as exc:
         return error_result(str(exc) or f"Tool {tool.name!r} failed")
+    except UrlElicitationRequiredError:
+        raise  # answered as JSON-RPC error -32042: the one protocol error a tool may raise
     except Exception as exc:  # the tool's own bug or failure; BaseException (cancellation, exit) passes through
         return failure_result(tool.name, exc, mask_errors)
 

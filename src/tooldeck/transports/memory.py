@@ -27,7 +27,7 @@ Observer = Callable[[bytes, Any], None]
 
 
 class ClientError(Exception):
-    """The server answered a request with a JSON-RPC error."""
+    """A JSON-RPC error: the server's answer to our request, or ours to the server's (raise it in a handler)."""
 
     def __init__(self, error: dict[str, Any]) -> None:
         super().__init__(f"{error.get('code')}: {error.get('message')}")
@@ -46,6 +46,8 @@ class MemoryClient:
         self.notifications: list[dict[str, Any]] = []
         self.unrouted: list[Any] = []
         self._notified = asyncio.Event()
+        self.handlers: dict[str, Callable[[dict[str, Any]], Any]] = {}  # answers to the server's requests
+        self.requests: list[dict[str, Any]] = []  # every request the server sent
         self.session = Session(deck, self._from_server)
         self.initialize_result: dict[str, Any] | None = None
 
@@ -58,12 +60,41 @@ class MemoryClient:
             self.notifications.append(decoded)
             self._notified.set()
             return
+        if isinstance(decoded, dict) and "method" in decoded:
+            self.requests.append(decoded)
+            asyncio.get_running_loop().call_soon(self._answer, decoded)  # as a real client would: later
+            return
         key = decoded.get("id") if isinstance(decoded, dict) else None
         future = self._waiting.pop(key, None)
         if future is not None and not future.done():
             future.set_result(decoded)
         else:
             self.unrouted.append(decoded)
+
+    def on_request(self, method: str, handler: Callable[[dict[str, Any]], Any]) -> None:
+        """Answer the server's ``method`` requests with ``handler(params)`` (a result dict, or raise ClientError;
+        an awaitable is awaited). Unhandled methods are answered with -32601, as a client without them would."""
+        self.handlers[method] = handler
+
+    def _answer(self, request: dict[str, Any]) -> None:
+        asyncio.get_running_loop().create_task(self._answer_async(request))
+
+    async def _answer_async(self, request: dict[str, Any]) -> None:
+        handler = self.handlers.get(request["method"])
+        reply: dict[str, Any] = {"jsonrpc": "2.0", "id": request["id"]}
+        if handler is None:
+            reply["error"] = {"code": -32601, "message": f"Method not found: {request['method']}"}
+        else:
+            try:
+                result = handler(request.get("params", {}))
+                if asyncio.iscoroutine(result):
+                    result = await result
+                if result is None:
+                    return  # the handler chose not to answer (tests of time-outs)
+                reply["result"] = result
+            except ClientError as exc:
+                reply["error"] = {"code": exc.code, "message": exc.message}
+        self.send(reply)
 
     def send_raw(self, data: bytes | str) -> None:
         """Deliver raw bytes as if read from the wire (a parse error is answered like any transport would)."""
