@@ -15,10 +15,6 @@ Not here yet, because tooldeck has no such feature (the scenarios fail "method n
 - elicitation: tools-call-elicitation (test_elicitation), elicitation-sep1034-defaults
   (test_elicitation_sep1034_defaults), elicitation-sep1330-enums (test_elicitation_sep1330_enums)
 
-Known gaps in what the public API can express (the scenario's expectation, then what tooldeck does):
-- json-schema-2020-12 wants ``inputSchema["$schema"] == "https://json-schema.org/draft/2020-12/schema"``;
-  tooldeck generates the inputSchema from the signature, never emits ``$schema`` and has no option to supply an
-  inputSchema, so that one check fails. (``$defs.address`` and ``additionalProperties: false`` are met.)
 """
 
 from __future__ import annotations
@@ -30,7 +26,6 @@ import json
 import struct
 import wave
 import zlib
-from typing import TypedDict
 
 from tooldeck import Audio, Context, Deck, EmbeddedResource, Image, Text, ToolError
 
@@ -143,15 +138,17 @@ def test_error_handling() -> Text:
 # --- schemas: json-schema-2020-12 -------------------------------------------------------------------------------
 
 
-# Named in lower case on purpose: tooldeck files a TypedDict under its class name in $defs, and the scenario looks
-# for "$defs.address".
-class address(TypedDict, total=False):
-    street: str
-    city: str
+JSON_SCHEMA_2020_12 = {
+    "$schema": "https://json-schema.org/draft/2020-12/schema",
+    "type": "object",
+    "$defs": {"address": {"type": "object", "properties": {"street": {"type": "string"}, "city": {"type": "string"}}}},
+    "properties": {"name": {"type": "string"}, "address": {"$ref": "#/$defs/address"}},
+    "additionalProperties": False,
+}
 
 
-@deck.tool(description="Tool with JSON Schema 2020-12 features")
-def json_schema_2020_12_tool(name: str | None = None, address: address | None = None) -> Text:
+@deck.tool(description="Tool with JSON Schema 2020-12 features", input_schema=JSON_SCHEMA_2020_12)
+def json_schema_2020_12_tool(name: str | None = None, address: dict[str, str] | None = None) -> Text:
     return Text(json.dumps({"name": name, "address": address}))
 
 

@@ -81,11 +81,6 @@ def test_tools_suite_over_stdio(tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(
-    raises=AssertionError,
-    reason="json-schema-2020-12 wants inputSchema['$schema'] == 'https://json-schema.org/draft/2020-12/schema'; "
-    "tooldeck never emits $schema and has no way to supply an inputSchema",
-)
 def test_json_schema_2020_12_over_stdio(tmp_path: Path) -> None:
     done = conformance("--stdio", "--scenario", "json-schema-2020-12", out=tmp_path)
     assert closing_counts(done) == (1, 0, 0), done.stdout + done.stderr

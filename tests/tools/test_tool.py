@@ -166,3 +166,28 @@ def test_bad_deck_options() -> None:
         Deck("")
     with pytest.raises(RegistrationError, match="log_level"):
         Deck("d", log_level="loud")
+
+
+def test_an_explicit_input_schema_is_advertised_and_enforced_as_given() -> None:
+    schema = {
+        "$schema": "https://json-schema.org/draft/2020-12/schema",
+        "type": "object",
+        "properties": {"q": {"type": "string", "minLength": 2}},
+        "required": ["q"],
+    }
+
+    def search(**arguments: str) -> str:
+        return arguments["q"]
+
+    tool = Deck("d").add_tool(search, input_schema=schema)
+    assert tool.wire["inputSchema"] is schema
+    assert tool.converters == {}
+    assert tool.input_validator.is_valid({"q": "ok"})
+    assert tool.input_validator.errors({"q": "x"}) == ['$.q: expected at least 2 characters, got "x"']
+
+
+def test_an_explicit_input_schema_must_be_valid() -> None:
+    with pytest.raises(RegistrationError, match="inputSchema is not usable"):
+        Deck("d").add_tool(noop, name="t", input_schema={"type": "object", "properties": {"a": {"type": 5}}})
+    with pytest.raises(RegistrationError, match="unsupported JSON Schema dialect"):
+        Deck("d").add_tool(noop, name="u", input_schema={"$schema": "https://example.com/mine", "type": "object"})

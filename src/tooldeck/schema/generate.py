@@ -94,11 +94,14 @@ def inspect_function(
     *,
     injectable: tuple[type, ...] = (),
     unstructured: tuple[type, ...] = (),
+    schema_given: bool = False,
 ) -> FunctionShape:
     """Read a tool function's signature, type hints and docstring.
 
     ``injectable`` classes (a context object, say) are left out of the schema and recorded in ``injected``.
     A return annotation that mentions an ``unstructured`` class (content blocks) gives no output schema.
+    ``schema_given``: the caller brings its own input schema, so parameters are not turned into one (and a
+    ``**kwargs`` catch-all is fine); the returned ``input_schema`` is then empty.
     """
     target = _hints_target(fn)
     label = getattr(target, "__qualname__", None) or repr(fn)
@@ -120,12 +123,14 @@ def inspect_function(
     injected: dict[str, type] = {}
     converters: dict[str, Converter] = {}
     for name, kind, default in parameters:
-        _check_kind(label, name, kind)
         annotation = hints.get(name, Any)
         match = _injectable_class(annotation, injectable)
         if match is not None:
             injected[name] = match
             continue
+        if schema_given and kind != VAR_POSITIONAL and kind != POSITIONAL_ONLY:
+            continue  # described by the caller's schema
+        _check_kind(label, name, kind)
         builder.subject = f"parameter '{name}' (type {type_repr(annotation)})"
         schema = builder.schema(annotation)
         if "description" not in schema and name in param_docs:
@@ -143,7 +148,9 @@ def inspect_function(
             converters[name] = _at_parameter(name, convert)
 
     input_schema: Schema
-    if properties:
+    if schema_given:
+        input_schema = {}
+    elif properties:
         input_schema = {"type": "object", "properties": properties}
         if required:
             input_schema["required"] = required

@@ -102,6 +102,7 @@ class Deck:
         task: str | None = None,
         meta: dict[str, Any] | None = None,
         output_schema: dict[str, Any] | bool | None = None,
+        input_schema: dict[str, Any] | None = None,
     ) -> Callable[[F], F]: ...
 
     def tool(self, fn: Any = None, /, **options: Any) -> Any:  # type: ignore[misc]
@@ -131,8 +132,12 @@ class Deck:
         task: str | None = None,
         meta: dict[str, Any] | None = None,
         output_schema: dict[str, Any] | bool | None = None,
+        input_schema: dict[str, Any] | None = None,
     ) -> Tool:
-        """Register ``fn`` as a tool and return its record; connected clients are told the list changed."""
+        """Register ``fn`` as a tool and return its record; connected clients are told the list changed.
+
+        ``input_schema`` / ``output_schema`` replace the schemas built from the signature (see the README).
+        """
         tool = tool_from_function(
             fn,
             name=name,
@@ -143,6 +148,7 @@ class Deck:
             task=task,
             meta=meta,
             output_schema=output_schema,
+            input_schema=input_schema,
             injectable=(Context,),
         )
         return self.tools.register(tool)

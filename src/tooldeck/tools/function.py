@@ -30,23 +30,30 @@ def tool_from_function(
     task: str | bool | None = None,
     meta: dict[str, Any] | None = None,
     output_schema: dict[str, Any] | bool | None = None,
+    input_schema: dict[str, Any] | None = None,
     injectable: tuple[type, ...] = (),
 ) -> Tool:
     """Everything about ``fn`` as a tool, checked and compiled now so that calls do no schema work.
 
     ``output_schema``: None derives it from the return annotation, False turns structured output off, a dict
-    replaces it (the tool must then return a value that matches it).
+    replaces it (the tool must then return a value that matches it). ``input_schema``: advertise and enforce this
+    schema, exactly as given, instead of one built from the signature; the validated arguments are passed as
+    keyword arguments (so ``fn`` takes those names, or ``**kwargs``).
     """
     if not callable(fn):
         raise RegistrationError(f"a tool must be callable, got {type(fn).__name__}")
     tool_name = check_name(name if name is not None else getattr(fn, "__name__", None))
     try:
-        shape = inspect_function(fn, injectable=injectable, unstructured=CONTENT_TYPES)
+        shape = inspect_function(
+            fn, injectable=injectable, unstructured=CONTENT_TYPES, schema_given=input_schema is not None
+        )
     except SchemaError as exc:
         raise RegistrationError(f"tool {tool_name!r}: {exc}") from None
-    input_schema = dict(shape.input_schema)
-    # Arguments the function cannot take are refused by the schema itself: advertised == enforced.
-    input_schema.setdefault("additionalProperties", False)
+    trusted = input_schema is None
+    if input_schema is None:
+        input_schema = dict(shape.input_schema)
+        # Arguments the function cannot take are refused by the schema itself: advertised == enforced.
+        input_schema.setdefault("additionalProperties", False)
     wraps = shape.wraps_output
     out = shape.output_schema
     if output_schema is False:
@@ -63,7 +70,7 @@ def tool_from_function(
         input_schema=input_schema,
         output_schema=out,
         wraps_output=wraps,
-        input_validator=compile_schema(input_schema, tool_name, "inputSchema", trusted=True),
+        input_validator=compile_schema(input_schema, tool_name, "inputSchema", trusted=trusted),
         output_validator=(
             compile_schema(out, tool_name, "outputSchema", trusted=out is shape.output_schema)
             if out is not None
@@ -75,7 +82,7 @@ def tool_from_function(
         task_support=check_task_support(task, tool_name),
         meta=meta,
         injected=dict(shape.injected),
-        converters=dict(shape.converters),
+        converters=dict(shape.converters) if trusted else {},
     )
     return tool
 
