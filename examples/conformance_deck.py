@@ -11,9 +11,6 @@ Not here yet, because tooldeck has no such feature (the scenarios fail "method n
 - prompts: prompts-list, prompts-get-simple (test_simple_prompt), prompts-get-with-args (test_prompt_with_arguments),
   prompts-get-embedded-resource (test_prompt_with_embedded_resource), prompts-get-with-image (test_prompt_with_image)
 - completion: completion-complete (completion/complete on test_prompt_with_arguments)
-- sampling: tools-call-sampling (tool test_sampling sends sampling/createMessage to the client)
-- elicitation: tools-call-elicitation (test_elicitation), elicitation-sep1034-defaults
-  (test_elicitation_sep1034_defaults), elicitation-sep1330-enums (test_elicitation_sep1330_enums)
 
 """
 
@@ -150,6 +147,75 @@ JSON_SCHEMA_2020_12 = {
 @deck.tool(description="Tool with JSON Schema 2020-12 features", input_schema=JSON_SCHEMA_2020_12)
 def json_schema_2020_12_tool(name: str | None = None, address: dict[str, str] | None = None) -> Text:
     return Text(json.dumps({"name": name, "address": address}))
+
+
+# --- requests to the client: tools-call-sampling, tools-call-elicitation, elicitation-sep1034/1330 ---------------
+
+
+@deck.tool
+async def test_sampling(prompt: str, ctx: Context) -> Text:
+    """Tests server-initiated sampling (LLM completion request)."""
+    result = await ctx.sample([{"role": "user", "content": {"type": "text", "text": prompt}}], max_tokens=100)
+    content = result["content"]
+    text = content.get("text") if isinstance(content, dict) else content[0].get("text")
+    return Text(f"LLM response: {text}")
+
+
+@deck.tool
+async def test_elicitation(message: str, ctx: Context) -> Text:
+    """Tests server-initiated elicitation (user input request)."""
+    schema = {
+        "type": "object",
+        "properties": {
+            "username": {"type": "string", "description": "User's response"},
+            "email": {"type": "string", "description": "User's email address"},
+        },
+        "required": ["username", "email"],
+    }
+    answer = await ctx.elicit(message, schema)
+    return Text(f"User response: action={answer.action}, content={json.dumps(answer.content)}")
+
+
+@deck.tool
+async def test_elicitation_sep1034_defaults(ctx: Context) -> Text:
+    """Tests elicitation with default values for every primitive type (SEP-1034)."""
+    schema = {
+        "type": "object",
+        "properties": {
+            "name": {"type": "string", "description": "User name", "default": "John Doe"},
+            "age": {"type": "integer", "description": "User age", "default": 30},
+            "score": {"type": "number", "description": "User score", "default": 95.5},
+            "status": {"type": "string", "description": "User status", "enum": ["active", "inactive", "pending"],
+                       "default": "active"},
+            "verified": {"type": "boolean", "description": "Verification status", "default": True},
+        },
+    }  # fmt: skip
+    answer = await ctx.elicit("Please review and update the form fields with defaults", schema)
+    return Text(f"Elicitation completed: action={answer.action}, content={json.dumps(answer.content)}")
+
+
+@deck.tool
+async def test_elicitation_sep1330_enums(ctx: Context) -> Text:
+    """Tests elicitation with the five enum forms (SEP-1330)."""
+    schema = {
+        "type": "object",
+        "properties": {
+            "untitledSingle": {"type": "string", "enum": ["option1", "option2", "option3"]},
+            "titledSingle": {"type": "string", "oneOf": [
+                {"const": "value1", "title": "First Option"},
+                {"const": "value2", "title": "Second Option"},
+                {"const": "value3", "title": "Third Option"}]},
+            "legacyEnum": {"type": "string", "enum": ["opt1", "opt2", "opt3"],
+                           "enumNames": ["Option One", "Option Two", "Option Three"]},
+            "untitledMulti": {"type": "array", "items": {"type": "string", "enum": ["option1", "option2", "option3"]}},
+            "titledMulti": {"type": "array", "items": {"anyOf": [
+                {"const": "value1", "title": "First Choice"},
+                {"const": "value2", "title": "Second Choice"},
+                {"const": "value3", "title": "Third Choice"}]}},
+        },
+    }  # fmt: skip
+    answer = await ctx.elicit("Please select options from the enum fields", schema)
+    return Text(f"Elicitation completed: action={answer.action}, content={json.dumps(answer.content)}")
 
 
 # --- Streamable HTTP: server-sse-polling ------------------------------------------------------------------------
