@@ -1,0 +1,1 @@
+"""The resources feature: URI templates, Resource and ResourceTemplate records, registries, read contents, completion."""
