@@ -7,11 +7,21 @@ import sys
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any, TypeVar, overload
 
+from ..prompts.prompt import Prompt, prompt_from_function
+from ..prompts.registry import PromptRegistry
 from ..protocol.errors import RegistrationError
 from ..protocol.pagination import CursorCodec
+from ..resources.registry import ResourceRegistry, TemplateRegistry
+from ..resources.resource import (
+    Resource,
+    resource_from_function,
+    resource_from_value,
+    template_from_function,
+)
 from ..tools.function import tool_from_function
 from ..tools.registry import ToolRegistry
 from ..tools.tool import Tool, normalize_icons
+from . import features
 from .context import LOG_RANK, Context
 from .handlers import DEFERRED, HANDLERS
 
@@ -76,8 +86,14 @@ class Deck:
             self.server_info["icons"] = list(server_icons)
         self.tools = ToolRegistry()
         self.tools.subscribe(lambda: self._changed("tools"))
-        self.handlers = dict(HANDLERS)
-        self.deferred_methods = set(DEFERRED)  # handlers that run user code and need the event loop
+        self.resources = ResourceRegistry()
+        self.resources.subscribe(lambda: self._changed("resources"))
+        self.templates = TemplateRegistry()
+        self.templates.subscribe(lambda: self._changed("resources"))
+        self.prompts = PromptRegistry()
+        self.prompts.subscribe(lambda: self._changed("prompts"))
+        self.handlers = {**HANDLERS, **features.HANDLERS}
+        self.deferred_methods = set(DEFERRED | features.DEFERRED)  # handlers that run user code: need the loop
         self.policies: list[Policy] = []
         self.sessions: set[Session] = set()
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -157,13 +173,100 @@ class Deck:
         """Unregister a tool; connected clients get notifications/tools/list_changed."""
         self.tools.unregister(name)
 
+    # --- resources ----------------------------------------------------------------------------------------------
+
+    def resource(self, uri: str, **options: Any) -> Callable[[F], F]:
+        """Register a function as the resource at ``uri``: ``@deck.resource("config://app")``.
+
+        Options: ``name``, ``title``, ``description``, ``mime_type``, ``size``, ``annotations``, ``icons``,
+        ``meta``. The function returns str (text), bytes (a blob), a JSON-able value, or EmbeddedResources.
+        """
+
+        def register(fn: F) -> F:
+            self.resources.register(resource_from_function(fn, uri, injectable=(Context,), **options))
+            return fn
+
+        return register
+
+    def add_resource(self, uri: str, value: str | bytes, **options: Any) -> Resource:
+        """Register static content (text or bytes) as the resource at ``uri``."""
+        return self.resources.register(resource_from_value(uri, value, **options))
+
+    def resource_template(self, uri_template: str, **options: Any) -> Callable[[F], F]:
+        """Register a function for every URI matching an RFC 6570 template: ``@deck.resource_template(
+        "users://{user_id}/profile")``; the variables are the function's parameters (converted to their types).
+
+        ``complete={"user_id": [...] or fn}`` offers completions for a variable (completion/complete).
+        """
+
+        def register(fn: F) -> F:
+            self.templates.register(template_from_function(fn, uri_template, injectable=(Context,), **options))
+            return fn
+
+        return register
+
+    def remove_resource(self, uri: str) -> None:
+        """Unregister a resource (or a template, by its template text); clients get resources/list_changed."""
+        if uri in self.resources:
+            self.resources.unregister(uri)
+        else:
+            self.templates.unregister(uri)
+
+    def notify_resource_updated(self, uri: str) -> None:
+        """Tell the clients that subscribed to ``uri`` (or to a resource it is under) that it changed.
+
+        Safe to call from any thread; sends notifications/resources/updated only to subscribers.
+        """
+        loop = self._loop
+        if loop is not None and not loop.is_closed() and _running_loop() is not loop:
+            loop.call_soon_threadsafe(self._resource_updated, uri)
+        else:
+            self._resource_updated(uri)
+
+    def _resource_updated(self, uri: str) -> None:
+        for session in list(self.sessions):
+            if any(uri == s or uri.startswith(s.rstrip("/") + "/") for s in session.subscriptions):
+                session.notify("notifications/resources/updated", {"uri": uri})
+
+    # --- prompts ------------------------------------------------------------------------------------------------
+
+    def prompt(self, fn: Any = None, /, **options: Any) -> Any:
+        """Register a function as a prompt: ``@deck.prompt`` or ``@deck.prompt(name=..., complete={...})``.
+
+        Its parameters are the prompt's arguments (required when they have no default); it returns a str (one
+        user message), Messages, or a list of them.
+        """
+        if fn is not None:
+            self.add_prompt(fn, **options)
+            return fn
+
+        def register(func: F) -> F:
+            self.add_prompt(func, **options)
+            return func
+
+        return register
+
+    def add_prompt(self, fn: Callable[..., Any], **options: Any) -> Prompt:
+        return self.prompts.register(prompt_from_function(fn, injectable=(Context,), **options))
+
+    def remove_prompt(self, name: str) -> None:
+        self.prompts.unregister(name)
+
     # --- what initialize answers --------------------------------------------------------------------------------
 
     def capabilities(self) -> dict[str, Any]:
-        return {"logging": {}, "tools": {"listChanged": True}}
+        """What this deck offers: tools and logging always; resources, prompts, completions when it has them."""
+        capabilities: dict[str, Any] = {"logging": {}, "tools": {"listChanged": True}}
+        if len(self.resources) or len(self.templates):
+            capabilities["resources"] = {"subscribe": True, "listChanged": True}
+        if len(self.prompts):
+            capabilities["prompts"] = {"listChanged": True}
+        if any(p.completers for p in self.prompts) or any(t.completers for t in self.templates):
+            capabilities["completions"] = {}
+        return capabilities
 
     def initialize_result(self, protocol_version: str) -> dict[str, Any]:
-        cached = self._init_results.get(protocol_version)
+        cached = self._init_results.get(protocol_version)  # emptied whenever a registry changes
         if cached is None:
             cached = {
                 "protocolVersion": protocol_version,
@@ -227,6 +330,7 @@ class Deck:
         return self.loop().run_in_executor(self._executor, contextvars.copy_context().run, fn)
 
     def _changed(self, kind: str) -> None:
+        self._init_results.clear()  # capabilities may change with what is registered
         if not self.sessions:
             return
         if self._loop is None or self._loop.is_closed():
@@ -245,7 +349,8 @@ class Deck:
         kinds, self._pending_changes = self._pending_changes, set()
         for kind in sorted(kinds):
             for session in list(self.sessions):
-                session.notify(f"notifications/{kind}/list_changed")
+                if kind in session.server_capabilities:  # only what this client negotiated
+                    session.notify(f"notifications/{kind}/list_changed")
 
 
 def _running_loop() -> asyncio.AbstractEventLoop | None:

@@ -104,6 +104,8 @@ class Session:
         self.protocol_version: str | None = None
         self.client_info: dict[str, Any] | None = None
         self.client_capabilities: dict[str, Any] = {}
+        self.server_capabilities: dict[str, Any] = {}  # what initialize declared: features are served by these
+        self.subscriptions: set[str] = set()  # resource URIs the client subscribed to
         self.initialized = False
         self.ready = False
         self.closed = False
@@ -333,13 +335,16 @@ class Session:
         self.client_capabilities = capabilities
         self.client_info = client_info
         self.initialized = True
-        return self.deck.initialize_result(self.protocol_version)
+        result = self.deck.initialize_result(self.protocol_version)
+        self.server_capabilities = result["capabilities"]
+        return result
 
     def assume_initialized(self, protocol_version: str) -> None:
         """For transports without a handshake per connection (stateless HTTP): serve as if initialized."""
         self.protocol_version = protocol_version
         self.initialized = True
         self.ready = True
+        self.server_capabilities = self.deck.capabilities()
 
     def set_log_level(self, params: dict[str, Any]) -> dict[str, Any]:
         level = params.get("level")
