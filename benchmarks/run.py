@@ -1,6 +1,8 @@
-"""Benchmark tooldeck against the official mcp SDK, fastmcp and a minimal floor server, side by side over stdio.
+"""Benchmark tooldeck against the official mcp SDK, fastmcp and a minimal floor server, side by side over stdio
+and Streamable HTTP.
 
 Usage: .venv/bin/python benchmarks/run.py [--quick] [--only tooldeck,floor] [--json PATH] [--cpus same|split|none]
+       [--transport stdio|http|both]
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from harness import measure, placement, report
 from harness.servers import BENCH, NAMES, SPECS, tooldeck_git
-from harness.suite import run_server
+from harness.suite import TRANSPORTS, run_server
 
 
 def parse_args() -> argparse.Namespace:
@@ -29,7 +31,11 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument(
         "--cpus", choices=placement.LAYOUTS, default="same", help="CPU pinning of client and server (default: same)"
     )
+    parser.add_argument(
+        "--transport", choices=(*TRANSPORTS, "both"), default="both", help="which rows to measure (default: both)"
+    )
     args = parser.parse_args()
+    args.transports = TRANSPORTS if args.transport == "both" else (args.transport,)
     args.only = args.only.split(",") if args.only else list(NAMES)
     if unknown := set(args.only) - set(NAMES):
         parser.error(f"unknown server(s) {', '.join(sorted(unknown))}; choose from {', '.join(NAMES)}")
@@ -61,13 +67,14 @@ def main() -> int:
         "machine": host,
         "client_python": platform.python_version(),
         "cpus": layout,
+        "transports": list(args.transports),
         "tooldeck_git": tooldeck_git(),
     }
     print(f"machine: {data['machine']}", flush=True)
     compile_sources()
     started = time.monotonic()
     results = {
-        spec.name: run_server(spec, plan, server_cpus, log=lambda m: print(m, flush=True))
+        spec.name: run_server(spec, plan, server_cpus, args.transports, log=lambda m: print(m, flush=True))
         for spec in SPECS
         if spec.name in args.only
     }
@@ -89,8 +96,8 @@ def main() -> int:
 
     paths = [BENCH / "results" / f"{stamp}.json"]
     clean = all(r["error"] is None and not r["errors"] for r in results.values())
-    if clean and not args.quick and args.only == list(NAMES) and args.cpus == "same":
-        paths.append(BENCH / "results" / "latest.json")  # the published one: a full, clean run of all four servers
+    if clean and not args.quick and args.only == list(NAMES) and args.cpus == "same" and args.transport == "both":
+        paths.append(BENCH / "results" / "latest.json")  # the published one: a full, clean run of everything
     if args.json:
         paths.append(args.json)
     report.write_json(data, *paths)

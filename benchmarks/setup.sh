@@ -11,8 +11,10 @@ make_venv() {  # make_venv DIR SPEC...
     "$dir/bin/python" -m pip install --quiet --disable-pip-version-check "$@"
 }
 
-make_venv benchmarks/.venvs/mcp "mcp==2.3.0" orjson
-make_venv benchmarks/.venvs/fastmcp "fastmcp>=4,<5" orjson
+# uvloop and httptools: the HTTP rows run every server under uvicorn with the same event loop and HTTP parser
+# that tooldeck's own `serve --http` picks up (servers/serve_http.py); `pip install mcp` alone would give h11+asyncio.
+make_venv benchmarks/.venvs/mcp "mcp==2.3.0" orjson uvloop httptools
+make_venv benchmarks/.venvs/fastmcp "fastmcp>=4,<5" orjson uvloop httptools
 
 [ -x .venv/bin/python ] || "$PYTHON" -m venv .venv
 # Always (re)install, so dependencies added to pyproject.toml (uvloop, ...) are what gets measured. tooldeck is

@@ -30,10 +30,21 @@ class Plan:
     list_tools: int = 1000
     list_warmup: int = 20
     list_calls: int = 200
+    clients: int = 32  # HTTP: sessions, each on its own connection, calling one at a time
+    client_calls: int = 5000  # HTTP: calls answered across all of them
 
 
 FULL = Plan()
-QUICK = Plan(spawns=3, warmup=50, calls=300, inflight_calls=500, sleep_rounds=1, list_warmup=3, list_calls=20)
+QUICK = Plan(
+    spawns=3,
+    warmup=50,
+    calls=300,
+    inflight_calls=500,
+    sleep_rounds=1,
+    list_warmup=3,
+    list_calls=20,
+    client_calls=500,
+)
 
 
 def percentile(samples: list[int], fraction: float) -> float:
@@ -52,7 +63,12 @@ def text_ok(reply: dict[str, Any], request_id: int, text: str) -> bool:
     if reply.get("id") != request_id or not isinstance(result, dict) or result.get("isError"):
         return False
     content = result.get("content")
-    return bool(content) and content[0].get("type") == "text" and content[0].get("text") == text
+    return (
+        isinstance(content, list)
+        and bool(content)
+        and content[0].get("type") == "text"
+        and content[0].get("text") == text
+    )
 
 
 def start_time(spawn: Any, count: int) -> dict[str, Any]:
@@ -110,7 +126,10 @@ def sequential(server: StdioServer, tool: str, plan: Plan) -> dict[str, Any]:
     }
 
 
-def cpu_delta(before: tuple[int, int | None, frozenset[str]], after: tuple[int, int | None, frozenset[str]]):
+CpuSample = tuple[int, int | None, frozenset[str]]  # see process.cpu_ns
+
+
+def cpu_delta(before: CpuSample, after: CpuSample) -> tuple[int, str]:
     """schedstat's ns when the same threads were alive at both ends (a thread that exits takes its time with it),
     else the 10 ms-tick utime+stime of the whole process."""
     if before[1] is not None and after[1] is not None and before[2] == after[2]:
@@ -179,7 +198,8 @@ def list_tools(server: StdioServer, plan: Plan) -> dict[str, Any]:
     wanted = plan.list_tools + 3
 
     def one_listing() -> tuple[int, int, int]:
-        names, size, pages, cursor = set(), 0, 0, None
+        names: set[str] = set()
+        size, pages, cursor = 0, 0, None
         while True:
             server.next_id += 1
             message: dict[str, Any] = {"jsonrpc": "2.0", "id": server.next_id, "method": "tools/list"}

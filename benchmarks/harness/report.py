@@ -39,6 +39,15 @@ METRICS = (
     Metric("RSS after run (MB)", ("memory", "rss_kb"), "lower", scale=1 / 1024),
     Metric("peak RSS, VmHWM (MB)", ("memory", "hwm_kb"), "lower", scale=1 / 1024),
     Metric("RSS with 1,003 tools (MB)", ("tools_list", "rss_kb"), "lower", scale=1 / 1024),
+    Metric("HTTP start -> initialize 200, median (ms)", ("http_start", "median_ms"), "lower"),
+    Metric("HTTP start -> initialize 200, min (ms)", ("http_start", "min_ms"), "lower"),
+    Metric("HTTP echo p50 (µs)", ("http_echo", "p50_us"), "lower"),
+    Metric("HTTP echo p99 (µs)", ("http_echo", "p99_us"), "lower"),
+    Metric("HTTP echo calls/s, sequential", ("http_echo", "calls_per_s"), "higher", digits=0),
+    Metric("HTTP echo server CPU/call (µs)", ("http_echo", "cpu_us_per_call"), "lower"),
+    Metric("HTTP echo calls/s, 32 clients", ("http_clients", "calls_per_s"), "higher", digits=0),
+    Metric("HTTP echo server CPU/call, 32 clients (µs)", ("http_clients", "cpu_us_per_call"), "lower"),
+    Metric("HTTP RSS after run (MB)", ("http_memory", "rss_kb"), "lower", scale=1 / 1024),
     Metric("protocol errors (must be 0)", ("errors", ""), "lower", digits=0),
 )
 
@@ -66,6 +75,8 @@ def table(results: dict[str, Any]) -> str:
     header = ["metric", *columns, *(f"{a}/{b}" for a, b in ratios)]
     rows = [header]
     for metric in METRICS:
+        if all(value(results, server, metric.path) is None for server in columns) and metric.path[1]:
+            continue  # not measured in this run (--transport)
         row = [f"{metric.label} {'↓' if metric.better == 'lower' else '↑'}"]
         for server in columns:
             v = value(results, server, metric.path)
@@ -89,6 +100,9 @@ BUDGET = (
     ("start time (median) <= 2x floor", "tooldeck", "floor", ("start", "median_ms"), 2.0, "max"),
     ("RSS after run <= 1.5x floor", "tooldeck", "floor", ("memory", "rss_kb"), 1.5, "max"),
     ("tools/list(1,003) p50 <= 2x floor", "tooldeck", "floor", ("tools_list", "p50_us"), 2.0, "max"),
+    ("HTTP sequential calls/s >= 6x mcp", "tooldeck", "mcp", ("http_echo", "calls_per_s"), 6.0, "min"),
+    ("HTTP sequential p50 <= 4x floor", "tooldeck", "floor", ("http_echo", "p50_us"), 4.0, "max"),
+    ("HTTP 32 concurrent clients calls/s >= 10x mcp", "tooldeck", "mcp", ("http_clients", "calls_per_s"), 10.0, "min"),
 )
 
 

@@ -27,7 +27,8 @@ print(json.dumps(versions))
 @dataclass(frozen=True)
 class ServerSpec:
     name: str
-    argv: tuple[str, ...]
+    argv: tuple[str, ...]  # over stdio
+    http_argv: tuple[str, ...]  # over Streamable HTTP at http://127.0.0.1:{port}/mcp, answering with JSON
     python: Path  # the interpreter of the server's venv, for version probes
     packages: tuple[str, ...]  # distributions whose versions the report names
 
@@ -45,6 +46,9 @@ class ServerSpec:
             return {"error": str(exc)}
 
 
+TOOLDECK_HTTP = ("--http", "--host", "127.0.0.1", "--port", "{port}", "--json-response")
+
+
 def project_python() -> Path:
     return ROOT / ".venv" / "bin" / "python"
 
@@ -53,26 +57,30 @@ SPECS = (
     ServerSpec(
         "tooldeck",
         (str(ROOT / ".venv/bin/tooldeck"), "serve", str(SERVERS_DIR / "tooldeck_server.py")),
+        (str(ROOT / ".venv/bin/tooldeck"), "serve", str(SERVERS_DIR / "tooldeck_server.py"), *TOOLDECK_HTTP),
         project_python(),
-        ("tooldeck", "orjson", "jsonschema-rs", "uvloop"),
+        ("tooldeck", "orjson", "jsonschema-rs", "uvicorn", "uvloop", "httptools"),
     ),
     ServerSpec(
         "mcp",
         (str(VENVS / "mcp/bin/python"), str(SERVERS_DIR / "mcp_server.py")),
+        (str(VENVS / "mcp/bin/python"), str(SERVERS_DIR / "mcp_server.py"), "--http", "{port}"),
         VENVS / "mcp/bin/python",
-        ("mcp", "pydantic", "anyio"),
+        ("mcp", "pydantic", "anyio", "starlette", "uvicorn", "uvloop", "httptools"),
     ),
     ServerSpec(
         "fastmcp",
         (str(VENVS / "fastmcp/bin/python"), str(SERVERS_DIR / "fastmcp_server.py")),
+        (str(VENVS / "fastmcp/bin/python"), str(SERVERS_DIR / "fastmcp_server.py"), "--http", "{port}"),
         VENVS / "fastmcp/bin/python",
-        ("fastmcp", "mcp", "pydantic", "anyio"),
+        ("fastmcp", "mcp", "pydantic", "anyio", "starlette", "uvicorn", "uvloop", "httptools"),
     ),
     ServerSpec(
         "floor",
         (str(project_python()), str(SERVERS_DIR / "floor_server.py")),
+        (str(project_python()), str(SERVERS_DIR / "floor_http_server.py"), "{port}"),
         project_python(),
-        ("orjson",),
+        ("orjson", "uvicorn", "uvloop", "httptools"),
     ),
 )
 NAMES = tuple(spec.name for spec in SPECS)

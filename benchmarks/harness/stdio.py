@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
 import os
 import select
 import subprocess
@@ -12,17 +11,15 @@ from typing import Any
 
 import orjson
 
+from . import process
+from .process import ServerFailed
+
 PROTOCOL_VERSION = "2025-11-25"
 INITIALIZE_PARAMS = {
     "protocolVersion": PROTOCOL_VERSION,
     "capabilities": {},
     "clientInfo": {"name": "tooldeck-bench", "version": "1.0.0"},
 }
-CLOCK_TICK_NS = 1_000_000_000 // os.sysconf("SC_CLK_TCK")
-
-
-class ServerFailed(Exception):
-    """The server exited, stopped answering, or broke the protocol badly enough that measuring must stop."""
 
 
 class StdioServer:
@@ -35,15 +32,9 @@ class StdioServer:
         self.timeout = timeout
         self.notifications = 0
         self._stderr = tempfile.TemporaryFile()  # noqa: SIM115 - lives as long as the process; closed in close()
-        client_cpus = os.sched_getaffinity(0)
-        if cpus is not None:
-            os.sched_setaffinity(0, cpus)  # the child, and every thread it starts, inherits this
-        try:
-            self.process = subprocess.Popen(
-                self.argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._stderr, env=dict(env), cwd=cwd
-            )
-        finally:
-            os.sched_setaffinity(0, client_cpus)
+        self.process = process.spawn_pinned(
+            self.argv, env, cwd, cpus, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._stderr
+        )
         self.pid = self.process.pid
         self._write_fd = self.process.stdin.fileno()  # type: ignore[union-attr]
         self._read_fd = self.process.stdout.fileno()  # type: ignore[union-attr]
@@ -121,31 +112,10 @@ class StdioServer:
     # -- process accounting -------------------------------------------------------------------------------------
 
     def cpu_ns(self) -> tuple[int, int | None, frozenset[str]]:
-        """CPU time so far: (utime+stime from /proc/pid/stat, in ns but 10 ms ticks; the ns sum of the live
-        threads' schedstat or None; the live thread ids, so a caller can tell whether a thread came or went)."""
-        with open(f"/proc/{self.pid}/stat", "rb") as f:
-            fields = f.read().rsplit(b")", 1)[1].split()
-        ticks = (int(fields[11]) + int(fields[12])) * CLOCK_TICK_NS  # utime, stime: fields 14, 15 of stat(5)
-        tids = frozenset(os.listdir(f"/proc/{self.pid}/task"))
-        precise: int | None = 0
-        for tid in tids:
-            try:
-                with open(f"/proc/{self.pid}/task/{tid}/schedstat", "rb") as f:
-                    precise += int(f.read().split()[0])  # type: ignore[operator]
-            except (FileNotFoundError, ProcessLookupError):
-                precise = None
-                break
-        return ticks, precise, tids
+        return process.cpu_ns(self.pid)
 
     def memory_kb(self) -> dict[str, int]:
-        """VmRSS (now) and VmHWM (peak) of the server process, in kB."""
-        values = {}
-        with open(f"/proc/{self.pid}/status") as f:
-            for line in f:
-                key, _, rest = line.partition(":")
-                if key in ("VmRSS", "VmHWM"):
-                    values[key] = int(rest.split()[0])
-        return {"rss_kb": values["VmRSS"], "hwm_kb": values["VmHWM"]}
+        return process.memory_kb(self.pid)
 
     # -- shutdown -----------------------------------------------------------------------------------------------
 
@@ -154,15 +124,7 @@ class StdioServer:
         for stream in (self.process.stdin, self.process.stdout):
             if stream is not None:
                 stream.close()
-        try:
-            self.process.wait(timeout=3)
-        except subprocess.TimeoutExpired:
-            self.process.terminate()
-            try:
-                self.process.wait(timeout=3)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
+        process.stop(self.process)
         self._stderr.close()
 
     def __enter__(self) -> StdioServer:
@@ -171,10 +133,5 @@ class StdioServer:
     def __exit__(self, *exc_info: object) -> None:
         self.close()
 
-    def _stderr_tail(self, limit: int = 1500) -> str:
-        with contextlib.suppress(subprocess.TimeoutExpired):
-            self.process.wait(timeout=0.2)  # let a dying server finish writing its traceback
-        fd = self._stderr.fileno()  # shared with the child: pread, so its write offset stays put
-        size = os.fstat(fd).st_size
-        text = os.pread(fd, 4 * limit, max(0, size - 4 * limit)).decode(errors="replace").strip()
-        return f"; stderr: ...{text[-limit:]}" if text else ""
+    def _stderr_tail(self) -> str:
+        return process.stderr_tail(self.process, self._stderr)

@@ -1,50 +1,105 @@
-"""Runs every measurement on one server, in order, keeping what was measured if a later step fails."""
+"""Runs every measurement on one server, in order, keeping what was measured if a later step fails.
+
+The stdio and HTTP parts run one after the other; a failure in one is reported and the other still runs.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from functools import partial
 from typing import Any
 
-from . import measure
+from . import measure, measure_http
+from .http import HttpServer
+from .process import ServerFailed
 from .servers import ROOT, ServerSpec
-from .stdio import ServerFailed, StdioServer
+from .stdio import StdioServer
+
+TRANSPORTS = ("stdio", "http")
 
 
 def spawn(spec: ServerSpec, cpus: set[int] | None, extra_tools: int = 0) -> StdioServer:
     return StdioServer(spec.argv, measure.server_env(extra_tools), cwd=str(ROOT), cpus=cpus)
 
 
-def run_server(spec: ServerSpec, plan: measure.Plan, cpus: set[int] | None, log: Any = print) -> dict[str, Any]:
-    result: dict[str, Any] = {"command": list(spec.argv), "versions": spec.versions(), "error": None}
-    step = "start"
-    try:
-        log(f"[{spec.name}] start time ({plan.spawns} spawns)")
-        result["start"] = measure.start_time(partial(spawn, spec, cpus), plan.spawns)
-        with spawn(spec, cpus) as server:
-            step = "initialize"
-            result["server_info"] = server.initialize().get("serverInfo")
-            for tool in ("echo", "echo_sync"):
-                step = f"sequential {tool}"
-                log(f"[{spec.name}] {step}")
-                result[tool] = measure.sequential(server, tool, plan)
-            step = "pipelined echo"
-            log(f"[{spec.name}] {plan.inflight} in flight")
-            result["inflight"] = measure.pipelined(server, plan)
-            result["memory"] = server.memory_kb()
-            step = "concurrent sleeps"
-            log(f"[{spec.name}] {plan.inflight} concurrent sleeps")
-            result["sleeps"] = measure.concurrent_sleeps(server, plan)
-            result["notifications"] = server.notifications
-        with spawn(spec, cpus, plan.list_tools) as server:
-            step = "tools/list"
-            log(f"[{spec.name}] tools/list of {plan.list_tools + 3} tools")
-            server.initialize()
-            result["tools_list"] = measure.list_tools(server, plan)
-    except (ServerFailed, OSError) as exc:
-        result["error"] = f"{step}: {exc}"
-        log(f"[{spec.name}] FAILED at {result['error'][:2000]}")
-    except Exception as exc:  # a reply shaped so oddly that measuring it raised: report it, go on with the others
-        result["error"] = f"{step}: {type(exc).__name__}: {exc}"
-        log(f"[{spec.name}] FAILED at {result['error'][:2000]}")
+def spawn_http(spec: ServerSpec, cpus: set[int] | None) -> HttpServer:
+    return HttpServer(spec.http_argv, measure.server_env(), cwd=str(ROOT), cpus=cpus)
+
+
+class Step:
+    """Names the step about to run: logs it, and remembers it so a failure can say where it happened."""
+
+    def __init__(self, server: str, transport: str, log: Callable[[str], None]) -> None:
+        self.prefix = f"[{server}] {transport}"
+        self.log = log
+        self.name = "start"
+
+    def __call__(self, name: str) -> None:
+        self.name = name
+        self.log(f"{self.prefix} {name}")
+
+
+def run_server(
+    spec: ServerSpec,
+    plan: measure.Plan,
+    cpus: set[int] | None,
+    transports: tuple[str, ...] = TRANSPORTS,
+    log: Callable[[str], None] = print,
+) -> dict[str, Any]:
+    result: dict[str, Any] = {"versions": spec.versions(), "error": None}
+    failures = []
+    for transport in transports:
+        step = Step(spec.name, transport, log)
+        failure = None
+        try:
+            PARTS[transport](spec, plan, cpus, result, step)
+        except (ServerFailed, OSError) as exc:
+            failure = f"{transport} {step.name}: {exc}"
+        except Exception as exc:  # a reply shaped so oddly that measuring it raised: report it, go on
+            failure = f"{transport} {step.name}: {type(exc).__name__}: {exc}"
+        if failure is not None:
+            failures.append(failure)
+            log(f"[{spec.name}] FAILED at {failure[:2000]}")
+    result["error"] = "; ".join(failures) or None
     result["errors"] = sum(part.get("errors", 0) for part in result.values() if isinstance(part, dict))
     return result
+
+
+def run_stdio(spec: ServerSpec, plan: measure.Plan, cpus: set[int] | None, result: dict[str, Any], mark: Step) -> None:
+    result["command"] = list(spec.argv)
+    mark(f"start time ({plan.spawns} spawns)")
+    result["start"] = measure.start_time(partial(spawn, spec, cpus), plan.spawns)
+    with spawn(spec, cpus) as server:
+        mark("initialize")
+        result["server_info"] = server.initialize().get("serverInfo")
+        for tool in ("echo", "echo_sync"):
+            mark(f"sequential {tool}")
+            result[tool] = measure.sequential(server, tool, plan)
+        mark(f"{plan.inflight} in flight")
+        result["inflight"] = measure.pipelined(server, plan)
+        result["memory"] = server.memory_kb()
+        mark(f"{plan.inflight} concurrent sleeps")
+        result["sleeps"] = measure.concurrent_sleeps(server, plan)
+        result["notifications"] = server.notifications
+    with spawn(spec, cpus, plan.list_tools) as server:
+        mark(f"tools/list of {plan.list_tools + 3} tools")
+        server.initialize()
+        result["tools_list"] = measure.list_tools(server, plan)
+
+
+def run_http(spec: ServerSpec, plan: measure.Plan, cpus: set[int] | None, result: dict[str, Any], mark: Step) -> None:
+    result["http_command"] = list(spec.http_argv)
+    mark(f"start time ({plan.spawns} spawns)")
+    result["http_start"] = measure_http.start_time(partial(spawn_http, spec, cpus), plan.spawns)
+    with spawn_http(spec, cpus) as server:
+        mark("initialize")
+        connection = server.connect()
+        result["http_server_info"] = connection.initialize().get("serverInfo")
+        mark("sequential echo")
+        result["http_echo"] = measure_http.sequential(server, connection, plan)
+        mark(f"{plan.clients} clients")
+        result["http_clients"] = measure_http.clients(server, plan)
+        result["http_memory"] = server.memory_kb()
+
+
+PARTS = {"stdio": run_stdio, "http": run_http}

@@ -1,7 +1,10 @@
-"""The benchmark tools on fastmcp 4.x, over stdio."""
+"""The benchmark tools on fastmcp 4.x, over stdio; with `--http PORT`, over Streamable HTTP
+(JSON responses, stateful sessions) under the same uvicorn settings as tooldeck's (see `serve_http.py`).
+"""
 
 import asyncio
 import os
+import sys
 
 from fastmcp import FastMCP
 
@@ -39,4 +42,9 @@ for i in range(int(os.environ.get("BENCH_TOOLS", "0"))):
     server.tool(make_extra_tool(i), name=f"tool_{i:04d}")
 
 if __name__ == "__main__":
-    server.run(show_banner=False)
+    if sys.argv[1:2] == ["--http"]:
+        from serve_http import serve
+
+        serve(server.http_app(json_response=True), int(sys.argv[2]))
+    else:
+        server.run(show_banner=False)

@@ -1,7 +1,11 @@
-"""The benchmark tools on the official SDK's high-level server (mcp 2.x `MCPServer`), over stdio."""
+"""The benchmark tools on the official SDK's high-level server (mcp 2.x `MCPServer`), over stdio; with
+`--http PORT`, over Streamable HTTP (JSON responses, stateful sessions) under the same uvicorn settings as
+tooldeck's (see `serve_http.py`).
+"""
 
 import asyncio
 import os
+import sys
 
 from mcp.server.mcpserver import MCPServer
 
@@ -39,4 +43,9 @@ for i in range(int(os.environ.get("BENCH_TOOLS", "0"))):
     server.add_tool(make_extra_tool(i), name=f"tool_{i:04d}")
 
 if __name__ == "__main__":
-    server.run()
+    if sys.argv[1:2] == ["--http"]:
+        from serve_http import serve
+
+        serve(server.streamable_http_app(json_response=True), int(sys.argv[2]))
+    else:
+        server.run()

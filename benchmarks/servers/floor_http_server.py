@@ -1,0 +1,64 @@
+"""The HTTP floor: the least a Python MCP server over Streamable HTTP can do per request. A raw ASGI function (no
+framework) under uvicorn with tooldeck's settings (`serve_http.py`: httptools, uvloop), orjson in and out.
+
+Every POST is answered on its own: initialize gets a fresh `mcp-session-id` header, a notification or response gets
+202, a request gets its JSON-RPC response as `application/json` with a Content-Length. Nothing is checked: not the
+session id, the protocol-version header, Accept, Content-Type, Host or Origin. Tools are the stdio floor's, so
+`sleep` blocks the event loop.
+
+Usage: python floor_http_server.py PORT
+"""
+
+import os
+import secrets
+import sys
+
+import orjson
+from floor_server import PROTOCOL_VERSION, build_tools, call_tool
+from serve_http import serve
+
+JSON = (b"content-type", b"application/json")
+TOOLS = build_tools(int(os.environ.get("BENCH_TOOLS", "0")))
+SERVER_INFO = {"name": "bench-floor-http", "version": "1.0.0"}
+
+
+async def app(scope, receive, send) -> None:
+    if scope["type"] != "http":
+        return
+    body = b""
+    while True:
+        event = await receive()
+        body += event.get("body", b"")
+        if not event.get("more_body"):
+            break
+    message = orjson.loads(body)
+    if "id" not in message or "method" not in message:
+        await send({"type": "http.response.start", "status": 202, "headers": [(b"content-length", b"0")]})
+        await send({"type": "http.response.body", "body": b""})
+        return
+    method, params = message["method"], message.get("params") or {}
+    reply: dict = {"jsonrpc": "2.0", "id": message["id"]}
+    headers = [JSON]
+    if method == "tools/call":
+        reply["result"] = call_tool(params)
+    elif method == "initialize":
+        reply["result"] = {
+            "protocolVersion": PROTOCOL_VERSION,
+            "capabilities": {"tools": {}},
+            "serverInfo": SERVER_INFO,
+        }
+        headers.append((b"mcp-session-id", secrets.token_hex(16).encode()))
+    elif method == "tools/list":
+        reply["result"] = {"tools": TOOLS}
+    elif method == "ping":
+        reply["result"] = {}
+    else:
+        reply["error"] = {"code": -32601, "message": f"Method not found: {method}"}
+    data = orjson.dumps(reply)
+    headers.append((b"content-length", str(len(data)).encode()))
+    await send({"type": "http.response.start", "status": 200, "headers": headers})
+    await send({"type": "http.response.body", "body": data})
+
+
+if __name__ == "__main__":
+    serve(app, int(sys.argv[1]), lifespan="off")
