@@ -4,14 +4,7 @@ Run it with ``scripts/conformance.sh`` (``tooldeck serve examples/conformance_de
 the Streamable HTTP transport exists). Each tool below is the one a server scenario calls by name; the texts, MIME
 types and notification counts are the ones the scenario checks or documents.
 
-Not here yet, because tooldeck has no such feature (the scenarios fail "method not found" until it does):
-- resources: resources-list, resources-read-text (test://static-text), resources-read-binary (test://static-binary),
-  resources-templates-read (test://template/{id}/data), resources-subscribe / resources-unsubscribe
-  (test://watched-resource)
-- prompts: prompts-list, prompts-get-simple (test_simple_prompt), prompts-get-with-args (test_prompt_with_arguments),
-  prompts-get-embedded-resource (test_prompt_with_embedded_resource), prompts-get-with-image (test_prompt_with_image)
-- completion: completion-complete (completion/complete on test_prompt_with_arguments)
-
+Resources, prompts and completion fixtures are at the end of the file.
 """
 
 from __future__ import annotations
@@ -24,7 +17,7 @@ import struct
 import wave
 import zlib
 
-from tooldeck import Audio, Context, Deck, EmbeddedResource, Image, Text, ToolError
+from tooldeck import Audio, Context, Deck, EmbeddedResource, Image, Message, Text, ToolError
 
 deck = Deck("tooldeck-conformance", version="1.0.0", title="tooldeck conformance fixtures")
 
@@ -231,3 +224,76 @@ async def test_reconnection(ctx: Context) -> Text:
         "Reconnection test completed successfully. If you received this, the client properly reconnected "
         "after stream closure."
     )
+
+
+# --- resources: resources-list, -read-text, -read-binary, -templates-read, -subscribe, -unsubscribe ---------------
+
+deck.add_resource(
+    "test://static-text",
+    "This is the content of the static text resource.",
+    name="static-text",
+    description="A static text resource for testing",
+    mime_type="text/plain",
+)
+deck.add_resource(
+    "test://static-binary",
+    _red_pixel_png(),
+    name="static-binary",
+    description="A static binary resource (a PNG image) for testing",
+    mime_type="image/png",
+)
+deck.add_resource(
+    "test://watched-resource",
+    "This resource can be subscribed to; its updates are announced to subscribers.",
+    name="watched-resource",
+    description="A resource for subscription tests",
+    mime_type="text/plain",
+)
+
+
+@deck.resource_template(
+    "test://template/{id}/data", name="template-data", description="Data for any id", mime_type="application/json"
+)
+def template_data(id: str) -> dict[str, object]:
+    return {"id": id, "templateTest": True, "data": f"Data for ID: {id}"}
+
+
+# --- prompts and completion: prompts-*, completion-complete -------------------------------------------------------
+
+
+@deck.prompt
+def test_simple_prompt() -> str:
+    """A simple prompt without arguments."""
+    return "This is a simple prompt for testing."
+
+
+@deck.prompt(complete={"arg1": ["paris", "park", "party", "test value"], "arg2": ["second", "testing"]})
+def test_prompt_with_arguments(arg1: str, arg2: str) -> str:
+    """A prompt with two required arguments.
+
+    Args:
+        arg1: First test argument.
+        arg2: Second test argument.
+    """
+    return f"Prompt with arguments: arg1='{arg1}', arg2='{arg2}'"
+
+
+@deck.prompt
+def test_prompt_with_embedded_resource(resourceUri: str) -> list[Message]:
+    """A prompt that embeds a resource.
+
+    Args:
+        resourceUri: URI of the resource to embed.
+    """
+    return [
+        Message(
+            "user", EmbeddedResource(resourceUri, text="Embedded resource content for testing.", mime_type="text/plain")
+        ),
+        Message("user", "Please process the embedded resource above."),
+    ]
+
+
+@deck.prompt
+def test_prompt_with_image() -> list[Message]:
+    """A prompt with image content."""
+    return [Message("user", Image(_red_pixel_png(), "image/png")), Message("user", "Please analyze the image above.")]

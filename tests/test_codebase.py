@@ -14,7 +14,7 @@ SRC = ROOT / "src" / "tooldeck"
 BIN = Path(sys.executable).parent
 
 # Lower layers never import higher ones (ARCHITECTURE.md). Deck.run() reaches the transports lazily, on purpose.
-LAYERS = ["protocol", "schema", "tools", "server", "transports"]
+LAYERS = ["protocol", "schema", "tools", "resources", "prompts", "tasks", "server", "transports"]
 ALLOWED_UPWARD = {("server/deck.py", "transports")}
 
 

@@ -16,6 +16,7 @@ def test_exported_members() -> None:
             "ElicitResult",
             "EmbeddedResource",
             "Image",
+            "Message",
             "ProtocolError",
             "RegistrationError",
             "ResourceLink",

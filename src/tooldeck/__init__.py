@@ -21,6 +21,7 @@ from .protocol.errors import (
     ToolError,
     UrlElicitationRequiredError,
 )
+from .prompts.messages import Message
 from .server.context import Context
 from .server.deck import Deck
 from .server.requests import ElicitResult
@@ -37,6 +38,7 @@ __all__ = [
     "ElicitResult",
     "EmbeddedResource",
     "Image",
+    "Message",
     "ProtocolError",
     "RegistrationError",
     "ResourceLink",

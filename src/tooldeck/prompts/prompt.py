@@ -79,7 +79,7 @@ def prompt_from_function(
     prompt_name = check_name(name if name is not None else getattr(fn, "__name__", None))
     owner = f"prompt {prompt_name!r}"
     try:
-        shape = inspect_function(fn, injectable=injectable)
+        shape = inspect_function(fn, injectable=injectable, output=False)
     except SchemaError as exc:
         raise RegistrationError(f"{owner}: {exc}") from None
     for field, value in (("title", title), ("description", description)):

@@ -292,7 +292,7 @@ def check_uri(uri: Any) -> str:
 
 def _inspect(fn: Callable[..., Any], injectable: tuple[type, ...], owner: str) -> FunctionShape:
     try:
-        return inspect_function(fn, injectable=injectable)
+        return inspect_function(fn, injectable=injectable, output=False)
     except SchemaError as exc:
         raise RegistrationError(f"{owner}: {exc}") from None
 

@@ -95,13 +95,15 @@ def inspect_function(
     injectable: tuple[type, ...] = (),
     unstructured: tuple[type, ...] = (),
     schema_given: bool = False,
+    output: bool = True,
 ) -> FunctionShape:
     """Read a tool function's signature, type hints and docstring.
 
     ``injectable`` classes (a context object, say) are left out of the schema and recorded in ``injected``.
     A return annotation that mentions an ``unstructured`` class (content blocks) gives no output schema.
     ``schema_given``: the caller brings its own input schema, so parameters are not turned into one (and a
-    ``**kwargs`` catch-all is fine); the returned ``input_schema`` is then empty.
+    ``**kwargs`` catch-all is fine); the returned ``input_schema`` is then empty. ``output=False``: the return
+    annotation is not described (resources and prompts return content, not structured output).
     """
     target = _hints_target(fn)
     label = getattr(target, "__qualname__", None) or repr(fn)
@@ -158,7 +160,7 @@ def inspect_function(
             input_schema["$defs"] = defs
     else:
         input_schema = {"type": "object", "additionalProperties": False}
-    output_schema, wraps_output = _output_schema(hints, unstructured)
+    output_schema, wraps_output = _output_schema(hints, unstructured) if output else (None, False)
     return FunctionShape(
         description=description,
         parameters=tuple(properties),
