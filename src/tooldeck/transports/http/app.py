@@ -219,8 +219,18 @@ class HttpApp:
     ) -> None:
         channel = http_session.open_channel(tuple(r.id for r in requests))
         http_session.connections += 1
+        session = http_session.session
         try:
-            http_session.session.receive(obj)
+            if len(requests) == 1 and type(obj) is dict:
+                # Work that can only end in its response runs here, in this request's own task.
+                request_id = requests[0].id
+                session.inline.add(request_id)
+                session.receive_parsed(requests[0])
+                work = session.take_inline(request_id)
+                if work is not None:
+                    await work
+            else:
+                session.receive(obj)
             json_only = not sse_ok or (self.json_response and json_ok)
             while not channel.finished and not http_session.closed:
                 if channel.queue and not json_only:

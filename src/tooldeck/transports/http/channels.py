@@ -25,10 +25,11 @@ _STANDALONE_BACKLOG = 1000  # messages kept for a GET stream that is not connect
 class Channel:
     """One logical SSE stream. ``pending`` holds the request ids whose responses have not been queued yet."""
 
-    __slots__ = ("attached", "drop_connection", "pending", "queue", "sse", "stream_id", "wakeup")
+    __slots__ = ("attached", "drop_connection", "pending", "queue", "request_ids", "sse", "stream_id", "wakeup")
 
     def __init__(self, stream_id: str, request_ids: tuple[Any, ...] = ()) -> None:
         self.stream_id = stream_id
+        self.request_ids = request_ids
         self.pending = set(request_ids)
         self.queue: deque[Any] = deque(maxlen=_STANDALONE_BACKLOG if stream_id == STANDALONE else None)
         self.wakeup = asyncio.Event()
@@ -91,8 +92,8 @@ class HttpSession:
     def retire(self, channel: Channel) -> None:
         """A request channel whose every message has been delivered."""
         self.channels.pop(channel.stream_id, None)
-        for request_id in list(self.by_request):
-            if self.by_request[request_id] is channel:
+        for request_id in channel.request_ids:
+            if self.by_request.get(request_id) is channel:
                 del self.by_request[request_id]
 
     def route(self, message: Any, related: Any) -> None:

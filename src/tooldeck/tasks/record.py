@@ -1,0 +1,126 @@
+"""The durable state of one MCP task (``TaskRecord``), its status machine, and task ids.
+
+The status machine (spec §7.4): a task starts ``working``; ``working`` and ``input_required`` move to each other or to
+a terminal status; ``completed``, ``failed`` and ``cancelled`` never change again.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from ..protocol.record import Record
+
+STATUSES = ("working", "input_required", "completed", "failed", "cancelled")
+TERMINAL = frozenset({"completed", "failed", "cancelled"})
+
+_ANY = frozenset(STATUSES)
+# old status -> the statuses it may move to. A non-terminal status may "move" to itself: that is how its
+# statusMessage changes (the store applies such a move only when it carries a different message).
+_MOVES: dict[str, frozenset[str]] = {
+    "working": _ANY,
+    "input_required": _ANY,
+    "completed": frozenset(),
+    "failed": frozenset(),
+    "cancelled": frozenset(),
+}
+
+
+def can_move(old: str, new: str) -> bool:
+    """Whether a task in status ``old`` may take status ``new``; False for anything that is not a status."""
+    moves = _MOVES.get(old)
+    return moves is not None and new in moves
+
+
+def new_task_id() -> str:
+    """A fresh task id: 128 random bits from ``secrets``, URL-safe (22 characters).
+
+    Without an auth context the id is the only thing that guards a task, so it must be unguessable (spec §7.9).
+    """
+    import secrets  # deferred: it pulls in ``random`` and ``hmac``, which start-up does not need
+
+    return secrets.token_urlsafe(16)
+
+
+def iso_utc(epoch: float) -> str:
+    """``epoch`` seconds as ISO 8601 UTC with milliseconds: ``2025-11-25T10:30:00.123Z``."""
+    seconds, millis = divmod(round(epoch * 1000), 1000)
+    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(seconds)) + f".{millis:03d}Z"
+
+
+class TaskRecord(Record):
+    """One task as a store keeps it. A value: stores hand out new records on every change, never mutate one.
+
+    - ``owner``: the authenticated principal the task is bound to (spec §7.9); None for an unbound task.
+    - ``created_at`` / ``updated_at``: epoch seconds, from the caller's clock.
+    - ``ttl_ms``: the actual retention from creation, in milliseconds; None keeps the task until it is deleted.
+    - ``tool``: the name of the tool the task runs.
+    - ``result``: the final ``CallToolResult`` (``completed``, or ``failed`` with ``isError: true``).
+    - ``error``: the JSON-RPC error object, when the call failed with a protocol error.
+    """
+
+    __slots__ = (
+        "task_id",
+        "owner",
+        "status",
+        "status_message",
+        "created_at",
+        "updated_at",
+        "ttl_ms",
+        "poll_interval_ms",
+        "tool",
+        "result",
+        "error",
+    )
+
+    def __init__(
+        self,
+        *,
+        task_id: str,
+        tool: str,
+        created_at: float,
+        updated_at: float | None = None,
+        status: str = "working",
+        owner: str | None = None,
+        status_message: str | None = None,
+        ttl_ms: int | None = None,
+        poll_interval_ms: int | None = None,
+        result: dict[str, Any] | None = None,
+        error: dict[str, Any] | None = None,
+    ) -> None:
+        self.task_id = task_id
+        self.owner = owner
+        self.status = status
+        self.status_message = status_message
+        self.created_at = created_at
+        self.updated_at: float = created_at if updated_at is None else updated_at
+        self.ttl_ms = ttl_ms
+        self.poll_interval_ms = poll_interval_ms
+        self.tool = tool
+        self.result = result
+        self.error = error
+
+    @property
+    def is_terminal(self) -> bool:
+        return self.status in TERMINAL
+
+    @property
+    def expires_at(self) -> float | None:
+        """When the task may be deleted (epoch seconds), or None if it never expires."""
+        return None if self.ttl_ms is None else self.created_at + self.ttl_ms / 1000
+
+    def is_expired(self, now: float) -> bool:
+        """True from the instant its ttl has run out (``now >= expires_at``)."""
+        return self.ttl_ms is not None and now >= self.created_at + self.ttl_ms / 1000
+
+    def to_wire(self) -> dict[str, Any]:
+        """The MCP ``Task`` object (``tasks/get``, ``tasks/list``, ``CreateTaskResult.task``)."""
+        wire: dict[str, Any] = {"taskId": self.task_id, "status": self.status}
+        if self.status_message is not None:
+            wire["statusMessage"] = self.status_message
+        wire["createdAt"] = iso_utc(self.created_at)
+        wire["lastUpdatedAt"] = iso_utc(self.updated_at)
+        wire["ttl"] = self.ttl_ms
+        if self.poll_interval_ms is not None:
+            wire["pollInterval"] = self.poll_interval_ms
+        return wire
