@@ -32,6 +32,10 @@ RESULTS = {
     "prompts/list": "ListPromptsResult",
     "prompts/get": "GetPromptResult",
     "completion/complete": "CompleteResult",
+    "tasks/get": "GetTaskResult",
+    "tasks/result": "CallToolResult",  # the only task-augmentable request a server receives is tools/call
+    "tasks/list": "ListTasksResult",
+    "tasks/cancel": "CancelTaskResult",
 }
 NOTIFICATIONS = {
     "notifications/progress": "ProgressNotification",
@@ -41,6 +45,7 @@ NOTIFICATIONS = {
     "notifications/resources/updated": "ResourceUpdatedNotification",
     "notifications/prompts/list_changed": "PromptListChangedNotification",
     "notifications/cancelled": "CancelledNotification",
+    "notifications/tasks/status": "TaskStatusNotification",
 }
 REQUESTS = {
     "elicitation/create": "ElicitRequest",
@@ -119,7 +124,9 @@ class WireChecker:
                 self.version = message["result"]["protocolVersion"]
             envelope = "JSONRPCResultResponse" if self.version == LATEST else "JSONRPCResponse"
             check(self.version, envelope, message)
-            if method in RESULTS:
+            if method == "tools/call" and "task" in message["result"]:
+                check(self.version, "CreateTaskResult", message["result"])  # not in the ServerResult union
+            elif method in RESULTS:
                 check(self.version, RESULTS[method], message["result"])
             return
         check(self.version, "JSONRPCMessage", message)

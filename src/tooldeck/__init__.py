@@ -12,6 +12,7 @@ def add(a: float, b: float) -> float:
 deck.run()
 """
 
+from .prompts.messages import Message
 from .protocol.errors import (
     ClientRequestError,
     ProtocolError,
@@ -21,7 +22,6 @@ from .protocol.errors import (
     ToolError,
     UrlElicitationRequiredError,
 )
-from .prompts.messages import Message
 from .server.context import Context
 from .server.deck import Deck
 from .server.requests import ElicitResult

@@ -69,6 +69,13 @@ def _parser() -> argparse.ArgumentParser:
         metavar="N",
         help="largest accepted message (default 4 MiB)",
     )
+    serve.add_argument(
+        "--task-store",
+        default=None,
+        metavar="STORE",
+        help="where tasks are kept: memory, or sqlite:PATH (default: memory on stdio, SQLite in "
+        "$XDG_STATE_HOME/tooldeck/ for --http)",
+    )
     http = serve.add_argument_group("Streamable HTTP")
     http.add_argument("--http", action="store_true", help="serve Streamable HTTP at http://HOST:PORT/mcp")
     http.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
@@ -126,10 +133,21 @@ def _positive_int(text: str) -> int:
 def _serve(args: argparse.Namespace) -> int:
     from .loader import load_deck
 
+    store = getattr(args, "task_store", None)
+    if store is not None:
+        from .server.tasks import check_store_spec
+
+        try:
+            check_store_spec(store)
+        except ValueError as exc:
+            raise TargetError(str(exc)) from None
     if getattr(args, "http", False):
+        from .server.tasks import default_store_path
         from .transports.http.server import run_http
 
         deck = load_deck(args.target)
+        if deck.task_store is None:
+            deck.task_store = store or f"sqlite:{default_store_path(deck.name)}"
         run_http(
             deck,
             host=args.host,
@@ -146,6 +164,8 @@ def _serve(args: argparse.Namespace) -> int:
 
     out_fd = claim_stdout()  # before the target is imported: its import-time prints must not reach the client
     deck = load_deck(args.target)
+    if store is not None and deck.task_store is None:
+        deck.task_store = store
     run_stdio(deck, max_message_bytes=args.max_message_bytes, stdout_fd=out_fd)
     return 0
 

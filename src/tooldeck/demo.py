@@ -260,7 +260,11 @@ class PrimeCount:
 _SEGMENT = 1 << 18
 
 
-@deck.tool(annotations={"readOnlyHint": True, "openWorldHint": False, "idempotentHint": True})
+@deck.tool(
+    annotations={"readOnlyHint": True, "openWorldHint": False, "idempotentHint": True},
+    task="optional",
+    immediate_response="Counting primes in the background; the count arrives when the task completes.",
+)
 async def count_primes(limit: Annotated[int, {"minimum": 2, "maximum": 200_000_000}], ctx: Context) -> PrimeCount:
     """Count the primes up to a limit with a segmented sieve, reporting progress (takes seconds for 10^8).
 

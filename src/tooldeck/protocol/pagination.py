@@ -29,10 +29,20 @@ class CursorCodec:
         self._key = secret if secret is not None else os.urandom(32)
 
     def encode(self, kind: str, position: int) -> str:
-        payload = f"{kind}:{position}".encode()
+        return self.encode_key(kind, str(position))
+
+    def encode_key(self, kind: str, key: str) -> str:
+        """A cursor naming ``key`` (a position, or the id of the last item sent) in the list ``kind``."""
+        payload = f"{kind}:{key}".encode()
         return base64.urlsafe_b64encode(payload + self._mac(payload)).rstrip(b"=").decode()
 
     def decode(self, kind: str, cursor: Any) -> int:
+        key = self.decode_key(kind, cursor)
+        if not key.isdigit():
+            raise InvalidParamsError("Invalid cursor")
+        return int(key)
+
+    def decode_key(self, kind: str, cursor: Any) -> str:
         if type(cursor) is not str:
             raise InvalidParamsError("Invalid cursor: expected a string")
         try:
@@ -46,10 +56,10 @@ class CursorCodec:
 
         if len(raw) <= _MAC_BYTES or not hmac.compare_digest(mac, self._mac(payload)):
             raise InvalidParamsError("Invalid cursor")
-        got_kind, _, position = payload.decode("ascii", "replace").partition(":")
-        if got_kind != kind or not position.isdigit():
+        got_kind, _, key = payload.decode("utf-8", "replace").partition(":")
+        if got_kind != kind or not key:
             raise InvalidParamsError("Invalid cursor")
-        return int(position)
+        return key
 
     def _mac(self, payload: bytes) -> bytes:
         import hashlib

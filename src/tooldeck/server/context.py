@@ -15,6 +15,8 @@ from typing import TYPE_CHECKING, Any
 from ..protocol import jsonrpc
 from . import requests
 
+RELATED_TASK = "io.modelcontextprotocol/related-task"
+
 if TYPE_CHECKING:
     from asyncio import AbstractEventLoop
 
@@ -50,6 +52,7 @@ class Context:
         "finished",
         "progress_token",
         "request_id",
+        "task",
         "tool_name",
     )
 
@@ -70,6 +73,7 @@ class Context:
         self._last_progress: float | None = None
         self.cancelled = False
         self.finished = False
+        self.task: tuple[Any, str] | None = None  # (TaskManager, task id) when the call runs as a task
 
     # --- what the tool can read ---------------------------------------------------------------------------------
 
@@ -153,14 +157,14 @@ class Context:
         against it. Raises ``ClientRequestError`` if the client cannot elicit, refuses, answers badly or not in time.
         """
         params, validator = requests.form_params(message, schema, self._session.client_capabilities)
-        result = await requests.ask(self._session, "elicitation/create", params, self.request_id, timeout)
+        result = await self._ask("elicitation/create", params, timeout)
         return requests.elicit_result(result, validator)
 
     async def elicit_url(self, message: str, url: str, *, elicitation_id: str | None = None,
                          timeout: float = requests.ELICIT_TIMEOUT) -> requests.ElicitResult:  # fmt: skip
         """Ask the user to open ``url`` (elicitation/create, URL mode). "accept" means they agreed to open it."""
         params = requests.url_params(message, url, elicitation_id, self._session.client_capabilities)
-        result = await requests.ask(self._session, "elicitation/create", params, self.request_id, timeout)
+        result = await self._ask("elicitation/create", params, timeout)
         return requests.elicit_result(result, None)
 
     async def sample(
@@ -195,8 +199,20 @@ class Context:
             tools=tools,
             tool_choice=tool_choice,
         )
-        result = await requests.ask(self._session, "sampling/createMessage", params, self.request_id, timeout)
+        result = await self._ask("sampling/createMessage", params, timeout)
         return requests.sampling_result(result)
+
+    async def _ask(self, method: str, params: dict[str, Any], timeout: float) -> dict[str, Any]:
+        if self.task is None:
+            return await requests.ask(self._session, method, params, self.request_id, timeout)
+        # In a task: the request names the task, and the task waits in "input_required" until it is answered.
+        manager, task_id = self.task
+        params["_meta"] = {RELATED_TASK: {"taskId": task_id}}
+        await manager.settle(task_id, "input_required")
+        try:
+            return await requests.ask(self._session, method, params, self.request_id, timeout)
+        finally:
+            await manager.settle(task_id, "working")
 
     # --- transport hints ----------------------------------------------------------------------------------------
 

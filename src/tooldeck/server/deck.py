@@ -21,7 +21,7 @@ from ..resources.resource import (
 from ..tools.function import tool_from_function
 from ..tools.registry import ToolRegistry
 from ..tools.tool import Tool, normalize_icons
-from . import features
+from . import features, tasks
 from .context import LOG_RANK, Context
 from .handlers import DEFERRED, HANDLERS
 
@@ -59,6 +59,10 @@ class Deck:
         log_level: str = "info",
         max_message_bytes: int = 4 * 1024 * 1024,
         cursor_secret: bytes | None = None,
+        task_store: Any = None,
+        task_ttl: float = 3600.0,
+        max_task_ttl: float = 86400.0,
+        max_tasks_per_requestor: int = 100,
     ) -> None:
         if not isinstance(name, str) or not name:
             raise RegistrationError("a Deck needs a non-empty name")
@@ -92,14 +96,19 @@ class Deck:
         self.templates.subscribe(lambda: self._changed("resources"))
         self.prompts = PromptRegistry()
         self.prompts.subscribe(lambda: self._changed("prompts"))
-        self.handlers = {**HANDLERS, **features.HANDLERS}
-        self.deferred_methods = set(DEFERRED | features.DEFERRED)  # handlers that run user code: need the loop
+        self.handlers = {**HANDLERS, **features.HANDLERS, **tasks.HANDLERS}
+        self.deferred_methods = set(DEFERRED | features.DEFERRED | tasks.DEFERRED)  # run user code: need the loop
         self.policies: list[Policy] = []
         self.sessions: set[Session] = set()
         self._loop: asyncio.AbstractEventLoop | None = None
         self._executor: ThreadPoolExecutor | None = None
         self._pending_changes: set[str] = set()
-        self._init_results: dict[str, dict[str, Any]] = {}
+        self._init_results: dict[tuple[str, bool], dict[str, Any]] = {}
+        self.task_store = task_store  # None: chosen by the transport (memory on stdio, SQLite for `serve --http`)
+        self._task_options: dict[str, Any] = {"default_ttl_ms": int(task_ttl * 1000),
+                                              "max_ttl_ms": int(max_task_ttl * 1000),
+                                              "max_active": max_tasks_per_requestor}  # fmt: skip
+        self._tasks: Any = None
 
     # --- tools --------------------------------------------------------------------------------------------------
 
@@ -119,6 +128,7 @@ class Deck:
         meta: dict[str, Any] | None = None,
         output_schema: dict[str, Any] | bool | None = None,
         input_schema: dict[str, Any] | None = None,
+        immediate_response: str | None = None,
     ) -> Callable[[F], F]: ...
 
     def tool(self, fn: Any = None, /, **options: Any) -> Any:  # type: ignore[misc]
@@ -149,6 +159,7 @@ class Deck:
         meta: dict[str, Any] | None = None,
         output_schema: dict[str, Any] | bool | None = None,
         input_schema: dict[str, Any] | None = None,
+        immediate_response: str | None = None,
     ) -> Tool:
         """Register ``fn`` as a tool and return its record; connected clients are told the list changed.
 
@@ -165,6 +176,7 @@ class Deck:
             meta=meta,
             output_schema=output_schema,
             input_schema=input_schema,
+            immediate_response=immediate_response,
             injectable=(Context,),
         )
         return self.tools.register(tool)
@@ -254,9 +266,15 @@ class Deck:
 
     # --- what initialize answers --------------------------------------------------------------------------------
 
-    def capabilities(self) -> dict[str, Any]:
-        """What this deck offers: tools and logging always; resources, prompts, completions when it has them."""
+    def capabilities(self, identifies_requestor: bool = True) -> dict[str, Any]:
+        """What this deck offers: tools and logging always; resources, prompts, completions and tasks when it has
+        them. ``tasks.list`` only where the requestor is known (stdio, or an authenticated principal): otherwise
+        listing would show every unbound task to anyone."""
         capabilities: dict[str, Any] = {"logging": {}, "tools": {"listChanged": True}}
+        if any(t.task_support != "forbidden" for t in self.tools):
+            capabilities["tasks"] = {"cancel": {}, "requests": {"tools": {"call": {}}}}
+            if identifies_requestor:
+                capabilities["tasks"]["list"] = {}
         if len(self.resources) or len(self.templates):
             capabilities["resources"] = {"subscribe": True, "listChanged": True}
         if len(self.prompts):
@@ -265,18 +283,25 @@ class Deck:
             capabilities["completions"] = {}
         return capabilities
 
-    def initialize_result(self, protocol_version: str) -> dict[str, Any]:
-        cached = self._init_results.get(protocol_version)  # emptied whenever a registry changes
+    def initialize_result(self, protocol_version: str, identifies_requestor: bool = True) -> dict[str, Any]:
+        key = (protocol_version, identifies_requestor)
+        cached = self._init_results.get(key)  # emptied whenever a registry changes
         if cached is None:
             cached = {
                 "protocolVersion": protocol_version,
-                "capabilities": self.capabilities(),
+                "capabilities": self.capabilities(identifies_requestor),
                 "serverInfo": self.server_info,
             }
             if self.instructions is not None:
                 cached["instructions"] = self.instructions
-            self._init_results[protocol_version] = cached
+            self._init_results[key] = cached
         return cached
+
+    def task_manager(self) -> Any:
+        """The TaskManager of this deck (created on first use, with ``task_store`` or an in-memory store)."""
+        if self._tasks is None:
+            self._tasks = tasks.TaskManager(self, self.task_store, **self._task_options)
+        return self._tasks
 
     # --- running ------------------------------------------------------------------------------------------------
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from ..protocol.errors import InvalidParamsError
+from ..protocol.errors import InvalidParamsError, MethodNotFoundError
 from ..protocol.jsonrpc import Request, is_request_id
 from ..tools.call import call_tool
 from .context import Context
@@ -54,6 +54,17 @@ def call(session: Session, request: Request, reply: Reply) -> None:
     token = progress_token(params)
     for policy in deck.policies:  # access control, rate limits: may raise a ProtocolError or ToolError
         policy(session, tool, arguments)
+    if "tasks" in session.server_capabilities:  # without the capability a "task" field is ignored (MUST)
+        task = params.get("task")
+        if task is not None:
+            if tool.task_support == "forbidden":
+                raise MethodNotFoundError(f"Tool {name!r} does not support task-augmented calls")
+            if type(task) is not dict or not _valid_ttl(task.get("ttl")):
+                raise InvalidParamsError('Invalid params: "task" must be an object with an optional integer "ttl" >= 0')
+            session.spawn(request, reply, deck.task_manager().create(session, request, tool, arguments, task))
+            return
+        if tool.task_support == "required":
+            raise MethodNotFoundError(f'Tool {name!r} must be called as a task (add "task": {{}} to the params)')
     context = None
     injected = None
     if tool.injected:
@@ -61,6 +72,10 @@ def call(session: Session, request: Request, reply: Reply) -> None:
         injected = dict.fromkeys(tool.injected, context)
     work = call_tool(tool, arguments, injected, deck.run_sync, mask_errors=deck.mask_errors)
     session.spawn(request, reply, work, context)
+
+
+def _valid_ttl(ttl: Any) -> bool:
+    return ttl is None or (type(ttl) is int and ttl >= 0)
 
 
 def progress_token(params: dict[str, Any]) -> str | int | None:

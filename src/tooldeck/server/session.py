@@ -106,6 +106,9 @@ class Session:
         self.client_capabilities: dict[str, Any] = {}
         self.server_capabilities: dict[str, Any] = {}  # what initialize declared: features are served by these
         self.subscriptions: set[str] = set()  # resource URIs the client subscribed to
+        # Whether the transport can tell requestors apart (stdio: one local client). Without that, tasks are
+        # bound to nothing but their unguessable ids, and tasks/list is not offered.
+        self.identifies_requestor = True
         self.initialized = False
         self.ready = False
         self.closed = False
@@ -358,7 +361,9 @@ class Session:
         self.client_capabilities = capabilities
         self.client_info = client_info
         self.initialized = True
-        result = self.deck.initialize_result(self.protocol_version)
+        result = self.deck.initialize_result(
+            self.protocol_version, self.identifies_requestor or self.principal is not None
+        )
         self.server_capabilities = result["capabilities"]
         return result
 
@@ -367,7 +372,7 @@ class Session:
         self.protocol_version = protocol_version
         self.initialized = True
         self.ready = True
-        self.server_capabilities = self.deck.capabilities()
+        self.server_capabilities = self.deck.capabilities(self.identifies_requestor or self.principal is not None)
 
     def set_log_level(self, params: dict[str, Any]) -> dict[str, Any]:
         level = params.get("level")

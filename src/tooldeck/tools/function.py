@@ -31,6 +31,7 @@ def tool_from_function(
     meta: dict[str, Any] | None = None,
     output_schema: dict[str, Any] | bool | None = None,
     input_schema: dict[str, Any] | None = None,
+    immediate_response: str | None = None,
     injectable: tuple[type, ...] = (),
 ) -> Tool:
     """Everything about ``fn`` as a tool, checked and compiled now so that calls do no schema work.
@@ -83,6 +84,7 @@ def tool_from_function(
         meta=meta,
         injected=dict(shape.injected),
         converters=dict(shape.converters) if trusted else {},
+        immediate_response=immediate_response,
     )
     return tool
 

@@ -37,6 +37,7 @@ class Tool(Record):
     __slots__ = (
         "name", "fn", "is_async", "description", "input_schema", "output_schema", "wraps_output", "input_validator",
         "output_validator", "title", "annotations", "icons", "task_support", "meta", "injected", "converters", "wire",
+        "immediate_response",
     )  # fmt: skip
 
     def __init__(
@@ -58,6 +59,7 @@ class Tool(Record):
         meta: dict[str, Any] | None = None,
         injected: dict[str, type] | None = None,
         converters: dict[str, Callable[[Any], Any]] | None = None,
+        immediate_response: str | None = None,
     ) -> None:
         self.name = name
         self.fn = fn
@@ -75,6 +77,7 @@ class Tool(Record):
         self.meta = meta
         self.injected = injected or {}
         self.converters = converters or {}
+        self.immediate_response = immediate_response
         self.wire = wire_form(self)
 
     @property

@@ -9,6 +9,7 @@ Every message crosses as encoded JSON (as on a pipe), so what a test sees is exa
 from __future__ import annotations
 
 import asyncio
+import inspect
 import itertools
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
@@ -87,7 +88,7 @@ class MemoryClient:
         else:
             try:
                 result = handler(request.get("params", {}))
-                if asyncio.iscoroutine(result):
+                if inspect.isawaitable(result):
                     result = await result
                 if result is None:
                     return  # the handler chose not to answer (tests of time-outs)

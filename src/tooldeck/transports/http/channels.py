@@ -64,6 +64,7 @@ class HttpSession:
     def __init__(self, deck: Deck, session_id: str | None) -> None:
         self.id = session_id
         self.session = Session(deck, self.route)
+        self.session.identifies_requestor = False  # anyone holding a session id is not an identity
         self.session.close_stream = self._close_stream
         self.session.request_dropped = self._dropped
         self.channels: dict[str, Channel] = {}

@@ -1,0 +1,318 @@
+"""Task-augmented tools/call (spec §7): the TaskManager that runs tools as tasks, and the tasks/* methods.
+
+A call with ``params.task`` answers at once with a CreateTaskResult and runs the tool in the background; the outcome
+goes to the TaskStore, so tasks/get, tasks/result, tasks/list and tasks/cancel work from any session that holds the
+id (or, with an authenticated principal, only from that principal's sessions: another's task is "not found").
+Every status change is announced with notifications/tasks/status to the session that created the task.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from ..protocol.errors import InternalError, InvalidParamsError, MethodNotFoundError, ProtocolError
+from ..protocol.jsonrpc import Request
+from ..tasks.memory import MemoryTaskStore
+from ..tasks.record import TaskRecord, new_task_id
+from ..tasks.store import TaskStore
+from ..tools.call import call_tool
+from .context import RELATED_TASK, Context
+from .handlers import progress_token
+
+if TYPE_CHECKING:
+    import asyncio
+
+    from ..tools.tool import Tool
+    from .deck import Deck
+    from .session import Reply, Session
+
+log = logging.getLogger("tooldeck.tasks")
+
+IMMEDIATE_RESPONSE = "io.modelcontextprotocol/model-immediate-response"
+TASK_LIMIT = -32000  # implementation-defined: the requestor has too many tasks running
+NOT_FOUND = "Failed to retrieve task: Task not found"
+
+
+class TaskManager:
+    """Creates tasks, runs their work, records outcomes, and answers the tasks/* methods for one deck."""
+
+    def __init__(
+        self,
+        deck: Deck,
+        store: TaskStore | str | None = None,
+        *,
+        default_ttl_ms: int = 3_600_000,
+        max_ttl_ms: int = 86_400_000,
+        poll_interval_ms: int = 500,
+        max_active: int = 100,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.deck = deck
+        self._spec = store if isinstance(store, str) else None  # "sqlite:PATH": opened on first use
+        self.store: TaskStore = MemoryTaskStore() if store is None or isinstance(store, str) else store
+        self.default_ttl_ms = default_ttl_ms
+        self.max_ttl_ms = max_ttl_ms
+        self.poll_interval_ms = poll_interval_ms
+        self.max_active = max_active
+        self.clock = clock
+        self.running: dict[str, asyncio.Task[Any]] = {}
+        self._finished: dict[str, asyncio.Event] = {}
+        self._owners: dict[str, Session] = {}  # the session that created each running task (for notifications)
+        self._started = False
+        self._purger: asyncio.Task[None] | None = None
+
+    async def start(self) -> None:
+        """Once per process: tasks a previous process left running can never finish, so they are failed now."""
+        if self._started:
+            return
+        self._started = True
+        import asyncio
+
+        if self._spec is not None:
+            self.store = await open_store(self._spec)
+        count = await self.store.interrupt_running(self.clock(), "interrupted by server restart")
+        if count:
+            log.warning("%d task(s) left running by a previous process were marked failed", count)
+        self._purger = asyncio.get_running_loop().create_task(self._purge_forever())
+
+    async def _purge_forever(self) -> None:
+        import asyncio
+
+        while True:
+            await asyncio.sleep(60)
+            try:
+                await self.store.purge_expired(self.clock())
+            except Exception:
+                log.exception("purging expired tasks failed")
+
+    async def aclose(self) -> None:
+        for task in list(self.running.values()):
+            task.cancel()
+        if self._purger is not None:
+            self._purger.cancel()
+        await self.store.close()
+
+    # --- creating and running -----------------------------------------------------------------------------------
+
+    async def create(
+        self, session: Session, request: Request, tool: Tool, arguments: dict[str, Any], task: dict[str, Any]
+    ) -> dict[str, Any]:
+        import asyncio
+
+        await self.start()
+        now = self.clock()
+        owner = _owner(session)
+        if await self.store.count_active(owner, now) >= self.max_active:
+            raise ProtocolError(f"Too many active tasks: the limit is {self.max_active} per requestor", code=TASK_LIMIT)
+        requested = task.get("ttl")
+        ttl = self.default_ttl_ms if requested is None else min(requested, self.max_ttl_ms)
+        record = TaskRecord(
+            task_id=new_task_id(),
+            owner=owner,
+            status="working",
+            created_at=now,
+            updated_at=now,
+            ttl_ms=ttl,
+            poll_interval_ms=self.poll_interval_ms,
+            tool=tool.name,
+        )
+        await self.store.create(record)
+        injected = None
+        if tool.injected:
+            context = Context(session, request.id, tool.name, progress_token(request.params), self.deck.loop())
+            context.task = (self, record.task_id)
+            injected = dict.fromkeys(tool.injected, context)
+        self._finished[record.task_id] = asyncio.Event()
+        self._owners[record.task_id] = session
+        work = self._run(record.task_id, tool, arguments, injected)
+        self.running[record.task_id] = asyncio.get_running_loop().create_task(work)
+        result: dict[str, Any] = {"task": record.to_wire()}
+        if tool.immediate_response is not None:
+            result["_meta"] = {IMMEDIATE_RESPONSE: tool.immediate_response}
+        return result
+
+    async def _run(self, task_id: str, tool: Tool, arguments: dict[str, Any], injected: dict[str, Any] | None) -> None:
+        import asyncio
+
+        deck = self.deck
+        try:
+            result = await call_tool(tool, arguments, injected, deck.run_sync, mask_errors=deck.mask_errors)
+        except asyncio.CancelledError:
+            return  # tasks/cancel already recorded "cancelled"
+        except ProtocolError as exc:
+            await self.settle(task_id, "failed", status_message=exc.message, error=exc.to_error())
+        except Exception:
+            log.exception("task %s failed", task_id)
+            await self.settle(
+                task_id, "failed", status_message="Internal error", error=InternalError("Internal error").to_error()
+            )
+        else:
+            if result.get("isError"):
+                await self.settle(task_id, "failed", status_message=_text(result), result=result)
+            else:
+                await self.settle(task_id, "completed", result=result)
+        finally:
+            if injected:
+                for context in injected.values():
+                    context.finished = True
+            self.running.pop(task_id, None)
+            event = self._finished.pop(task_id, None)
+            if event is not None:
+                event.set()
+            self._owners.pop(task_id, None)
+
+    async def settle(self, task_id: str, status: str, *, status_message: str | None = None,
+                     result: dict[str, Any] | None = None, error: dict[str, Any] | None = None) -> TaskRecord | None:  # fmt: skip
+        """Move a task to ``status`` (if the status machine allows it) and announce the change."""
+        record = await self.store.update(
+            task_id, status=status, now=self.clock(), status_message=status_message, result=result, error=error
+        )
+        if record is not None and record.status == status:
+            session = self._owners.get(task_id)
+            if session is not None:
+                session.notify("notifications/tasks/status", record.to_wire())
+        return record
+
+    # --- tasks/* ------------------------------------------------------------------------------------------------
+
+    async def _find(self, session: Session, params: dict[str, Any]) -> TaskRecord:
+        task_id = params.get("taskId")
+        if type(task_id) is not str:
+            raise InvalidParamsError('Invalid params: "taskId" must be a string')
+        await self.start()
+        record = await self.store.get(task_id, self.clock())
+        if record is None or record.owner != _owner(session):
+            raise InvalidParamsError(NOT_FOUND)  # another principal's task is indistinguishable from none
+        return record
+
+    async def get(self, session: Session, params: dict[str, Any]) -> dict[str, Any]:
+        return (await self._find(session, params)).to_wire()
+
+    async def result(self, session: Session, params: dict[str, Any]) -> dict[str, Any]:
+        import asyncio
+
+        record = await self._find(session, params)
+        while not record.is_terminal:
+            event = self._finished.get(record.task_id)
+            if event is not None:
+                await event.wait()  # running here: wake exactly when it ends
+            else:  # running elsewhere (another process sharing the store): poll
+                await asyncio.sleep((record.poll_interval_ms or self.poll_interval_ms) / 1000)
+            record = await self._find(session, params)
+        related = {RELATED_TASK: {"taskId": record.task_id}}
+        if record.error is not None:
+            raise ProtocolError(record.error.get("message", "Task failed"), record.error.get("data"),
+                                code=record.error.get("code"))  # fmt: skip
+        if record.result is not None:
+            meta = {**record.result.get("_meta", {}), **related}
+            return {**record.result, "_meta": meta}
+        # Cancelled before it produced anything: the call has no result, so say so in one (there is no rule).
+        text = record.status_message or f"The task was {record.status} before it finished."
+        return {"content": [{"type": "text", "text": text}], "isError": True, "_meta": related}
+
+    async def list(self, session: Session, params: dict[str, Any]) -> dict[str, Any]:
+        await self.start()
+        cursor = params.get("cursor")
+        codec = self.deck.cursors
+        after = None if cursor is None else codec.decode_key("tasks", cursor)
+        page = self.deck.page_size or 50
+        records = await self.store.list(_owner(session), self.clock(), after=after, limit=page + 1)
+        result: dict[str, Any] = {"tasks": [r.to_wire() for r in records[:page]]}
+        if len(records) > page:
+            result["nextCursor"] = codec.encode_key("tasks", records[page - 1].task_id)
+        return result
+
+    async def cancel(self, session: Session, params: dict[str, Any]) -> dict[str, Any]:
+        record = await self._find(session, params)
+        if record.is_terminal:
+            raise InvalidParamsError(f"Cannot cancel task: it is already {record.status}")
+        updated = await self.settle(record.task_id, "cancelled", status_message="Cancelled by the client")
+        if updated is None or updated.status != "cancelled":
+            status = updated.status if updated is not None else "gone"
+            raise InvalidParamsError(f"Cannot cancel task: it is already {status}")
+        running = self.running.get(record.task_id)
+        if running is not None:
+            running.cancel()  # "cancelled" is recorded first, so the work's own ending cannot overwrite it
+        return updated.to_wire()
+
+
+def check_store_spec(spec: str) -> str:
+    """``memory`` or ``sqlite:PATH``; anything else raises ValueError saying what is accepted."""
+    if spec == "memory":
+        return spec
+    kind, sep, path = spec.partition(":")
+    if kind != "sqlite" or not sep or not path:
+        raise ValueError(f"task store {spec!r}: use 'memory' or 'sqlite:PATH'")
+    import os
+
+    directory = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(directory):
+        raise ValueError(f"task store {spec!r}: the directory {directory} does not exist")
+    return spec
+
+
+async def open_store(spec: str) -> TaskStore:
+    if check_store_spec(spec) == "memory":
+        return MemoryTaskStore()
+    from ..tasks.sqlite import SqliteTaskStore
+
+    return await SqliteTaskStore.open(spec.partition(":")[2])
+
+
+def default_store_path(deck_name: str) -> str:
+    """Where `tooldeck serve --http` keeps tasks by default: $XDG_STATE_HOME/tooldeck/<deck>-tasks.sqlite3."""
+    import os
+    import re
+
+    state = os.environ.get("XDG_STATE_HOME") or os.path.join(os.path.expanduser("~"), ".local", "state")
+    directory = os.path.join(state, "tooldeck")
+    os.makedirs(directory, exist_ok=True)
+    return os.path.join(directory, re.sub(r"[^A-Za-z0-9_.-]", "_", deck_name) + "-tasks.sqlite3")
+
+
+def _owner(session: Session) -> str | None:
+    principal = session.principal
+    if principal is None:
+        return None
+    return str(getattr(principal, "id", principal))
+
+
+def _text(result: dict[str, Any]) -> str:
+    for block in result.get("content", ()):
+        if block.get("type") == "text":
+            return str(block["text"])[:500]
+    return "The tool reported an error"
+
+
+# --- handlers ---------------------------------------------------------------------------------------------------
+
+
+def _manager(session: Session, method: str) -> TaskManager:
+    capability = session.server_capabilities.get("tasks")
+    if capability is None:
+        raise MethodNotFoundError(f"Method not found: {method} (this server offers no tasks)")
+    if method == "tasks/list" and "list" not in capability:
+        raise MethodNotFoundError("Method not found: tasks/list (tasks are not bound to an identifiable requestor)")
+    return session.deck.task_manager()
+
+
+def _spawned(method: str, action: str) -> Callable[[Session, Request, Reply], None]:
+    def handler(session: Session, request: Request, reply: Reply) -> None:
+        manager = _manager(session, method)
+        session.spawn(request, reply, getattr(manager, action)(session, request.params))
+
+    handler.__name__ = action
+    return handler
+
+
+HANDLERS = {
+    "tasks/get": _spawned("tasks/get", "get"),
+    "tasks/result": _spawned("tasks/result", "result"),
+    "tasks/list": _spawned("tasks/list", "list"),
+    "tasks/cancel": _spawned("tasks/cancel", "cancel"),
+}
+DEFERRED = frozenset(HANDLERS)
+__all__ = ["DEFERRED", "HANDLERS", "RELATED_TASK", "TaskManager"]

@@ -1,0 +1,263 @@
+"""Task-augmented tools/call and the tasks/* methods, over the in-process transport and over HTTP."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+
+from asgi_client import AsgiClient
+from helpers import client
+from mcp_schema import check
+from tooldeck import Context, Deck, ToolError
+from tooldeck.transports.http import HttpApp
+from tooldeck.transports.memory import ClientError
+
+RELATED = "io.modelcontextprotocol/related-task"
+
+
+def make_deck(**options: Any) -> tuple[Deck, dict[str, Any]]:
+    deck = Deck("tasks", **options)
+    gate: dict[str, Any] = {"release": None}
+
+    @deck.tool(task="optional", immediate_response="Working on it.")
+    async def crunch(n: int, ctx: Context) -> int:
+        for i in range(n):
+            await ctx.report_progress(i + 1, n)
+            await asyncio.sleep(0.001)
+        return n * 2
+
+    @deck.tool(task="required")
+    async def held(ctx: Context) -> str:
+        await gate["release"].wait()
+        return "released"
+
+    @deck.tool(task="optional")
+    def fails() -> str:
+        raise ToolError("nothing to crunch")
+
+    @deck.tool(task="optional")
+    async def asks(ctx: Context) -> str:
+        answer = await ctx.elicit("ok?", {"type": "object", "properties": {"yes": {"type": "boolean"}}})
+        return answer.action
+
+    @deck.tool
+    def plain() -> str:
+        return "plain"
+
+    return deck, gate
+
+
+async def create(c: Any, name: str, arguments: dict[str, Any] | None = None, **task: Any) -> dict[str, Any]:
+    result = await c.request("tools/call", {"name": name, "arguments": arguments or {}, "task": task})
+    check("2025-11-25", "CreateTaskResult", result)  # the ServerResult union does not list it: checked directly
+    return result
+
+
+async def test_capabilities_and_tool_execution_field() -> None:
+    deck, _ = make_deck()
+    async with client(deck) as c:
+        assert c.initialize_result["capabilities"]["tasks"] == {  # type: ignore[index]
+            "cancel": {}, "requests": {"tools": {"call": {}}}, "list": {}}  # fmt: skip
+        tools = {t["name"]: t for t in await c.list_tools()}
+        assert tools["crunch"]["execution"] == {"taskSupport": "optional"}
+        assert tools["held"]["execution"] == {"taskSupport": "required"}
+        assert "execution" not in tools["plain"]
+
+
+async def test_a_task_runs_in_the_background_and_its_result_is_the_original() -> None:
+    deck, _ = make_deck()
+    async with client(deck) as c:
+        created = await create(c, "crunch", {"n": 3}, ttl=60_000)
+        task = created["task"]
+        assert task["status"] == "working" and task["ttl"] == 60_000 and task["pollInterval"] == 500
+        assert created["_meta"] == {"io.modelcontextprotocol/model-immediate-response": "Working on it."}
+        result = await c.request("tasks/result", {"taskId": task["taskId"]})
+        assert result["structuredContent"] == {"result": 6}
+        assert result["_meta"] == {RELATED: {"taskId": task["taskId"]}}
+        done = await c.request("tasks/get", {"taskId": task["taskId"]})
+        assert done["status"] == "completed" and done["createdAt"] == task["createdAt"]
+        statuses = [n["params"]["status"] for n in c.notifications if n["method"] == "notifications/tasks/status"]
+        assert statuses == ["completed"]
+
+
+async def test_progress_keeps_the_original_token() -> None:
+    deck, _ = make_deck()
+    async with client(deck) as c:
+        params = {"name": "crunch", "arguments": {"n": 2}, "task": {}, "_meta": {"progressToken": "p"}}
+        task = (await c.request("tools/call", params))["task"]
+        await c.request("tasks/result", {"taskId": task["taskId"]})
+        progress = [n["params"] for n in c.notifications if n["method"] == "notifications/progress"]
+        assert [(p["progressToken"], p["progress"]) for p in progress] == [("p", 1), ("p", 2)]
+
+
+async def test_tool_error_makes_the_task_failed_with_a_status_message() -> None:
+    deck, _ = make_deck()
+    async with client(deck) as c:
+        task = (await create(c, "fails"))["task"]
+        result = await c.request("tasks/result", {"taskId": task["taskId"]})
+        assert result["isError"] is True
+        got = await c.request("tasks/get", {"taskId": task["taskId"]})
+        assert got["status"] == "failed" and got["statusMessage"] == "nothing to crunch"
+
+
+async def test_task_support_rules() -> None:
+    deck, gate = make_deck()
+    gate["release"] = asyncio.Event()
+    async with client(deck) as c:
+        response = await c.request_raw("tools/call", {"name": "plain", "arguments": {}, "task": {}})
+        assert response["error"]["code"] == -32601
+        response = await c.request_raw("tools/call", {"name": "held", "arguments": {}})
+        assert response["error"]["code"] == -32601 and "must be called as a task" in response["error"]["message"]
+        for bad in ({"ttl": -1}, {"ttl": 1.5}, [], "x"):
+            response = await c.request_raw("tools/call", {"name": "crunch", "arguments": {"n": 1}, "task": bad})
+            assert response["error"]["code"] == -32602
+        gate["release"].set()
+
+
+async def test_a_task_field_is_ignored_when_tasks_were_not_declared() -> None:
+    deck = Deck("no-tasks")
+
+    @deck.tool
+    def hello() -> str:
+        return "hi"
+
+    async with client(deck) as c:
+        assert "tasks" not in c.initialize_result["capabilities"]  # type: ignore[index]
+        result = await c.request("tools/call", {"name": "hello", "arguments": {}, "task": {"ttl": 5}})
+        assert result["structuredContent"] == {"result": "hi"}
+        response = await c.request_raw("tasks/get", {"taskId": "x"})
+        assert response["error"]["code"] == -32601
+
+
+async def test_cancel_sets_cancelled_before_answering_and_stops_the_work() -> None:
+    deck, gate = make_deck()
+    gate["release"] = asyncio.Event()
+    async with client(deck) as c:
+        task = (await create(c, "held"))["task"]
+        waiting = asyncio.ensure_future(c.request("tasks/result", {"taskId": task["taskId"]}))
+        cancelled = await c.request("tasks/cancel", {"taskId": task["taskId"]})
+        assert cancelled["status"] == "cancelled"
+        result = await asyncio.wait_for(waiting, 5)
+        assert result["isError"] is True and result["_meta"] == {RELATED: {"taskId": task["taskId"]}}
+        again = await c.request_raw("tasks/cancel", {"taskId": task["taskId"]})
+        assert again["error"]["code"] == -32602 and "already cancelled" in again["error"]["message"]
+        gate["release"].set()
+        await asyncio.sleep(0.01)
+        assert (await c.request("tasks/get", {"taskId": task["taskId"]}))["status"] == "cancelled"  # terminal stays
+
+
+@pytest.mark.parametrize("method", ["tasks/get", "tasks/result", "tasks/cancel"])
+async def test_unknown_task_ids_are_32602(method: str) -> None:
+    deck, _ = make_deck()
+    async with client(deck) as c:
+        response = await c.request_raw(method, {"taskId": "no-such-task"})
+        assert response["error"] == {"code": -32602, "message": "Failed to retrieve task: Task not found"}
+        response = await c.request_raw(method, {"taskId": 5})
+        assert response["error"]["code"] == -32602
+
+
+async def test_expired_tasks_are_gone() -> None:
+    deck, _ = make_deck()
+    async with client(deck) as c:
+        task = (await create(c, "crunch", {"n": 1}, ttl=0))["task"]
+        await asyncio.sleep(0.01)
+        response = await c.request_raw("tasks/get", {"taskId": task["taskId"]})
+        assert response["error"]["code"] == -32602
+
+
+async def test_ttl_is_capped_and_reported() -> None:
+    deck, _ = make_deck(max_task_ttl=10.0)
+    async with client(deck) as c:
+        task = (await create(c, "crunch", {"n": 1}, ttl=999_999_999))["task"]
+        assert task["ttl"] == 10_000
+
+
+async def test_list_paginates_and_the_cap_per_requestor_is_enforced() -> None:
+    deck, gate = make_deck(page_size=2, max_tasks_per_requestor=3)
+    gate["release"] = asyncio.Event()
+    async with client(deck) as c:
+        ids = [(await create(c, "held"))["task"]["taskId"] for _ in range(3)]
+        response = await c.request_raw("tools/call", {"name": "held", "arguments": {}, "task": {}})
+        assert "Too many active tasks" in response["error"]["message"]
+        seen, cursor = [], None
+        while True:
+            page = await c.request("tasks/list", {"cursor": cursor} if cursor else {})
+            seen += [t["taskId"] for t in page["tasks"]]
+            cursor = page.get("nextCursor")
+            if not cursor:
+                break
+        assert seen == ids
+        bad = await c.request_raw("tasks/list", {"cursor": "garbage"})
+        assert bad["error"]["code"] == -32602
+        gate["release"].set()
+
+
+async def test_input_required_while_the_tool_elicits() -> None:
+    deck, _ = make_deck()
+    async with client(deck, capabilities={"elicitation": {}}) as c:
+        answer: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
+        c.on_request("elicitation/create", lambda params: answer)
+        task = (await create(c, "asks"))["task"]
+        while not c.requests:
+            await asyncio.sleep(0.001)
+        assert c.requests[0]["params"]["_meta"] == {RELATED: {"taskId": task["taskId"]}}
+        assert (await c.request("tasks/get", {"taskId": task["taskId"]}))["status"] == "input_required"
+        answer.set_result({"action": "accept", "content": {"yes": True}})
+        result = await c.request("tasks/result", {"taskId": task["taskId"]})
+        assert result["structuredContent"] == {"result": "accept"}
+        statuses = [n["params"]["status"] for n in c.notifications if n["method"] == "notifications/tasks/status"]
+        assert statuses == ["input_required", "working", "completed"]
+
+
+async def test_any_session_holding_the_id_may_use_an_unbound_task() -> None:
+    deck, _ = make_deck()
+    async with client(deck) as first:
+        task = (await create(first, "crunch", {"n": 1}))["task"]
+    async with client(deck) as second:  # a reconnect: the id is the key
+        result = await second.request("tasks/result", {"taskId": task["taskId"]})
+        assert result["structuredContent"] == {"result": 2}
+
+
+async def test_tasks_bound_to_a_principal_are_invisible_to_others() -> None:
+    deck, _ = make_deck()
+    async with client(deck) as alice:
+        alice.session.principal = "alice"
+        task = (await create(alice, "crunch", {"n": 1}))["task"]
+        await alice.request("tasks/result", {"taskId": task["taskId"]})
+        async with client(deck) as bob:
+            bob.session.principal = "bob"
+            for method in ("tasks/get", "tasks/result", "tasks/cancel"):
+                response = await bob.request_raw(method, {"taskId": task["taskId"]})
+                assert response["error"] == {"code": -32602, "message": "Failed to retrieve task: Task not found"}
+            assert (await bob.request("tasks/list", {}))["tasks"] == []
+
+
+@pytest.mark.slow
+async def test_a_thousand_concurrent_tasks_lose_no_result() -> None:
+    deck, _ = make_deck(max_tasks_per_requestor=2000)
+    async with client(deck) as c:
+        c.checker.received = lambda message: None  # type: ignore[attr-defined]
+        created = await asyncio.gather(*(c.request("tools/call", {"name": "crunch", "arguments": {"n": 1},
+                                                                  "task": {}}) for _ in range(1000)))  # fmt: skip
+        results = await asyncio.gather(*(c.request("tasks/result", {"taskId": t["task"]["taskId"]}) for t in created))
+        assert [r["structuredContent"] for r in results] == [{"result": 2}] * 1000
+
+
+async def test_over_http_tasks_list_is_not_offered_and_results_cross_sessions() -> None:
+    deck, _ = make_deck()
+    app = HttpApp(deck)
+    http = AsgiClient(app)
+    session = await http.initialize()
+    call = await http.call(session, 1, "tools/call", {"name": "crunch", "arguments": {"n": 2}, "task": {}})
+    created = await call.json()
+    check("2025-11-25", "CreateTaskResult", created["result"])
+    task_id = created["result"]["task"]["taskId"]
+    listing = await http.call(session, 2, "tasks/list", {})
+    assert (await listing.json())["error"]["code"] == -32601
+    other = await http.initialize()  # another session (a reconnect) with the id
+    result = await (await http.call(other, 3, "tasks/result", {"taskId": task_id})).json()
+    assert result["result"]["structuredContent"] == {"result": 4}
+    await app.aclose()
+    assert ClientError  # the memory client's error type is part of the API used above
