@@ -30,6 +30,7 @@ class StdioServer:
         )
         self._buffer = b""
         self.lines: list[bytes] = []
+        self.notifications: list[Any] = []
 
     def write(self, data: bytes) -> None:
         assert self.proc.stdin is not None
@@ -60,11 +61,19 @@ class StdioServer:
         return message
 
     def request(self, method: str, params: dict[str, Any] | None = None, id: Any = None) -> Any:
-        message: dict[str, Any] = {"jsonrpc": "2.0", "id": id if id is not None else method, "method": method}
+        """Send a request; return its response (notifications that arrive first are kept in ``notifications``)."""
+        request_id = id if id is not None else method
+        message: dict[str, Any] = {"jsonrpc": "2.0", "id": request_id, "method": method}
         if params is not None:
             message["params"] = params
         self.send(message)
-        return self.read()
+        while True:
+            reply = self.read()
+            if "method" in reply and "id" not in reply:
+                self.notifications.append(reply)
+                continue
+            if reply.get("id") == request_id or "id" not in reply:
+                return reply
 
     def initialize(self, version: str = "2025-11-25") -> Any:
         reply = self.request(
