@@ -54,3 +54,19 @@ def test_the_readme_has_exactly_two_setup_commands() -> None:
     ]
     ci = (Path(__file__).resolve().parent.parent / ".ci" / "run").read_text()
     assert commands[1].strip() in ci
+
+
+async def test_the_feature_examples_register_and_serve() -> None:
+    prelude = "from tooldeck import Context, Deck, Message\ndeck = Deck('readme-features')\n"
+    blocks = [b for b in python_blocks()[2:] if "deck.run(" not in b and "transports.memory" not in b]
+    module = run_as_module(prelude + "\n".join(blocks))
+    deck = module.deck
+    assert {t.name for t in deck.tools} == {"book", "render"}
+    async with client(deck) as c:
+        contents = (await c.request("resources/read", {"uri": "users://7/profile"}))["contents"]
+        assert contents[0]["text"] == "profile of 7"
+        prompt = await c.request("prompts/get", {"name": "review", "arguments": {"code": "x = 1"}})
+        assert "Review this python code" in prompt["messages"][0]["content"]["text"]
+        done = await c.request("completion/complete", {"ref": {"type": "ref/prompt", "name": "review"},
+                                                       "argument": {"name": "language", "value": "r"}})  # fmt: skip
+        assert done["completion"]["values"] == ["rust"]
