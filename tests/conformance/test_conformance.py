@@ -1,7 +1,7 @@
 """The official MCP conformance suite against examples/conformance_deck.py, driven by scripts/conformance.sh.
 
 The script installs its pinned npm tools on first use (about 15 s), so these tests need npm and node: without them
-they fail, they do not skip. The HTTP test skips only while `tooldeck serve` has no --http option.
+they fail, they do not skip. Every scenario of the pinned suite must pass, warnings counting as failures.
 """
 
 from __future__ import annotations
@@ -50,37 +50,25 @@ def closing_counts(done: subprocess.CompletedProcess[str]) -> tuple[int, int, in
     return int(passed), int(failed), int(skipped or 0)
 
 
-def tools_suite() -> set[str]:
-    return set(conformance("--list", "--suite", "tools").stdout.split())
-
-
-def http_transport_exists() -> bool:
-    done = subprocess.run([str(TOOLDECK), "serve", "--help"], capture_output=True, text=True, timeout=60)
-    return "--http" in done.stdout
+def suite(name: str) -> set[str]:
+    return set(conformance("--list", "--suite", name).stdout.split())
 
 
 @pytest.mark.slow
-def test_tools_suite_over_http(tmp_path: Path) -> None:
-    if not http_transport_exists():
-        pytest.skip("`tooldeck serve --help` does not list --http yet: no Streamable HTTP transport to test")
-    scenarios = tools_suite()
-    done = conformance("--http", "--suite", "tools", out=tmp_path)
+def test_every_scenario_passes_over_http_with_no_warnings(tmp_path: Path) -> None:
+    scenarios = suite("all")
+    assert len(scenarios) >= 32
+    done = conformance("--http", "--suite", "all", "--strict", out=tmp_path)
     assert closing_counts(done) == (len(scenarios), 0, 0), done.stdout + done.stderr
     assert done.returncode == 0, done.stdout + done.stderr
 
 
 @pytest.mark.slow
-def test_tools_suite_over_stdio(tmp_path: Path) -> None:
+def test_every_scenario_passes_over_stdio(tmp_path: Path) -> None:
     # Through the supergateway bridge the HTTP-transport scenarios would test the bridge, so the script skips them.
-    scenarios = tools_suite()
+    scenarios = suite("all")
     assert scenarios >= HTTP_TRANSPORT_SCENARIOS
-    done = conformance("--stdio", "--suite", "tools", out=tmp_path)
+    done = conformance("--stdio", "--suite", "all", "--strict", out=tmp_path)
     expected = (len(scenarios) - len(HTTP_TRANSPORT_SCENARIOS), 0, len(HTTP_TRANSPORT_SCENARIOS))
     assert closing_counts(done) == expected, done.stdout + done.stderr
     assert done.returncode == 0, done.stdout + done.stderr
-
-
-@pytest.mark.slow
-def test_json_schema_2020_12_over_stdio(tmp_path: Path) -> None:
-    done = conformance("--stdio", "--scenario", "json-schema-2020-12", out=tmp_path)
-    assert closing_counts(done) == (1, 0, 0), done.stdout + done.stderr
