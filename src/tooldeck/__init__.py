@@ -12,7 +12,8 @@ def add(a: float, b: float) -> float:
 deck.run()
 """
 
-from .prompts.messages import Message
+from typing import Any
+
 from .protocol.errors import (
     ClientRequestError,
     ProtocolError,
@@ -24,10 +25,10 @@ from .protocol.errors import (
 )
 from .server.context import Context
 from .server.deck import Deck
-from .server.requests import ElicitResult
 from .tools.content import Annotations, Audio, EmbeddedResource, Image, ResourceLink, Text
 
 __version__ = "0.1.0"
+_LAZY = {"ElicitResult": ".server.requests", "Message": ".prompts.messages"}  # loaded when first asked for
 
 __all__ = [
     "Annotations",
@@ -49,3 +50,13 @@ __all__ = [
     "UrlElicitationRequiredError",
     "__version__",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        import importlib
+
+        value = getattr(importlib.import_module(_LAZY[name], __name__), name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module 'tooldeck' has no attribute {name!r}")

@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from ..protocol.errors import RegistrationError
 from ..protocol.pagination import Catalog
-from .prompt import Prompt
+
+if TYPE_CHECKING:  # the records' module loads with the first registration, not with every server
+    from .prompt import Prompt
 
 
-class PromptRegistry(Catalog[Prompt]):
+class PromptRegistry(Catalog["Prompt"]):
     def __init__(self) -> None:
         super().__init__("prompts", lambda prompt: prompt.wire)
 

@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..protocol.errors import RegistrationError
 from ..protocol.pagination import Catalog
-from .resource import Resource, ResourceTemplate
+
+if TYPE_CHECKING:  # the records' module loads with the first registration, not with every server
+    from .resource import Resource, ResourceTemplate
 
 
-class ResourceRegistry(Catalog[Resource]):
+class ResourceRegistry(Catalog["Resource"]):
     """Resources by URI."""
 
     def __init__(self) -> None:
@@ -29,7 +31,7 @@ class ResourceRegistry(Catalog[Resource]):
         return self.remove(uri)
 
 
-class TemplateRegistry(Catalog[ResourceTemplate]):
+class TemplateRegistry(Catalog["ResourceTemplate"]):
     """Resource templates by template text; ``match`` finds the template a URI belongs to."""
 
     def __init__(self) -> None:

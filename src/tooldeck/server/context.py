@@ -13,13 +13,16 @@ from collections.abc import Generator
 from typing import TYPE_CHECKING, Any
 
 from ..protocol import jsonrpc
-from . import requests
 
 RELATED_TASK = "io.modelcontextprotocol/related-task"
+
+ELICIT_TIMEOUT = 600.0  # a person is answering
+SAMPLE_TIMEOUT = 300.0  # a model is answering (and maybe a person approving)
 
 if TYPE_CHECKING:
     from asyncio import AbstractEventLoop
 
+    from .requests import ElicitResult
     from .session import Session
 
 log = logging.getLogger("tooldeck.context")
@@ -149,20 +152,24 @@ class Context:
 
     # --- what the tool can ask the client (async tools only) -----------------------------------------------------
 
-    async def elicit(self, message: str, schema: dict[str, Any], *, timeout: float = requests.ELICIT_TIMEOUT
-                     ) -> requests.ElicitResult:  # fmt: skip
+    async def elicit(self, message: str, schema: dict[str, Any], *, timeout: float = ELICIT_TIMEOUT
+                     ) -> ElicitResult:  # fmt: skip
         """Ask the user to fill in a form (elicitation/create, form mode) and return their answer.
 
         ``schema`` is a flat JSON Schema object (strings, numbers, booleans, enums). An accepted answer is checked
         against it. Raises ``ClientRequestError`` if the client cannot elicit, refuses, answers badly or not in time.
         """
+        from . import requests  # loaded by the first tool that asks the client something
+
         params, validator = requests.form_params(message, schema, self._session.client_capabilities)
         result = await self._ask("elicitation/create", params, timeout)
         return requests.elicit_result(result, validator)
 
     async def elicit_url(self, message: str, url: str, *, elicitation_id: str | None = None,
-                         timeout: float = requests.ELICIT_TIMEOUT) -> requests.ElicitResult:  # fmt: skip
+                         timeout: float = ELICIT_TIMEOUT) -> ElicitResult:  # fmt: skip
         """Ask the user to open ``url`` (elicitation/create, URL mode). "accept" means they agreed to open it."""
+        from . import requests
+
         params = requests.url_params(message, url, elicitation_id, self._session.client_capabilities)
         result = await self._ask("elicitation/create", params, timeout)
         return requests.elicit_result(result, None)
@@ -180,12 +187,14 @@ class Context:
         metadata: dict[str, Any] | None = None,
         tools: list[dict[str, Any]] | None = None,
         tool_choice: dict[str, Any] | None = None,
-        timeout: float = requests.SAMPLE_TIMEOUT,
+        timeout: float = SAMPLE_TIMEOUT,
     ) -> dict[str, Any]:
         """Ask the client's model for a completion (sampling/createMessage); returns the CreateMessageResult.
 
         ``messages``: a string (one user message) or a list of ``{"role", "content"}`` dicts / prompt Messages.
         """
+        from . import requests
+
         params = requests.sampling_params(
             messages,
             max_tokens,
@@ -203,6 +212,8 @@ class Context:
         return requests.sampling_result(result)
 
     async def _ask(self, method: str, params: dict[str, Any], timeout: float) -> dict[str, Any]:
+        from . import requests
+
         if self.task is None:
             return await requests.ask(self._session, method, params, self.request_id, timeout)
         # In a task: the request names the task, and the task waits in "input_required" until it is answered.

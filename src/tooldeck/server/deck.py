@@ -7,21 +7,13 @@ import sys
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any, TypeVar, overload
 
-from ..prompts.prompt import Prompt, prompt_from_function
 from ..prompts.registry import PromptRegistry
 from ..protocol.errors import RegistrationError
 from ..protocol.pagination import CursorCodec
 from ..resources.registry import ResourceRegistry, TemplateRegistry
-from ..resources.resource import (
-    Resource,
-    resource_from_function,
-    resource_from_value,
-    template_from_function,
-)
 from ..tools.function import tool_from_function
 from ..tools.registry import ToolRegistry
 from ..tools.tool import Tool, normalize_icons
-from . import features, tasks
 from .context import LOG_RANK, Context
 from .handlers import DEFERRED, HANDLERS
 
@@ -29,6 +21,8 @@ if TYPE_CHECKING:
     import asyncio
     from concurrent.futures import ThreadPoolExecutor
 
+    from ..prompts.prompt import Prompt
+    from ..resources.resource import Resource
     from .session import Session
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -96,8 +90,8 @@ class Deck:
         self.templates.subscribe(lambda: self._changed("resources"))
         self.prompts = PromptRegistry()
         self.prompts.subscribe(lambda: self._changed("prompts"))
-        self.handlers = {**HANDLERS, **features.HANDLERS, **tasks.HANDLERS}
-        self.deferred_methods = set(DEFERRED | features.DEFERRED | tasks.DEFERRED)  # run user code: need the loop
+        self.handlers = dict(HANDLERS)
+        self.deferred_methods = set(DEFERRED)  # handlers that run user code: they need the event loop
         self.policies: list[Policy] = []
         self.sessions: set[Session] = set()
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -194,6 +188,8 @@ class Deck:
         ``meta``. The function returns str (text), bytes (a blob), a JSON-able value, or EmbeddedResources.
         """
 
+        from ..resources.resource import resource_from_function
+
         def register(fn: F) -> F:
             self.resources.register(resource_from_function(fn, uri, injectable=(Context,), **options))
             return fn
@@ -202,6 +198,8 @@ class Deck:
 
     def add_resource(self, uri: str, value: str | bytes, **options: Any) -> Resource:
         """Register static content (text or bytes) as the resource at ``uri``."""
+        from ..resources.resource import resource_from_value
+
         return self.resources.register(resource_from_value(uri, value, **options))
 
     def resource_template(self, uri_template: str, **options: Any) -> Callable[[F], F]:
@@ -210,6 +208,8 @@ class Deck:
 
         ``complete={"user_id": [...] or fn}`` offers completions for a variable (completion/complete).
         """
+
+        from ..resources.resource import template_from_function
 
         def register(fn: F) -> F:
             self.templates.register(template_from_function(fn, uri_template, injectable=(Context,), **options))
@@ -259,6 +259,8 @@ class Deck:
         return register
 
     def add_prompt(self, fn: Callable[..., Any], **options: Any) -> Prompt:
+        from ..prompts.prompt import prompt_from_function
+
         return self.prompts.register(prompt_from_function(fn, injectable=(Context,), **options))
 
     def remove_prompt(self, name: str) -> None:
@@ -300,7 +302,9 @@ class Deck:
     def task_manager(self) -> Any:
         """The TaskManager of this deck (created on first use, with ``task_store`` or an in-memory store)."""
         if self._tasks is None:
-            self._tasks = tasks.TaskManager(self, self.task_store, **self._task_options)
+            from .tasks import TaskManager
+
+            self._tasks = TaskManager(self, self.task_store, **self._task_options)
         return self._tasks
 
     # --- running ------------------------------------------------------------------------------------------------

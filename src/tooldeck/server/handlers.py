@@ -90,12 +90,40 @@ def progress_token(params: dict[str, Any]) -> str | int | None:
     return token
 
 
+def _lazy(module: str, method: str) -> Handler:
+    """A handler imported on first use, so the features a deck never serves cost nothing at start-up."""
+
+    def handler(session: Session, request: Request, reply: Reply) -> Any:
+        import importlib
+
+        real = importlib.import_module(module, __package__).HANDLERS[method]
+        session.deck.handlers[method] = real
+        return real(session, request, reply)
+
+    return handler
+
+
 HANDLERS: dict[str, Handler] = {
     "initialize": initialize,
     "ping": ping,
     "logging/setLevel": set_log_level,
     "tools/list": list_tools,
     "tools/call": call,
+    **{
+        method: _lazy(".features", method)
+        for method in (
+            "resources/list",
+            "resources/templates/list",
+            "resources/read",
+            "resources/subscribe",
+            "resources/unsubscribe",
+            "prompts/list",
+            "prompts/get",
+            "completion/complete",
+        )
+    },
+    **{method: _lazy(".tasks", method) for method in ("tasks/get", "tasks/result", "tasks/list", "tasks/cancel")},
 }
 # Methods whose handlers run user code as tasks: everything else is answered without an event loop.
-DEFERRED = frozenset({"tools/call"})
+DEFERRED = frozenset({"tools/call", "resources/read", "prompts/get", "completion/complete", "tasks/get",
+                      "tasks/result", "tasks/list", "tasks/cancel"})  # fmt: skip

@@ -17,8 +17,6 @@ from ..schema.validate import Validator
 if TYPE_CHECKING:
     from .session import Session
 
-ELICIT_TIMEOUT = 600.0  # a person is answering
-SAMPLE_TIMEOUT = 300.0  # a model is answering (and maybe a person approving)
 _ACTIONS = ("accept", "decline", "cancel")
 
 
