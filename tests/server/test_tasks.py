@@ -261,3 +261,25 @@ async def test_over_http_tasks_list_is_not_offered_and_results_cross_sessions() 
     assert result["result"]["structuredContent"] == {"result": 4}
     await app.aclose()
     assert ClientError  # the memory client's error type is part of the API used above
+
+
+async def test_over_http_a_tasks_notifications_arrive_on_the_get_stream() -> None:
+    deck, _ = make_deck()
+    app = HttpApp(deck)
+    http = AsgiClient(app)
+    session = await http.initialize()
+    stream = await http.request("GET", headers={"accept": "text/event-stream", "mcp-session-id": session})
+    events = stream.events()
+    assert (await events.__anext__()).data == ""  # priming
+    params = {"name": "crunch", "arguments": {"n": 2}, "task": {}, "_meta": {"progressToken": "tok"}}
+    created = await (await http.call(session, 1, "tools/call", params)).json()
+    assert created["result"]["task"]["status"] == "working"
+    methods = []
+    while "notifications/tasks/status" not in methods:
+        message = (await events.__anext__()).message
+        methods.append(message["method"])
+        if message["method"] == "notifications/progress":
+            assert message["params"]["progressToken"] == "tok"
+    assert methods.count("notifications/progress") == 2
+    await stream.close()
+    await app.aclose()
