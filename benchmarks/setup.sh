@@ -5,16 +5,20 @@ cd "$(dirname "$0")/.."
 PYTHON="${PYTHON:-python3.11}"
 command -v "$PYTHON" >/dev/null || PYTHON=python3
 
-make_venv() {  # make_venv DIR SPEC...
+make_venv() {  # make_venv DIR SPEC...: a venv holding SPEC and its dependencies, nothing else
     local dir="$1"; shift
-    [ -x "$dir/bin/python" ] || "$PYTHON" -m venv "$dir"
+    # A venv made for another spec is made afresh: pip never removes what an earlier spec added.
+    if [ ! -x "$dir/bin/python" ] || [ "$(cat "$dir/.bench-spec" 2>/dev/null)" != "$*" ]; then
+        "$PYTHON" -m venv --clear "$dir"
+    fi
     "$dir/bin/python" -m pip install --quiet --disable-pip-version-check "$@"
+    echo "$*" >"$dir/.bench-spec"
 }
 
-# uvloop and httptools: the HTTP rows run every server under uvicorn with the same event loop and HTTP parser
-# that tooldeck's own `serve --http` picks up (servers/serve_http.py); `pip install mcp` alone would give h11+asyncio.
-make_venv benchmarks/.venvs/mcp "mcp==2.3.0" orjson uvloop httptools
-make_venv benchmarks/.venvs/fastmcp "fastmcp>=4,<5" orjson uvloop httptools
+# The peers are measured as their users install them: `pip install mcp==2.3.0` / `pip install 'fastmcp>=4,<5'`
+# and nothing added (so over HTTP, uvicorn on h11 and asyncio: neither brings uvloop or httptools).
+make_venv benchmarks/.venvs/mcp "mcp==2.3.0"
+make_venv benchmarks/.venvs/fastmcp "fastmcp>=4,<5"
 
 [ -x .venv/bin/python ] || "$PYTHON" -m venv .venv
 # Always (re)install, so dependencies added to pyproject.toml (uvloop, ...) are what gets measured. tooldeck is

@@ -193,6 +193,75 @@ def concurrent_sleeps(server: StdioServer, plan: Plan) -> dict[str, Any]:
     }
 
 
+RELATED_TASK = "io.modelcontextprotocol/related-task"
+
+
+def task_round_trips(server: StdioServer, plan: Plan, tool: str = "echo_task") -> dict[str, Any]:
+    """A task-augmented call and its result, one at a time, timed as one operation: `tools/call` with `"task": {}`
+    (a CreateTaskResult), then `tasks/result` with its taskId (the CallToolResult, which must echo the text and
+    carry the related-task `_meta`). Task status notifications in between are read and skipped."""
+    errors = 0
+    first_error: str | None = None
+
+    def round_trip(text: str, create: bytes, create_id: int) -> None:
+        nonlocal errors, first_error
+        server.write(create)
+        created, _ = server.read_reply()
+        task = created.get("result", {}).get("task") if created.get("id") == create_id else None
+        task_id = task.get("taskId") if isinstance(task, dict) else None
+        if type(task_id) is not str or task.get("status") not in ("working", "completed"):  # type: ignore[union-attr]
+            errors += 1
+            first_error = first_error or "create: " + orjson.dumps(created)[:300].decode()
+            return
+        server.next_id += 1
+        message = {"jsonrpc": "2.0", "id": server.next_id, "method": "tasks/result", "params": {"taskId": task_id}}
+        server.write(orjson.dumps(message) + b"\n")
+        reply, _ = server.read_reply()
+        result = reply.get("result")
+        ok = (
+            text_ok(reply, server.next_id, text)
+            and result.get("structuredContent") == {"result": text}
+            and result.get("_meta", {}).get(RELATED_TASK) == {"taskId": task_id}
+        )
+        if not ok:
+            errors += 1
+            first_error = first_error or "result: " + orjson.dumps(reply)[:300].decode()
+
+    def create_bytes(text: str) -> tuple[bytes, int]:
+        server.next_id += 1
+        params = {"name": tool, "arguments": {"text": text}, "task": {}}
+        message = {"jsonrpc": "2.0", "id": server.next_id, "method": "tools/call", "params": params}
+        return orjson.dumps(message) + b"\n", server.next_id
+
+    for _ in range(plan.warmup):
+        round_trip("warm-up", *create_bytes("warm-up"))
+    samples = []
+    cpu_before = server.cpu_ns()
+    started = now()
+    for i in range(plan.calls):
+        text = f"hello {i}"
+        data, create_id = create_bytes(text)
+        t0 = now()
+        round_trip(text, data, create_id)
+        samples.append(now() - t0)
+    wall = now() - started
+    cpu_after = server.cpu_ns()
+    cpu_ns, cpu_source = cpu_delta(cpu_before, cpu_after)
+    return {
+        "round_trips": plan.calls,
+        "p50_us": percentile(samples, 0.50) / 1e3,
+        "p99_us": percentile(samples, 0.99) / 1e3,
+        "mean_us": statistics.fmean(samples) / 1e3,
+        "round_trips_per_s": plan.calls / (wall / 1e9),
+        "cpu_us_per_round_trip": cpu_ns / plan.calls / 1e3,
+        "cpu_source": cpu_source,
+        "cpu_ticks_us_per_round_trip": (cpu_after[0] - cpu_before[0]) / plan.calls / 1e3,
+        "notifications": server.notifications,  # since the spawn: notifications/tasks/status, one per task
+        "errors": errors,
+        "first_error": first_error,
+    }
+
+
 def list_tools(server: StdioServer, plan: Plan) -> dict[str, Any]:
     """Full tools/list (following nextCursor if the server pages) of a deck with plan.list_tools extra tools."""
     wanted = plan.list_tools + 3
@@ -237,11 +306,13 @@ def list_tools(server: StdioServer, plan: Plan) -> dict[str, Any]:
     }
 
 
-def server_env(extra_tools: int = 0) -> Mapping[str, str]:
+def server_env(extra_tools: int = 0, tasks: bool = False) -> Mapping[str, str]:
     # PYTHONDONTWRITEBYTECODE is dropped: servers run as installed software does, with bytecode caching on
     # (pip compiles the peers' packages at install time; run.py compiles tooldeck's editable sources).
-    dropped = ("BENCH_TOOLS", "PYTHONPATH", "VIRTUAL_ENV", "PYTHONDONTWRITEBYTECODE")
+    dropped = ("BENCH_TOOLS", "BENCH_TASKS", "PYTHONPATH", "VIRTUAL_ENV", "PYTHONDONTWRITEBYTECODE")
     env = {k: v for k, v in os.environ.items() if k not in dropped}
     if extra_tools:
         env["BENCH_TOOLS"] = str(extra_tools)
+    if tasks:
+        env["BENCH_TASKS"] = "1"  # the deck adds echo_task (task="optional") and so declares the tasks capability
     return env

@@ -30,7 +30,8 @@ class ServerSpec:
     argv: tuple[str, ...]  # over stdio
     http_argv: tuple[str, ...]  # over Streamable HTTP at http://127.0.0.1:{port}/mcp, answering with JSON
     python: Path  # the interpreter of the server's venv, for version probes
-    packages: tuple[str, ...]  # distributions whose versions the report names
+    packages: tuple[str, ...]  # distributions whose versions the report names (absent ones are left out)
+    tasks: bool = False  # implements 2025-11-25 tasks: gets the task round-trip row (stdio)
 
     def versions(self) -> dict[str, str | None]:
         try:
@@ -60,20 +61,21 @@ SPECS = (
         (str(ROOT / ".venv/bin/tooldeck"), "serve", str(SERVERS_DIR / "tooldeck_server.py"), *TOOLDECK_HTTP),
         project_python(),
         ("tooldeck", "orjson", "jsonschema-rs", "uvicorn", "uvloop", "httptools"),
+        tasks=True,
     ),
     ServerSpec(
         "mcp",
         (str(VENVS / "mcp/bin/python"), str(SERVERS_DIR / "mcp_server.py")),
         (str(VENVS / "mcp/bin/python"), str(SERVERS_DIR / "mcp_server.py"), "--http", "{port}"),
         VENVS / "mcp/bin/python",
-        ("mcp", "pydantic", "anyio", "starlette", "uvicorn", "uvloop", "httptools"),
+        ("mcp", "pydantic", "anyio", "starlette", "uvicorn", "h11", "uvloop", "httptools"),
     ),
     ServerSpec(
         "fastmcp",
         (str(VENVS / "fastmcp/bin/python"), str(SERVERS_DIR / "fastmcp_server.py")),
         (str(VENVS / "fastmcp/bin/python"), str(SERVERS_DIR / "fastmcp_server.py"), "--http", "{port}"),
         VENVS / "fastmcp/bin/python",
-        ("fastmcp", "mcp", "pydantic", "anyio", "starlette", "uvicorn", "uvloop", "httptools"),
+        ("fastmcp", "mcp", "pydantic", "anyio", "starlette", "uvicorn", "h11", "uvloop", "httptools"),
     ),
     ServerSpec(
         "floor",

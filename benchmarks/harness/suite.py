@@ -18,8 +18,8 @@ from .stdio import StdioServer
 TRANSPORTS = ("stdio", "http")
 
 
-def spawn(spec: ServerSpec, cpus: set[int] | None, extra_tools: int = 0) -> StdioServer:
-    return StdioServer(spec.argv, measure.server_env(extra_tools), cwd=str(ROOT), cpus=cpus)
+def spawn(spec: ServerSpec, cpus: set[int] | None, extra_tools: int = 0, tasks: bool = False) -> StdioServer:
+    return StdioServer(spec.argv, measure.server_env(extra_tools, tasks), cwd=str(ROOT), cpus=cpus)
 
 
 def spawn_http(spec: ServerSpec, cpus: set[int] | None) -> HttpServer:
@@ -85,6 +85,12 @@ def run_stdio(spec: ServerSpec, plan: measure.Plan, cpus: set[int] | None, resul
         mark(f"tools/list of {plan.list_tools + 3} tools")
         server.initialize()
         result["tools_list"] = measure.list_tools(server, plan)
+    if spec.tasks:
+        with spawn(spec, cpus, tasks=True) as server:  # stdio: tasks in the in-memory store
+            mark("task create + result, sequential")
+            if "tasks" not in server.initialize().get("capabilities", {}):
+                raise ServerFailed("BENCH_TASKS=1 but the server declares no tasks capability")
+            result["task"] = measure.task_round_trips(server, plan)
 
 
 def run_http(spec: ServerSpec, plan: measure.Plan, cpus: set[int] | None, result: dict[str, Any], mark: Step) -> None:

@@ -1,5 +1,6 @@
-"""The benchmark tools on fastmcp 4.x, over stdio; with `--http PORT`, over Streamable HTTP
-(JSON responses, stateful sessions) under the same uvicorn settings as tooldeck's (see `serve_http.py`).
+"""The benchmark tools on fastmcp 4.x, over stdio; with `--http PORT`, over Streamable HTTP on 127.0.0.1 (JSON
+responses, stateful sessions) through fastmcp's own `run(transport="http")`, with whatever `pip install fastmcp`
+brought (uvicorn on h11 and asyncio). `show_banner=False` on both: the banner may check for updates over the network.
 """
 
 import asyncio
@@ -43,8 +44,6 @@ for i in range(int(os.environ.get("BENCH_TOOLS", "0"))):
 
 if __name__ == "__main__":
     if sys.argv[1:2] == ["--http"]:
-        from serve_http import serve
-
-        serve(server.http_app(json_response=True), int(sys.argv[2]))
+        server.run(transport="http", host="127.0.0.1", port=int(sys.argv[2]), json_response=True, show_banner=False)
     else:
         server.run(show_banner=False)

@@ -1,5 +1,6 @@
 """The HTTP floor: the least a Python MCP server over Streamable HTTP can do per request. A raw ASGI function (no
-framework) under uvicorn with tooldeck's settings (`serve_http.py`: httptools, uvloop), orjson in and out.
+framework) under uvicorn with the settings of tooldeck's `serve --http` (httptools, uvloop, no access log), orjson in
+and out: the floor for a uvicorn-based server.
 
 Every POST is answered on its own: initialize gets a fresh `mcp-session-id` header, a notification or response gets
 202, a request gets its JSON-RPC response as `application/json` with a Content-Length. Nothing is checked: not the
@@ -14,8 +15,8 @@ import secrets
 import sys
 
 import orjson
+import uvicorn
 from floor_server import PROTOCOL_VERSION, build_tools, call_tool
-from serve_http import serve
 
 JSON = (b"content-type", b"application/json")
 TOOLS = build_tools(int(os.environ.get("BENCH_TOOLS", "0")))
@@ -60,5 +61,22 @@ async def app(scope, receive, send) -> None:
     await send({"type": "http.response.body", "body": data})
 
 
+def serve(port: int) -> None:
+    """uvicorn as `tooldeck serve --http` configures it (it picks uvloop and httptools, which tooldeck depends on);
+    lifespan off, as this app has none."""
+    config = uvicorn.Config(
+        app,
+        host="127.0.0.1",
+        port=port,
+        loop="uvloop",
+        http="httptools",
+        lifespan="off",
+        log_level="warning",
+        access_log=False,
+        server_header=False,
+    )
+    uvicorn.Server(config).run()
+
+
 if __name__ == "__main__":
-    serve(app, int(sys.argv[1]), lifespan="off")
+    serve(int(sys.argv[1]))

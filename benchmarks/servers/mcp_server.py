@@ -1,6 +1,6 @@
 """The benchmark tools on the official SDK's high-level server (mcp 2.x `MCPServer`), over stdio; with
-`--http PORT`, over Streamable HTTP (JSON responses, stateful sessions) under the same uvicorn settings as
-tooldeck's (see `serve_http.py`).
+`--http PORT`, over Streamable HTTP on 127.0.0.1 (JSON responses, stateful sessions) through the SDK's own
+`run(transport="streamable-http")`, with whatever `pip install mcp` brought (uvicorn on h11 and asyncio).
 """
 
 import asyncio
@@ -44,8 +44,6 @@ for i in range(int(os.environ.get("BENCH_TOOLS", "0"))):
 
 if __name__ == "__main__":
     if sys.argv[1:2] == ["--http"]:
-        from serve_http import serve
-
-        serve(server.streamable_http_app(json_response=True), int(sys.argv[2]))
+        server.run(transport="streamable-http", host="127.0.0.1", port=int(sys.argv[2]), json_response=True)
     else:
         server.run()

@@ -1,4 +1,6 @@
-"""The benchmark tools on tooldeck: echo (async), echo_sync, sleep; BENCH_TOOLS=N adds N three-parameter tools.
+"""The benchmark tools on tooldeck: echo (async), echo_sync, sleep; BENCH_TOOLS=N adds N three-parameter tools;
+BENCH_TASKS=1 adds echo_task, echo that may be called as a task (only then does the deck declare the tasks capability,
+so the other rows see the same three tools and capabilities as the peers').
 
 Run with `tooldeck serve benchmarks/servers/tooldeck_server.py` (stdio).
 """
@@ -28,6 +30,14 @@ async def sleep(ms: int) -> str:
     """Sleep for ms milliseconds, then answer."""
     await asyncio.sleep(ms / 1000)
     return f"slept {ms} ms"
+
+
+if os.environ.get("BENCH_TASKS") == "1":
+
+    @deck.tool(task="optional")
+    async def echo_task(text: str) -> str:
+        """Return the text unchanged (may be called as a task)."""
+        return text
 
 
 def make_extra_tool(index: int):
