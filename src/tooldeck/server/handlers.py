@@ -61,7 +61,8 @@ def call(session: Session, request: Request, reply: Reply) -> None:
                 raise MethodNotFoundError(f"Tool {name!r} does not support task-augmented calls")
             if type(task) is not dict or not _valid_ttl(task.get("ttl")):
                 raise InvalidParamsError('Invalid params: "task" must be an object with an optional integer "ttl" >= 0')
-            session.spawn(request, reply, deck.task_manager().create(session, request, tool, arguments, task))
+            work = deck.task_manager().create(session, request, tool, arguments, task)
+            session.run_eagerly(request, reply, work)  # tooldeck's own code: the tool itself runs in its own task
             return
         if tool.task_support == "required":
             raise MethodNotFoundError(f'Tool {name!r} must be called as a task (add "task": {{}} to the params)')

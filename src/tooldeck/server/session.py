@@ -296,6 +296,23 @@ class Session:
         task = asyncio.get_running_loop().create_task(self._run(request.id, reply, work, context))
         self.in_flight[request.id] = InFlight(task, reply, context)
 
+    def run_eagerly(self, request: Request, reply: Reply, work: Any) -> None:
+        """Answer with ``work`` (one of tooldeck's own coroutines, never user code) if it finishes without waiting;
+        otherwise continue it in a tracked task as ``spawn`` would."""
+        try:
+            yielded = work.send(None)
+        except StopIteration as stop:
+            reply(jsonrpc.result(request.id, stop.value))
+        except ProtocolError as exc:
+            reply(jsonrpc.error(request.id, exc))
+        except Exception:
+            log.exception("request %r failed", request.id)
+            reply(jsonrpc.error(request.id, InternalError("Internal error")))
+        else:
+            from .eager import Resume
+
+            self.spawn(request, reply, Resume(work, yielded))
+
     def take_inline(self, request_id: RequestId) -> Any:
         """The work of an ``inline`` request, for the transport to await now (None if it was not deferred)."""
         self.inline.discard(request_id)

@@ -302,7 +302,7 @@ def _manager(session: Session, method: str) -> TaskManager:
 def _spawned(method: str, action: str) -> Callable[[Session, Request, Reply], None]:
     def handler(session: Session, request: Request, reply: Reply) -> None:
         manager = _manager(session, method)
-        session.spawn(request, reply, getattr(manager, action)(session, request.params))
+        session.run_eagerly(request, reply, getattr(manager, action)(session, request.params))
 
     handler.__name__ = action
     return handler
