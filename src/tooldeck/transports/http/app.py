@@ -36,6 +36,9 @@ SESSION_NOT_FOUND = -32001  # no code is specified; the TypeScript SDK's, so cli
 SERVER_BUSY = -32000
 LOOPBACK = ("localhost", "127.0.0.1", "[::1]")
 _JSON = [(b"content-type", b"application/json")]
+_WANTED = frozenset(  # the request headers the transport reads; the others are never decoded
+    {b"host", b"origin", b"content-type", b"accept", b"mcp-session-id", b"mcp-protocol-version", b"last-event-id"}
+)
 _SSE = [(b"content-type", b"text/event-stream"), (b"cache-control", b"no-cache"), (b"x-accel-buffering", b"no")]
 
 
@@ -78,6 +81,7 @@ class HttpApp:
         self.sessions: dict[str, HttpSession] = {}
         self.shutting_down = False
         self._reaper: asyncio.Task[None] | None = None
+        self._verdicts: dict[tuple[str | None, str | None], str | None] = {}
 
     # --- ASGI entry point ---------------------------------------------------------------------------------------
 
@@ -89,7 +93,7 @@ class HttpApp:
             await self._lifespan(receive, send)
 
     async def _http(self, scope: Scope, receive: Receive, send: Send) -> None:
-        headers = {key.decode("latin-1"): value.decode("latin-1") for key, value in scope["headers"]}
+        headers = {key.decode("latin-1"): value.decode("latin-1") for key, value in scope["headers"] if key in _WANTED}
         refusal = self._refuse_host_or_origin(headers)
         if refusal is not None:
             await _error(send, 403, INVALID_REQUEST, refusal)
@@ -113,6 +117,15 @@ class HttpApp:
     # --- security -----------------------------------------------------------------------------------------------
 
     def _refuse_host_or_origin(self, headers: dict[str, str]) -> str | None:
+        key = (headers.get("host"), headers.get("origin"))
+        verdict = self._verdicts.get(key, _UNSEEN)
+        if verdict is _UNSEEN:
+            verdict = self._judge_host_and_origin(headers)
+            if len(self._verdicts) < 256:  # a client sends the same few values every time; a flood is not cached
+                self._verdicts[key] = verdict
+        return verdict  # type: ignore[return-value]
+
+    def _judge_host_and_origin(self, headers: dict[str, str]) -> str | None:
         host = headers.get("host")
         if host is not None and "*" not in self.allowed_hosts:
             name = _hostname(host)
@@ -435,7 +448,7 @@ class HttpApp:
         self.shutting_down = True
         for http_session in self.sessions.values():
             if http_session.standalone is not None:
-                http_session.standalone.wakeup.set()
+                http_session.standalone.wake()
 
     async def aclose(self) -> None:
         """Close every session (cancelling its work) and stop the reaper."""
@@ -471,10 +484,21 @@ def _hostname(host: str) -> str:
     return host.partition(":")[0]
 
 
+_UNSEEN = object()
+_ACCEPTS: dict[str | None, tuple[bool, bool]] = {None: (True, True)}
+
+
 def _accepts(accept: str | None) -> tuple[bool, bool]:
     """(JSON acceptable, SSE acceptable) from an Accept header; none at all accepts both."""
-    if accept is None:
-        return True, True
+    found = _ACCEPTS.get(accept)
+    if found is None:
+        found = _parse_accept(accept)  # type: ignore[arg-type]
+        if len(_ACCEPTS) < 256:
+            _ACCEPTS[accept] = found
+    return found
+
+
+def _parse_accept(accept: str) -> tuple[bool, bool]:
     types = {part.partition(";")[0].strip().lower() for part in accept.split(",")}
     anything = "*/*" in types
     return (anything or "application/json" in types or "application/*" in types,
@@ -502,7 +526,7 @@ async def _watch_disconnect(receive: Receive, gone: asyncio.Event, channel: Chan
         message = await receive()
         if message["type"] == "http.disconnect":
             gone.set()
-            channel.wakeup.set()
+            channel.wake()
             return
 
 

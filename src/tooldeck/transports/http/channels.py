@@ -25,17 +25,27 @@ _STANDALONE_BACKLOG = 1000  # messages kept for a GET stream that is not connect
 class Channel:
     """One logical SSE stream. ``pending`` holds the request ids whose responses have not been queued yet."""
 
-    __slots__ = ("attached", "drop_connection", "pending", "queue", "request_ids", "sse", "stream_id", "wakeup")
+    __slots__ = ("_wakeup", "attached", "drop_connection", "pending", "queue", "request_ids", "sse", "stream_id")
 
     def __init__(self, stream_id: str, request_ids: tuple[Any, ...] = ()) -> None:
         self.stream_id = stream_id
         self.request_ids = request_ids
         self.pending = set(request_ids)
         self.queue: deque[Any] = deque(maxlen=_STANDALONE_BACKLOG if stream_id == STANDALONE else None)
-        self.wakeup = asyncio.Event()
+        self._wakeup: asyncio.Event | None = None  # made when someone first waits: most answers never do
         self.attached = False  # an HTTP response is writing this channel's events
         self.sse = False  # the POST answer became (or must become) an SSE stream
         self.drop_connection = False  # the server asked to end the current connection (the client will resume)
+
+    @property
+    def wakeup(self) -> asyncio.Event:
+        if self._wakeup is None:
+            self._wakeup = asyncio.Event()
+        return self._wakeup
+
+    def wake(self) -> None:
+        if self._wakeup is not None:
+            self._wakeup.set()
 
     @property
     def finished(self) -> bool:
@@ -49,13 +59,13 @@ class Channel:
                 self.pending.clear()
             elif type(message) is dict and "method" not in message:
                 self.pending.discard(message.get("id"))
-        self.wakeup.set()
+        self.wake()
 
     def close_connection(self) -> None:
         """End the attached connection after what is queued; the channel lives on for a resume."""
         self.sse = True
         self.drop_connection = True
-        self.wakeup.set()
+        self.wake()
 
 
 class HttpSession:
@@ -117,7 +127,7 @@ class HttpSession:
         channel = self.by_request.get(request_id)
         if channel is not None:
             channel.pending.discard(request_id)  # cancelled: no response will come
-            channel.wakeup.set()
+            channel.wake()
 
     def _close_stream(self, request_id: Any) -> None:
         channel = self.by_request.get(request_id)
@@ -132,5 +142,5 @@ class HttpSession:
         self.closed = True
         tasks = self.session.close()
         for channel in self.channels.values():
-            channel.wakeup.set()
+            channel.wake()
         return tasks

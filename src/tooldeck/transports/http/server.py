@@ -50,6 +50,7 @@ def run_http(
         timeout_graceful_shutdown=graceful_timeout,
         access_log=False,
         server_header=False,
+        proxy_headers=False,  # tooldeck reads no client address; the middleware would only cost time
     )
     # uvicorn re-raises the signal that stopped it once it has drained, with the handlers it found installed;
     # these turn that into a clean exit (status 0), as on stdio.
