@@ -42,10 +42,15 @@ def new_task_id() -> str:
     return secrets.token_urlsafe(16)
 
 
+_last_second: list[Any] = [None, ""]  # the formatted date-time of the last second asked for
+
+
 def iso_utc(epoch: float) -> str:
     """``epoch`` seconds as ISO 8601 UTC with milliseconds: ``2025-11-25T10:30:00.123Z``."""
     seconds, millis = divmod(round(epoch * 1000), 1000)
-    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(seconds)) + f".{millis:03d}Z"
+    if _last_second[0] != seconds:  # task timestamps cluster within a second: format each second once
+        _last_second[:] = [seconds, time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(seconds))]
+    return f"{_last_second[1]}.{millis:03d}Z"
 
 
 class TaskRecord(Record):
