@@ -111,18 +111,23 @@ def sequential(server: StdioServer, tool: str, plan: Plan) -> dict[str, Any]:
         samples.append(now() - t0)
         errors += not text_ok(reply, request_id, text)
     wall = now() - started
-    cpu_after = server.cpu_ns()
+    return {**summarize(samples, wall, plan.calls, cpu_before, server.cpu_ns()), "errors": errors}
+
+
+def summarize(
+    samples: list[int], wall_ns: int, count: int, cpu_before: CpuSample, cpu_after: CpuSample, unit: str = "call"
+) -> dict[str, Any]:
+    """Latency percentiles, rate and server CPU of ``count`` timed operations (``unit``: what one is called)."""
     cpu_ns, cpu_source = cpu_delta(cpu_before, cpu_after)
     return {
-        "calls": plan.calls,
+        f"{unit}s": count,
         "p50_us": percentile(samples, 0.50) / 1e3,
         "p99_us": percentile(samples, 0.99) / 1e3,
         "mean_us": statistics.fmean(samples) / 1e3,
-        "calls_per_s": plan.calls / (wall / 1e9),
-        "cpu_us_per_call": cpu_ns / plan.calls / 1e3,
+        f"{unit}s_per_s": count / (wall_ns / 1e9),
+        f"cpu_us_per_{unit}": cpu_ns / count / 1e3,
         "cpu_source": cpu_source,
-        "cpu_ticks_us_per_call": (cpu_after[0] - cpu_before[0]) / plan.calls / 1e3,
-        "errors": errors,
+        f"cpu_ticks_us_per_{unit}": (cpu_after[0] - cpu_before[0]) / count / 1e3,
     }
 
 
@@ -245,17 +250,8 @@ def task_round_trips(server: StdioServer, plan: Plan, tool: str = "echo_task") -
         round_trip(text, data, create_id)
         samples.append(now() - t0)
     wall = now() - started
-    cpu_after = server.cpu_ns()
-    cpu_ns, cpu_source = cpu_delta(cpu_before, cpu_after)
     return {
-        "round_trips": plan.calls,
-        "p50_us": percentile(samples, 0.50) / 1e3,
-        "p99_us": percentile(samples, 0.99) / 1e3,
-        "mean_us": statistics.fmean(samples) / 1e3,
-        "round_trips_per_s": plan.calls / (wall / 1e9),
-        "cpu_us_per_round_trip": cpu_ns / plan.calls / 1e3,
-        "cpu_source": cpu_source,
-        "cpu_ticks_us_per_round_trip": (cpu_after[0] - cpu_before[0]) / plan.calls / 1e3,
+        **summarize(samples, wall, plan.calls, cpu_before, server.cpu_ns(), unit="round_trip"),
         "notifications": server.notifications,  # since the spawn: notifications/tasks/status, one per task
         "errors": errors,
         "first_error": first_error,

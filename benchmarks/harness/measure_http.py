@@ -10,7 +10,7 @@ from typing import Any
 import orjson
 
 from .http import INITIALIZE, Connection, HttpServer, Response, post_bytes
-from .measure import Plan, cpu_delta, now, percentile, text_ok
+from .measure import Plan, cpu_delta, now, summarize, text_ok
 from .process import ServerFailed
 
 
@@ -83,19 +83,7 @@ def sequential(server: HttpServer, connection: Connection, plan: Plan) -> dict[s
         samples.append(now() - t0)
         checker.check(response, request_id, text)
     wall = now() - started
-    cpu_after = server.cpu_ns()
-    cpu_ns, cpu_source = cpu_delta(cpu_before, cpu_after)
-    return {
-        "calls": plan.calls,
-        "p50_us": percentile(samples, 0.50) / 1e3,
-        "p99_us": percentile(samples, 0.99) / 1e3,
-        "mean_us": statistics.fmean(samples) / 1e3,
-        "calls_per_s": plan.calls / (wall / 1e9),
-        "cpu_us_per_call": cpu_ns / plan.calls / 1e3,
-        "cpu_source": cpu_source,
-        "cpu_ticks_us_per_call": (cpu_after[0] - cpu_before[0]) / plan.calls / 1e3,
-        **checker.summary(),
-    }
+    return {**summarize(samples, wall, plan.calls, cpu_before, server.cpu_ns()), **checker.summary()}
 
 
 def clients(server: HttpServer, plan: Plan, timeout: float = 60.0) -> dict[str, Any]:
