@@ -222,7 +222,7 @@ def task_round_trips(server: StdioServer, plan: Plan, tool: str = "echo_task") -
         message = {"jsonrpc": "2.0", "id": server.next_id, "method": "tasks/result", "params": {"taskId": task_id}}
         server.write(orjson.dumps(message) + b"\n")
         reply, _ = server.read_reply()
-        result = reply.get("result")
+        result = reply.get("result") or {}
         ok = (
             text_ok(reply, server.next_id, text)
             and result.get("structuredContent") == {"result": text}
