@@ -125,7 +125,6 @@ class TaskManager:
             context = Context(session, request.id, tool.name, progress_token(request.params), self.deck.loop())
             context.task = (self, record.task_id)
             injected = dict.fromkeys(tool.injected, context)
-        self._finished[record.task_id] = asyncio.Event()
         self._owners[record.task_id] = session
         work = self._run(record.task_id, tool, arguments, injected)
         self.running[record.task_id] = asyncio.get_running_loop().create_task(work)
@@ -159,7 +158,7 @@ class TaskManager:
                 for context in injected.values():
                     context.finished = True
             self.running.pop(task_id, None)
-            event = self._finished.pop(task_id, None)
+            event = self._finished.pop(task_id, None)  # made only if a tasks/result is waiting
             if event is not None:
                 event.set()
             self._owners.pop(task_id, None)
@@ -196,9 +195,11 @@ class TaskManager:
 
         record = await self._find(session, params)
         while not record.is_terminal:
-            event = self._finished.get(record.task_id)
-            if event is not None:
-                await event.wait()  # running here: wake exactly when it ends
+            if record.task_id in self.running:  # running here: wake exactly when it ends
+                event = self._finished.get(record.task_id)
+                if event is None:
+                    event = self._finished[record.task_id] = asyncio.Event()
+                await event.wait()
             else:  # running elsewhere (another process sharing the store): poll
                 await asyncio.sleep((record.poll_interval_ms or self.poll_interval_ms) / 1000)
             record = await self._find(session, params)
