@@ -265,6 +265,8 @@ class Output:
         self.reader: LineReader | None = None
         self._closed: asyncio.Future[None] | None = None
         self._lock = threading.Lock()  # the handshake phase may be written to from a thread (list_changed)
+        self._batch: list[bytes] = []
+        self._loop: Any = None
 
     def send(self, message: Any, related: Any = None) -> None:
         data = encode_line(message)
@@ -274,10 +276,18 @@ class Output:
             with self._lock:
                 _write_all(self.fd, data)
         elif not transport.is_closing():
-            transport.write(data)
+            if not self._batch:
+                self._loop.call_soon(self._flush)  # everything sent in this turn of the loop goes in one write
+            self._batch.append(data)
+
+    def _flush(self) -> None:
+        batch, self._batch = self._batch, []
+        if self.transport is not None and not self.transport.is_closing():
+            self.transport.write(batch[0] if len(batch) == 1 else b"".join(batch))
 
     async def start(self, loop: asyncio.AbstractEventLoop, reader: LineReader) -> None:
         self.reader = reader
+        self._loop = loop
         self._closed = loop.create_future()
         try:
             pipe = os.fdopen(self.fd, "wb", buffering=0, closefd=False)
@@ -306,6 +316,8 @@ class Output:
 
         if self.transport is None or self._closed is None:
             return
+        if self._batch:
+            self._flush()
         if not self.transport.is_closing():
             self.transport.close()  # flushes what is buffered, then closes
         try:
