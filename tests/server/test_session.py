@@ -334,3 +334,12 @@ def test_list_changed_reaches_initialized_sessions_only() -> None:
     ready.out.clear()
     deck.add_tool(lambda: "hi", name="again")
     assert ready.out == []
+
+
+def test_lazily_imported_handlers_match_their_modules() -> None:
+    # handlers.py names the feature methods without importing the modules that serve them: keep them in step.
+    from tooldeck.server import features, handlers, tasks
+
+    lazy = {m for m in handlers.HANDLERS if m.split("/")[0] in ("resources", "prompts", "completion", "tasks")}
+    assert lazy == set(features.HANDLERS) | set(tasks.HANDLERS)
+    assert {"resources/read", "prompts/get", "completion/complete", *tasks.HANDLERS} <= handlers.DEFERRED

@@ -232,4 +232,3 @@ HANDLERS = {
     "prompts/get": get_prompt,
     "completion/complete": complete_argument,
 }
-DEFERRED = frozenset({"resources/read", "prompts/get", "completion/complete"})

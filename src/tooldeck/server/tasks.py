@@ -315,5 +315,4 @@ HANDLERS = {
     "tasks/list": _spawned("tasks/list", "list"),
     "tasks/cancel": _spawned("tasks/cancel", "cancel"),
 }
-DEFERRED = frozenset(HANDLERS)
-__all__ = ["DEFERRED", "HANDLERS", "RELATED_TASK", "TaskManager"]
+__all__ = ["HANDLERS", "RELATED_TASK", "TaskManager"]

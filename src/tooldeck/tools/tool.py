@@ -80,9 +80,6 @@ class Tool(Record):
         self.immediate_response = immediate_response
         self.wire = wire_form(self)
 
-    @property
-    def needs_context(self) -> bool:
-        return bool(self.injected)
 
 
 def check_name(name: Any) -> str:

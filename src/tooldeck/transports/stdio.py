@@ -237,12 +237,6 @@ class LineReader:
     def connection_lost(self, exc: Exception | None) -> None:
         self.on_eof()
 
-    def pause_writing(self) -> None:  # pragma: no cover - asyncio calls these on write protocols only
-        pass
-
-    def resume_writing(self) -> None:  # pragma: no cover
-        pass
-
     def pause(self) -> None:
         if self.transport is not None:
             self.transport.pause_reading()
