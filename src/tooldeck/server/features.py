@@ -9,7 +9,6 @@ their failures are JSON-RPC errors: -32002 for an unknown resource (with ``data.
 from __future__ import annotations
 
 import logging
-import os
 from typing import TYPE_CHECKING, Any
 
 from ..prompts.messages import render
@@ -24,6 +23,7 @@ from ..protocol.errors import (
 from ..protocol.jsonrpc import Request
 from ..resources.completion import complete
 from ..resources.contents import contents_for
+from ..tools.call import describe_failure
 from .context import Context
 from .handlers import progress_token
 
@@ -49,6 +49,7 @@ async def _invoke(session: Session, request: Request, fn: Any, is_async: bool, i
                   kwargs: dict[str, Any], what: str) -> Any:  # fmt: skip
     """Call a resource or prompt function (sync ones in the worker pool) with its Context, if it asks for one."""
     deck = session.deck
+    context = None
     if injected:
         context = Context(session, request.id, what, progress_token(request.params), deck.loop())
         kwargs = {**kwargs, **dict.fromkeys(injected, context)}
@@ -61,10 +62,10 @@ async def _invoke(session: Session, request: Request, fn: Any, is_async: bool, i
     except ProtocolError:
         raise
     except Exception as exc:
-        ref = os.urandom(4).hex()
-        log.error("%s raised (ref %s)", what, ref, exc_info=exc)
-        detail = "" if deck.mask_errors else f": {type(exc).__name__}: {exc}"
-        raise InternalError(f"Internal error in {what} (ref {ref}){detail}") from None
+        raise InternalError(describe_failure(what, exc, deck.mask_errors)) from None
+    finally:
+        if context is not None:
+            context.finished = True  # nothing may follow the response
 
 
 # --- resources --------------------------------------------------------------------------------------------------

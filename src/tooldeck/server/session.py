@@ -303,11 +303,8 @@ class Session:
             yielded = work.send(None)
         except StopIteration as stop:
             reply(jsonrpc.result(request.id, stop.value))
-        except ProtocolError as exc:
-            reply(jsonrpc.error(request.id, exc))
-        except Exception:
-            log.exception("request %r failed", request.id)
-            reply(jsonrpc.error(request.id, InternalError("Internal error")))
+        except Exception as exc:
+            reply(_failure(request.id, exc))
         else:
             from .eager import Resume
 
@@ -325,11 +322,8 @@ class Session:
             message = jsonrpc.result(request_id, await work)
         except asyncio.CancelledError:
             return  # cancelled by the client or by shutdown: no response, as the spec asks
-        except ProtocolError as exc:
-            message = jsonrpc.error(request_id, exc)
-        except Exception:
-            log.exception("request %r failed", request_id)
-            message = jsonrpc.error(request_id, InternalError("Internal error"))
+        except Exception as exc:
+            message = _failure(request_id, exc)
         finally:
             if context is not None:
                 context.finished = True
@@ -397,3 +391,11 @@ class Session:
             raise InvalidParamsError(f"Invalid params: unknown log level {level!r}; use one of {', '.join(LOG_LEVELS)}")
         self.log_rank = LOG_RANK[level]
         return {}
+
+
+def _failure(request_id: RequestId, exc: Exception) -> dict[str, Any]:
+    """The error response for work that raised: its own code for a ProtocolError, else a logged -32603."""
+    if isinstance(exc, ProtocolError):
+        return jsonrpc.error(request_id, exc)
+    log.error("request %r failed", request_id, exc_info=exc)
+    return jsonrpc.error(request_id, InternalError("Internal error"))

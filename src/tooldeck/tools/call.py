@@ -63,9 +63,14 @@ async def call_tool(
 
 
 def failure_result(name: str, exc: BaseException, mask_errors: bool) -> dict[str, Any]:
+    return error_result(describe_failure(f"tool {name!r}", exc, mask_errors))
+
+
+def describe_failure(what: str, exc: BaseException, mask_errors: bool) -> str:
+    """Log an unexpected exception raised by user code; the text the client gets (masked: only a log reference)."""
     if not mask_errors:
-        log.error("tool %r raised", name, exc_info=exc)
-        return error_result(f"Error executing tool {name!r}: {type(exc).__name__}: {exc}")
+        log.error("%s raised", what, exc_info=exc)
+        return f"Error executing {what}: {type(exc).__name__}: {exc}"
     ref = os.urandom(4).hex()
-    log.error("tool %r raised (ref %s)", name, ref, exc_info=exc)
-    return error_result(f"Tool {name!r} failed with an internal error (ref {ref}); details are in the server log.")
+    log.error("%s raised (ref %s)", what, ref, exc_info=exc)
+    return f"{what[0].upper()}{what[1:]} failed with an internal error (ref {ref}); details are in the server log."

@@ -81,7 +81,6 @@ class Tool(Record):
         self.wire = wire_form(self)
 
 
-
 def check_name(name: Any) -> str:
     if not isinstance(name, str) or not NAME_PATTERN.fullmatch(name):
         raise RegistrationError(f"invalid tool name {name!r}: use 1-128 characters from A-Z a-z 0-9 _ - . (no spaces)")
