@@ -130,15 +130,7 @@ class Deck:
 
         The function is returned unchanged, so it stays an ordinary, testable function.
         """
-        if fn is not None:
-            self.add_tool(fn, **options)
-            return fn
-
-        def register(func: F) -> F:
-            self.add_tool(func, **options)
-            return func
-
-        return register
+        return _decorator(self.add_tool, fn, options)
 
     def add_tool(
         self,
@@ -248,15 +240,7 @@ class Deck:
         Its parameters are the prompt's arguments (required when they have no default); it returns a str (one
         user message), Messages, or a list of them.
         """
-        if fn is not None:
-            self.add_prompt(fn, **options)
-            return fn
-
-        def register(func: F) -> F:
-            self.add_prompt(func, **options)
-            return func
-
-        return register
+        return _decorator(self.add_prompt, fn, options)
 
     def add_prompt(self, fn: Callable[..., Any], **options: Any) -> Prompt:
         from ..prompts.prompt import prompt_from_function
@@ -390,3 +374,13 @@ def _running_loop() -> asyncio.AbstractEventLoop | None:
         return asyncio.get_running_loop()
     except RuntimeError:
         return None
+
+
+def _decorator(add: Callable[..., Any], fn: Any, options: dict[str, Any]) -> Any:
+    """``@deck.x`` and ``@deck.x(...)`` alike: register with ``add`` and hand the function back unchanged."""
+
+    def register(func: F) -> F:
+        add(func, **options)
+        return func
+
+    return register if fn is None else register(fn)
