@@ -6,12 +6,11 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-import orjson
 import pytest
 
 from asgi_client import AsgiClient
 from helpers import client
-from tooldeck import Context, Deck, UrlElicitationRequiredError
+from tooldeck import ClientRequestError, Context, Deck, UrlElicitationRequiredError
 from tooldeck.transports.http import HttpApp
 from tooldeck.transports.memory import ClientError
 
@@ -40,6 +39,14 @@ def make_deck() -> Deck:
         raise UrlElicitationRequiredError(
             [{"mode": "url", "message": "Log in first", "url": "https://auth.example.com", "elicitationId": "e2"}]
         )
+
+    @deck.tool
+    async def careful(ctx: Context) -> str:
+        try:
+            await ctx.sample("hi", max_tokens=5)
+        except ClientRequestError as exc:
+            return f"refused with {exc.code}"
+        return "sampled"
 
     @deck.tool
     async def summarize(text: str, ctx: Context) -> str:
@@ -173,4 +180,13 @@ async def test_over_http_the_request_travels_on_the_calls_stream() -> None:
     assert response["id"] == 1
     assert response["result"]["structuredContent"] == {"result": "accept: {'username': 'bo'}"}
     await app.aclose()
-    assert orjson.dumps(response)
+
+
+async def test_tools_can_catch_a_refusal_and_read_its_code() -> None:
+    async with client(make_deck(), capabilities=ELICIT_CAPS) as c:
+
+        def refuse(params: dict[str, Any]) -> dict[str, Any]:
+            raise ClientError({"code": -1, "message": "no"})
+
+        c.on_request("sampling/createMessage", refuse)
+        assert (await c.call_tool("careful"))["structuredContent"] == {"result": "refused with -1"}

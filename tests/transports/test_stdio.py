@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import signal
 import subprocess
 import sys
@@ -281,4 +280,3 @@ def test_python_dash_m_entry_point_matches_the_script() -> None:
     done = subprocess.run([sys.executable, "-m", "tooldeck", "--help"], capture_output=True, text=True, cwd=ROOT)
     assert done.returncode == 0
     assert "serve" in done.stdout and "call" in done.stdout
-    assert os.path.basename(TOOLDECK[0]).startswith("python")
