@@ -101,3 +101,17 @@ def test_listeners_hear_every_change() -> None:
     catalog.replace("a", "b")
     catalog.remove("a")
     assert events == [1, 1, 0]
+
+
+def test_register_refuses_taken_keys_and_unregister_unknown_ones() -> None:
+    from tooldeck.protocol.errors import RegistrationError
+
+    catalog: Catalog[str] = Catalog("tools", lambda item: item, key=lambda item: item, identity="tool named")
+    assert catalog.register("a") == "a"
+    with pytest.raises(RegistrationError, match="a tool named 'a' is already registered; remove it first or choose"):
+        catalog.register("a")
+    with pytest.raises(RegistrationError, match="no tool named 'b' is registered"):
+        catalog.unregister("b")
+    assert catalog.unregister("a") == "a"
+    with pytest.raises(TypeError, match="no key function"):
+        make(0).register("x")

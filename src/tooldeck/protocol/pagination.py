@@ -16,7 +16,7 @@ from typing import Any, Generic, TypeVar
 import orjson
 
 from .codec import Fragment
-from .errors import InvalidParamsError
+from .errors import InvalidParamsError, RegistrationError
 
 T = TypeVar("T")
 _MAC_BYTES = 16
@@ -74,9 +74,19 @@ class Catalog(Generic[T]):
     ``wire`` turns an item into its wire dict; listings cache the wire form until the catalog changes.
     """
 
-    def __init__(self, kind: str, wire: Callable[[T], Any]) -> None:
+    def __init__(
+        self,
+        kind: str,
+        wire: Callable[[T], Any],
+        key: Callable[[T], str] | None = None,
+        identity: str = "item",
+        alternative: str = "name",
+    ) -> None:
         self.kind = kind
         self._wire = wire
+        self._key = key
+        self._identity = identity  # "tool named": how refusals name an item
+        self._alternative = alternative
         self._items: dict[str, T] = {}
         self._seq: dict[str, int] = {}
         self._order: list[int] = []  # sequence numbers, ascending
@@ -107,6 +117,24 @@ class Catalog(Generic[T]):
         self._order.append(seq)
         self._by_seq[seq] = name
         self._changed()
+
+    def register(self, item: T) -> T:
+        """Add ``item`` under its key; a key that is taken is refused with a message that says what to do."""
+        if self._key is None:
+            raise TypeError("this catalog has no key function: use add(name, item)")
+        name = self._key(item)
+        if name in self._items:
+            raise RegistrationError(
+                f"a {self._identity} {name!r} is already registered; remove it first or choose another "
+                f"{self._alternative}"
+            )
+        self.add(name, item)
+        return item
+
+    def unregister(self, name: str) -> T:
+        if name not in self._items:
+            raise RegistrationError(f"no {self._identity} {name!r} is registered")
+        return self.remove(name)
 
     def replace(self, name: str, item: T) -> None:
         """Swap the item registered under ``name``, keeping its place in the order."""
