@@ -25,7 +25,7 @@ from ..resources.completion import complete
 from ..resources.contents import contents_for
 from ..tools.call import describe_failure
 from .context import Context
-from .handlers import progress_token
+from .handlers import listing, progress_token
 
 if TYPE_CHECKING:
     from .session import Reply, Session
@@ -73,18 +73,12 @@ async def _invoke(session: Session, request: Request, fn: Any, is_async: bool, i
 
 def list_resources(session: Session, request: Request, reply: Reply) -> dict[str, Any]:
     _require(session, "resources", request.method)
-    deck = session.deck
-    items, next_cursor = deck.resources.page(request.params.get("cursor"), deck.page_size, deck.cursors)
-    return {"resources": items} if next_cursor is None else {"resources": items, "nextCursor": next_cursor}
+    return listing(session, session.deck.resources, request.params, "resources")
 
 
 def list_templates(session: Session, request: Request, reply: Reply) -> dict[str, Any]:
     _require(session, "resources", request.method)
-    deck = session.deck
-    items, next_cursor = deck.templates.page(request.params.get("cursor"), deck.page_size, deck.cursors)
-    if next_cursor is None:
-        return {"resourceTemplates": items}
-    return {"resourceTemplates": items, "nextCursor": next_cursor}
+    return listing(session, session.deck.templates, request.params, "resourceTemplates")
 
 
 def read_resource(session: Session, request: Request, reply: Reply) -> None:
@@ -146,9 +140,7 @@ def unsubscribe(session: Session, request: Request, reply: Reply) -> dict[str, A
 
 def list_prompts(session: Session, request: Request, reply: Reply) -> dict[str, Any]:
     _require(session, "prompts", request.method)
-    deck = session.deck
-    items, next_cursor = deck.prompts.page(request.params.get("cursor"), deck.page_size, deck.cursors)
-    return {"prompts": items} if next_cursor is None else {"prompts": items, "nextCursor": next_cursor}
+    return listing(session, session.deck.prompts, request.params, "prompts")
 
 
 def get_prompt(session: Session, request: Request, reply: Reply) -> None:

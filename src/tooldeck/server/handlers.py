@@ -30,11 +30,16 @@ def set_log_level(session: Session, request: Request, reply: Reply) -> dict[str,
 
 
 def list_tools(session: Session, request: Request, reply: Reply) -> dict[str, Any]:
+    return listing(session, session.deck.tools, request.params, "tools")
+
+
+def listing(session: Session, catalog: Any, params: dict[str, Any], key: str) -> dict[str, Any]:
+    """One page of a catalog as a list result: ``{key: [...], "nextCursor"?: ...}``."""
     deck = session.deck
-    items, next_cursor = deck.tools.page(request.params.get("cursor"), deck.page_size, deck.cursors)
+    items, next_cursor = catalog.page(params.get("cursor"), deck.page_size, deck.cursors)
     if next_cursor is None:
-        return {"tools": items}
-    return {"tools": items, "nextCursor": next_cursor}
+        return {key: items}
+    return {key: items, "nextCursor": next_cursor}
 
 
 def call(session: Session, request: Request, reply: Reply) -> None:
