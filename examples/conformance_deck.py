@@ -1,7 +1,7 @@
 """The fixture deck the official MCP conformance suite (@modelcontextprotocol/conformance 0.1.16) tests against.
 
-Run it with ``scripts/conformance.sh`` (``tooldeck serve examples/conformance_deck.py`` over stdio, ``--http`` once
-the Streamable HTTP transport exists). Each tool below is the one a server scenario calls by name; the texts, MIME
+Run it with ``scripts/conformance.sh --http`` (or ``--stdio``), which serves this file with ``tooldeck serve``.
+Each tool below is the one a server scenario calls by name; the texts, MIME
 types and notification counts are the ones the scenario checks or documents.
 
 Resources, prompts and completion fixtures are at the end of the file.
