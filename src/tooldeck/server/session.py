@@ -11,7 +11,7 @@ Lifecycle: ``new`` until initialize is answered, then ``initialized``; notificat
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 from ..protocol import jsonrpc, versions
@@ -115,9 +115,10 @@ class Session:
         self.log_rank = LOG_RANK[deck.log_level]
         self.in_flight: dict[RequestId, InFlight] = {}
         self._outgoing: dict[RequestId, asyncio.Future[Any]] = {}  # our requests to the client, by id
-        # Requests the transport will run in its own task (see ``spawn``), and the work it should then await.
-        self.inline: set[RequestId] = set()
-        self._inline_work: dict[RequestId, Any] = {}
+        # While ``receive_inline`` dispatches: work ``spawn`` leaves for the transport to await in its own task.
+        self._inlining = False
+        self._inline_work: Any = None
+        self._loop: asyncio.AbstractEventLoop | None = None  # the loop the session's work runs in, once it has some
         self._next_id = 0
         self._handlers = deck.handlers
         self._direct = Reply(send)
@@ -142,6 +143,23 @@ class Session:
         """``receive`` for a transport that already classified the message with ``jsonrpc.parse``."""
         if not self.closed:
             self._receive(message, self._direct)
+
+    def receive_inline(self, request: Request) -> Awaitable[None] | None:
+        """``receive_parsed`` for a transport that runs each request in a task of its own (HTTP).
+
+        Work that can only end in its response (no Context: nothing to stream meanwhile) is returned for the caller
+        to await in that task, instead of getting a task of its own: one task and one loop turn fewer per call. It
+        replies through ``send`` like any other work. None when nothing is left to await here.
+        """
+        if self.closed:
+            return None
+        self._inlining = True
+        try:
+            self._request(request, self._direct)
+        finally:
+            self._inlining = False
+        work, self._inline_work = self._inline_work, None
+        return work
 
     def answers_now(self, message: Any) -> bool:
         """True when handling ``message`` needs no event loop: everything but the methods that run user code."""
@@ -280,21 +298,22 @@ class Session:
     # --- running requests ---------------------------------------------------------------------------------------
 
     def spawn(self, request: Request, reply: Reply, work: Any, context: Any = None) -> None:
-        """Run ``work`` (a coroutine producing the result dict) as a tracked task that replies when it ends.
-
-        When the transport marked the request ``inline`` and the work has no Context (so it can only produce its
-        response, never a notification to stream meanwhile), it is handed to the transport to await in the task
-        it already runs for the request (``take_inline``): one task and one loop turn fewer per call.
-        """
+        """Run ``work`` (a coroutine producing the result dict) as a tracked task that replies when it ends; during
+        ``receive_inline``, work without a Context is left for the transport to await instead."""
         import asyncio  # not at module level: the handshake is answered before the event loop is loaded
 
-        if context is None and request.id in self.inline:
-            self.inline.discard(request.id)
-            self._inline_work[request.id] = self._run(request.id, reply, work, context)
-            self.in_flight[request.id] = InFlight(asyncio.current_task(), reply, context)  # type: ignore[arg-type]
-            return
-        task = asyncio.get_running_loop().create_task(self._run(request.id, reply, work, context))
-        self.in_flight[request.id] = InFlight(task, reply, context)
+        loop = self._loop
+        if loop is None:  # a session lives in one loop; asking for it each time costs a getpid() syscall (3.11)
+            loop = self._loop = asyncio.get_running_loop()
+        entry = InFlight(None, reply, context)  # type: ignore[arg-type]
+        run = self._run(request.id, reply, work, entry)
+        if self._inlining and context is None:
+            self._inlining = False
+            self._inline_work = run
+            entry.task = asyncio.current_task(loop)  # type: ignore[assignment]
+        else:
+            entry.task = loop.create_task(run)
+        self.in_flight[request.id] = entry
 
     def run_eagerly(self, request: Request, reply: Reply, work: Any) -> None:
         """Answer with ``work`` (one of tooldeck's own coroutines, never user code) if it finishes without waiting;
@@ -310,12 +329,7 @@ class Session:
 
             self.spawn(request, reply, Resume(work, yielded))
 
-    def take_inline(self, request_id: RequestId) -> Any:
-        """The work of an ``inline`` request, for the transport to await now (None if it was not deferred)."""
-        self.inline.discard(request_id)
-        return self._inline_work.pop(request_id, None)
-
-    async def _run(self, request_id: RequestId, reply: Reply, work: Any, context: Any) -> None:
+    async def _run(self, request_id: RequestId, reply: Reply, work: Any, entry: InFlight) -> None:
         import asyncio
 
         try:
@@ -325,10 +339,9 @@ class Session:
         except Exception as exc:
             message = _failure(request_id, exc)
         finally:
-            if context is not None:
-                context.finished = True
-        entry = self.in_flight.get(request_id)
-        if entry is None or entry.task is not asyncio.current_task():
+            if entry.context is not None:
+                entry.context.finished = True
+        if self.in_flight.get(request_id) is not entry:
             return  # cancelled while finishing (the work swallowed the cancellation): still no response
         del self.in_flight[request_id]
         reply(message)

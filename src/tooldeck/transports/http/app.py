@@ -29,16 +29,17 @@ from .events import PRIMING, EventStore, MemoryEventStore
 log = logging.getLogger("tooldeck.http")
 
 Scope = MutableMapping[str, Any]
+Headers = dict[bytes, bytes]
 Receive = Callable[[], Awaitable[MutableMapping[str, Any]]]
 Send = Callable[[MutableMapping[str, Any]], Awaitable[None]]
 
 SESSION_NOT_FOUND = -32001  # no code is specified; the TypeScript SDK's, so clients that look at it understand
 SERVER_BUSY = -32000
 LOOPBACK = ("localhost", "127.0.0.1", "[::1]")
-_JSON = [(b"content-type", b"application/json")]
-_WANTED = frozenset(  # the request headers the transport reads; the others are never decoded
-    {b"host", b"origin", b"content-type", b"accept", b"mcp-session-id", b"mcp-protocol-version", b"last-event-id"}
-)
+_JSON_TYPE = (b"content-type", b"application/json")
+_JSON = [_JSON_TYPE]
+_NO_HEADERS: list[Any] = []
+_VERSIONS = {version.encode(): version for version in versions.SUPPORTED}
 _SSE = [(b"content-type", b"text/event-stream"), (b"cache-control", b"no-cache"), (b"x-accel-buffering", b"no")]
 
 
@@ -81,26 +82,27 @@ class HttpApp:
         self.sessions: dict[str, HttpSession] = {}
         self.shutting_down = False
         self._reaper: asyncio.Task[None] | None = None
-        self._verdicts: dict[tuple[str | None, str | None], str | None] = {}
+        self._verdicts: dict[tuple[bytes | None, bytes | None], str | None] = {}
+        self._endpoint = path.rstrip("/")
 
     # --- ASGI entry point ---------------------------------------------------------------------------------------
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         kind = scope["type"]
         if kind == "http":
-            await self._http(scope, receive, send)
+            try:
+                await self._http(scope, receive, send)
+            except Refusal as refusal:  # raised only before anything was sent
+                await _error(send, refusal.status, refusal.code, refusal.message, refusal.headers)
         elif kind == "lifespan":
             await self._lifespan(receive, send)
 
     async def _http(self, scope: Scope, receive: Receive, send: Send) -> None:
-        headers = {key.decode("latin-1"): value.decode("latin-1") for key, value in scope["headers"] if key in _WANTED}
-        refusal = self._refuse_host_or_origin(headers)
-        if refusal is not None:
-            await _error(send, 403, INVALID_REQUEST, refusal)
-            return
-        if scope["path"].rstrip("/") != self.path.rstrip("/"):
-            await _error(send, 404, INVALID_REQUEST, f"Not found: the MCP endpoint is {self.path}")
-            return
+        headers: Headers = dict(scope["headers"])  # ASGI names are lower-case; values are decoded only when read
+        self._check_host_and_origin(headers)
+        path = scope["path"]
+        if path != self.path and path.rstrip("/") != self._endpoint:
+            raise Refusal(404, INVALID_REQUEST, f"Not found: the MCP endpoint is {self.path}")
         if self._reaper is None and not self.stateless:
             self._reaper = asyncio.get_running_loop().create_task(self._reap_forever())
         method = scope["method"]
@@ -111,29 +113,27 @@ class HttpApp:
         elif method == "DELETE":
             await self._delete(headers, send)
         else:
-            extra = [(b"allow", b"GET, POST, DELETE")]
-            await _error(send, 405, INVALID_REQUEST, f"Method not allowed: {method}", extra)
+            raise Refusal(405, INVALID_REQUEST, f"Method not allowed: {method}", [(b"allow", b"GET, POST, DELETE")])
 
     # --- security -----------------------------------------------------------------------------------------------
 
-    def _refuse_host_or_origin(self, headers: dict[str, str]) -> str | None:
-        key = (headers.get("host"), headers.get("origin"))
+    def _check_host_and_origin(self, headers: Headers) -> None:
+        key = (headers.get(b"host"), headers.get(b"origin"))
         verdict = self._verdicts.get(key, _UNSEEN)
         if verdict is _UNSEEN:
-            verdict = self._judge_host_and_origin(headers)
+            verdict = self._judge_host_and_origin(*(_text(value) for value in key))
             if len(self._verdicts) < 256:  # a client sends the same few values every time; a flood is not cached
                 self._verdicts[key] = verdict
-        return verdict  # type: ignore[return-value]
+        if verdict is not None:
+            raise Refusal(403, INVALID_REQUEST, verdict)  # type: ignore[arg-type]
 
-    def _judge_host_and_origin(self, headers: dict[str, str]) -> str | None:
-        host = headers.get("host")
+    def _judge_host_and_origin(self, host: str | None, origin: str | None) -> str | None:
         if host is not None and "*" not in self.allowed_hosts:
             name = _hostname(host)
             if name not in LOOPBACK and name not in self.allowed_hosts:
                 return (
                     f"Forbidden: Host {host!r} is not allowed (DNS rebinding protection; allow it with allowed_hosts)"
                 )
-        origin = headers.get("origin")
         if origin is not None and not self._origin_allowed(origin):
             return f"Forbidden: Origin {origin!r} is not allowed (allow it with allowed_origins)"
         return None
@@ -152,98 +152,92 @@ class HttpApp:
 
     # --- POST ---------------------------------------------------------------------------------------------------
 
-    async def _post(self, headers: dict[str, str], receive: Receive, send: Send) -> None:
-        if headers.get("content-type", "").partition(";")[0].strip().lower() != "application/json":
-            await _error(send, 415, INVALID_REQUEST, "Unsupported Media Type: POST bodies must be application/json")
-            return
-        json_ok, sse_ok = _accepts(headers.get("accept"))
+    async def _post(self, headers: Headers, receive: Receive, send: Send) -> None:
+        if not _is_json(headers.get(b"content-type")):
+            raise Refusal(415, INVALID_REQUEST, "Unsupported Media Type: POST bodies must be application/json")
+        json_ok, sse_ok = _accepts(headers.get(b"accept"))
         if not (json_ok or sse_ok):
-            await _error(send, 406, INVALID_REQUEST, "Not Acceptable: accept application/json or text/event-stream")
-            return
+            raise Refusal(406, INVALID_REQUEST, "Not Acceptable: accept application/json or text/event-stream")
         body = await _read_body(receive, self.max_body_bytes)
-        if body is None:
-            await _error(send, 413, INVALID_REQUEST, f"Payload Too Large: the limit is {self.max_body_bytes} bytes")
-            return
         try:
             obj = orjson.loads(body)
         except orjson.JSONDecodeError as exc:
-            await _error(send, 400, PARSE_ERROR, f"Parse error: {exc}")
-            return
+            raise Refusal(400, PARSE_ERROR, f"Parse error: {exc}") from None
         if type(obj) is list:
-            if not obj:
-                await _error(send, 400, INVALID_REQUEST, "Invalid request: empty batch")
-                return
-            parsed = [jsonrpc.parse(item) for item in obj]
-        else:
-            parsed = [jsonrpc.parse(obj)]
-            first = parsed[0]
-            if type(first) is Invalid:
-                status_body = jsonrpc.error(first.id, first.error)
-                await _respond(send, 400, orjson.dumps(status_body), _JSON)
-                return
-        requests = [m for m in parsed if type(m) is Request]
-        initialize = type(obj) is dict and bool(requests) and requests[0].method == "initialize"
-        http_session = await self._session_for_post(headers, send, initialize)
-        if http_session is None:
+            await self._post_batch(headers, obj, json_ok, sse_ok, receive, send)
             return
-        if type(obj) is list and not versions.accepts_batches(http_session.session.protocol_version):
-            version = http_session.session.protocol_version
-            await _error(
-                send, 400, INVALID_REQUEST, f"Invalid request: JSON-RPC batches are not supported in {version}"
-            )
+        message = jsonrpc.parse(obj)
+        if type(message) is Invalid:
+            await _respond(send, 400, orjson.dumps(jsonrpc.error(message.id, message.error)), _JSON)
             return
-        if not requests:
-            http_session.session.receive(obj)
+        if type(message) is not Request:  # a notification or a response
+            http_session = self._session_of(headers)
+            http_session.session.receive_parsed(message)
             http_session.touch()
             await _respond(send, 202, b"", [])
             return
-        await self._exchange(http_session, obj, requests, json_ok, sse_ok, initialize, receive, send)
+        initialize = message.method == "initialize"
+        http_session = self._new_session() if initialize else self._session_of(headers)
+        await self._exchange(http_session, message, (message.id,), json_ok, sse_ok, initialize, receive, send)
 
-    async def _session_for_post(self, headers: dict[str, str], send: Send, initialize: bool) -> HttpSession | None:
-        if initialize:
-            if self.shutting_down:
-                await _error(send, 503, SERVER_BUSY, "Service Unavailable: the server is shutting down")
-                return None
-            if self.stateless:
-                return HttpSession(self.deck, None)
-            if len(self.sessions) >= self.max_sessions:
-                await _error(send, 503, SERVER_BUSY, f"Service Unavailable: {self.max_sessions} sessions are open")
-                return None
-            return HttpSession(self.deck, secrets.token_urlsafe(24))
-        version = await self._check_version(headers, send)
-        if version is None:
-            return None
+    async def _post_batch(
+        self, headers: Headers, batch: list[Any], json_ok: bool, sse_ok: bool, receive: Receive, send: Send
+    ) -> None:
+        """A 2025-03-26 JSON-RPC batch: one POST, its responses as one array (or one SSE stream)."""
+        if not batch:
+            raise Refusal(400, INVALID_REQUEST, "Invalid request: empty batch")
+        request_ids = tuple(m.id for m in map(jsonrpc.parse, batch) if type(m) is Request)
+        http_session = self._session_of(headers)
+        version = http_session.session.protocol_version
+        if not versions.accepts_batches(version):
+            raise Refusal(400, INVALID_REQUEST, f"Invalid request: JSON-RPC batches are not supported in {version}")
+        if not request_ids:
+            http_session.session.receive(batch)
+            http_session.touch()
+            await _respond(send, 202, b"", [])
+            return
+        await self._exchange(http_session, batch, request_ids, json_ok, sse_ok, False, receive, send)
+
+    def _new_session(self) -> HttpSession:
+        if self.shutting_down:
+            raise Refusal(503, SERVER_BUSY, "Service Unavailable: the server is shutting down")
+        if self.stateless:
+            return HttpSession(self.deck, None)
+        if len(self.sessions) >= self.max_sessions:
+            raise Refusal(503, SERVER_BUSY, f"Service Unavailable: {self.max_sessions} sessions are open")
+        return HttpSession(self.deck, secrets.token_urlsafe(24))
+
+    def _session_of(self, headers: Headers) -> HttpSession:
+        """The session a non-initialize POST belongs to (a transient one when stateless)."""
+        version = self._version(headers)
         if self.stateless:
             transient = HttpSession(self.deck, None)
             transient.session.assume_initialized(version)  # each request stands alone: there is no handshake
             return transient
-        return await self._lookup(headers, send)
+        return self._lookup(headers)
 
     async def _exchange(
         self,
         http_session: HttpSession,
-        obj: Any,
-        requests: list[Request],
+        message: Request | list[Any],
+        request_ids: tuple[Any, ...],
         json_ok: bool,
         sse_ok: bool,
         initialize: bool,
         receive: Receive,
         send: Send,
     ) -> None:
-        channel = http_session.open_channel(tuple(r.id for r in requests))
+        channel = http_session.open_channel(request_ids)
         http_session.connections += 1
         session = http_session.session
         try:
-            if len(requests) == 1 and type(obj) is dict:
+            if type(message) is Request:
                 # Work that can only end in its response runs here, in this request's own task.
-                request_id = requests[0].id
-                session.inline.add(request_id)
-                session.receive_parsed(requests[0])
-                work = session.take_inline(request_id)
+                work = session.receive_inline(message)
                 if work is not None:
                     await work
             else:
-                session.receive(obj)
+                session.receive(message)
             json_only = not sse_ok or (self.json_response and json_ok)
             while not channel.finished and not http_session.closed:
                 if channel.queue and not json_only:
@@ -252,17 +246,17 @@ class HttpApp:
                     break
                 channel.wakeup.clear()
                 await channel.wakeup.wait()
-            extra = []
+            extra = _NO_HEADERS
             if initialize and http_session.id is not None and self._initialized(http_session, channel):
                 self.sessions[http_session.id] = http_session
-                extra.append((b"mcp-session-id", http_session.id.encode()))
+                extra = [(b"mcp-session-id", http_session.id.encode())]
             if http_session.closed and not channel.queue:
-                message = "Session not found: it was deleted or expired while this request ran"
-                await _error(send, 404, SESSION_NOT_FOUND, message)
+                gone = "Session not found: it was deleted or expired while this request ran"
+                await _error(send, 404, SESSION_NOT_FOUND, gone)
             elif json_only or (channel.finished and not channel.sse and len(channel.queue) <= 1):
                 await self._answer_json(http_session, channel, send, extra)
             else:
-                await _respond_start(send, 200, _SSE + extra)
+                await _respond_start(send, 200, [*_SSE, *extra])
                 await self._stream(http_session, channel, receive, send, prime=True)
         finally:
             http_session.connections -= 1
@@ -276,15 +270,18 @@ class HttpApp:
 
     async def _answer_json(self, http_session: HttpSession, channel: Channel, send: Send, extra: list[Any]) -> None:
         response = None
-        while channel.queue:  # notifications cannot reach a JSON-only client: only the response is kept
-            message = channel.queue.popleft()
+        for message in channel.queue:  # notifications cannot reach a JSON-only client: only the response is kept
             if type(message) is list or "method" not in message:
                 response = message
+        channel.queue.clear()
         http_session.retire(channel)
         if response is None:  # cancelled by the client, or the session ended: there is no response to give
             await _respond(send, 202, b"", extra)
             return
-        await _respond(send, 200, orjson.dumps(response), _JSON + extra)
+        body = orjson.dumps(response)
+        await send({"type": "http.response.start", "status": 200,
+                    "headers": [_JSON_TYPE, (b"content-length", b"%d" % len(body)), *extra]})  # fmt: skip
+        await send({"type": "http.response.body", "body": body})
 
     # --- SSE ----------------------------------------------------------------------------------------------------
 
@@ -332,20 +329,15 @@ class HttpApp:
 
     # --- GET ----------------------------------------------------------------------------------------------------
 
-    async def _get(self, headers: dict[str, str], receive: Receive, send: Send) -> None:
+    async def _get(self, headers: Headers, receive: Receive, send: Send) -> None:
         if self.stateless:
-            await _error(send, 405, INVALID_REQUEST, "Method not allowed: a stateless server has no GET stream",
-                         [(b"allow", b"POST")])  # fmt: skip
-            return
-        if not _accepts(headers.get("accept"))[1]:
-            await _error(send, 406, INVALID_REQUEST, "Not Acceptable: GET needs Accept: text/event-stream")
-            return
-        if await self._check_version(headers, send) is None:
-            return
-        http_session = await self._lookup(headers, send)
-        if http_session is None:
-            return
-        last_event_id = headers.get("last-event-id")
+            raise Refusal(405, INVALID_REQUEST, "Method not allowed: a stateless server has no GET stream",
+                          [(b"allow", b"POST")])  # fmt: skip
+        if not _accepts(headers.get(b"accept"))[1]:
+            raise Refusal(406, INVALID_REQUEST, "Not Acceptable: GET needs Accept: text/event-stream")
+        self._version(headers)
+        http_session = self._lookup(headers)
+        last_event_id = _text(headers.get(b"last-event-id"))
         http_session.connections += 1
         try:
             if last_event_id is None:
@@ -379,39 +371,35 @@ class HttpApp:
 
     # --- DELETE -------------------------------------------------------------------------------------------------
 
-    async def _delete(self, headers: dict[str, str], send: Send) -> None:
+    async def _delete(self, headers: Headers, send: Send) -> None:
         if self.stateless:
-            await _error(send, 405, INVALID_REQUEST, "Method not allowed: a stateless server has no sessions",
-                         [(b"allow", b"POST")])  # fmt: skip
-            return
-        http_session = await self._lookup(headers, send)
-        if http_session is not None:
-            await self.close_session(http_session)
-            await _respond(send, 200, b"", [])
+            raise Refusal(405, INVALID_REQUEST, "Method not allowed: a stateless server has no sessions",
+                          [(b"allow", b"POST")])  # fmt: skip
+        await self.close_session(self._lookup(headers))
+        await _respond(send, 200, b"", [])
 
     # --- sessions -----------------------------------------------------------------------------------------------
 
-    async def _lookup(self, headers: dict[str, str], send: Send) -> HttpSession | None:
-        session_id = headers.get("mcp-session-id")
+    def _lookup(self, headers: Headers) -> HttpSession:
+        session_id = headers.get(b"mcp-session-id")
         if session_id is None:
-            await _error(send, 400, INVALID_REQUEST, "Bad Request: Mcp-Session-Id header is required; initialize first")
-            return None
-        http_session = self.sessions.get(session_id)
+            raise Refusal(400, INVALID_REQUEST, "Bad Request: Mcp-Session-Id header is required; initialize first")
+        http_session = self.sessions.get(session_id.decode("latin-1"))
         if http_session is None or http_session.closed:
             message = "Session not found: it expired or was deleted; initialize a new session"
-            await _error(send, 404, SESSION_NOT_FOUND, message)
-            return None
+            raise Refusal(404, SESSION_NOT_FOUND, message)
         return http_session
 
-    async def _check_version(self, headers: dict[str, str], send: Send) -> str | None:
-        version = headers.get("mcp-protocol-version")
-        if version is None:
+    def _version(self, headers: Headers) -> str:
+        """The revision the request speaks by its MCP-Protocol-Version header."""
+        raw = headers.get(b"mcp-protocol-version")
+        if raw is None:
             return "2025-03-26"  # what the spec says to assume when the header is absent
-        if version not in versions.SUPPORTED:
+        version = _VERSIONS.get(raw)
+        if version is None:
             supported = ", ".join(versions.SUPPORTED)
-            message = f"Bad Request: unsupported MCP-Protocol-Version {version!r} (supported: {supported})"
-            await _error(send, 400, INVALID_REQUEST, message)
-            return None
+            message = f"Bad Request: unsupported MCP-Protocol-Version {_text(raw)!r} (supported: {supported})"
+            raise Refusal(400, INVALID_REQUEST, message)
         return version
 
     async def close_session(self, http_session: HttpSession) -> None:
@@ -485,14 +473,39 @@ def _hostname(host: str) -> str:
 
 
 _UNSEEN = object()
-_ACCEPTS: dict[str | None, tuple[bool, bool]] = {None: (True, True)}
+_ACCEPTS: dict[bytes | None, tuple[bool, bool]] = {None: (True, True)}
+_MEDIA: dict[bytes | None, bool] = {}
 
 
-def _accepts(accept: str | None) -> tuple[bool, bool]:
+class Refusal(Exception):
+    """An HTTP error answer decided before anything was sent: its status, JSON-RPC error code and message."""
+
+    def __init__(self, status: int, code: int, message: str, headers: list[Any] | None = None) -> None:
+        super().__init__(message)
+        self.status = status
+        self.code = code
+        self.message = message
+        self.headers = headers
+
+
+def _text(value: bytes | None) -> str | None:
+    return None if value is None else value.decode("latin-1")
+
+
+def _is_json(content_type: bytes | None) -> bool:
+    found = _MEDIA.get(content_type)
+    if found is None:
+        found = (content_type or b"").partition(b";")[0].strip().lower() == b"application/json"
+        if len(_MEDIA) < 256:
+            _MEDIA[content_type] = found
+    return found
+
+
+def _accepts(accept: bytes | None) -> tuple[bool, bool]:
     """(JSON acceptable, SSE acceptable) from an Accept header; none at all accepts both."""
     found = _ACCEPTS.get(accept)
     if found is None:
-        found = _parse_accept(accept)  # type: ignore[arg-type]
+        found = _parse_accept(accept.decode("latin-1"))  # type: ignore[union-attr]
         if len(_ACCEPTS) < 256:
             _ACCEPTS[accept] = found
     return found
@@ -505,20 +518,21 @@ def _parse_accept(accept: str) -> tuple[bool, bool]:
             anything or "text/event-stream" in types or "text/*" in types)  # fmt: skip
 
 
-async def _read_body(receive: Receive, limit: int) -> bytes | None:
-    chunks = []
-    size = 0
-    while True:
-        message = await receive()
-        if message["type"] == "http.disconnect":
-            return b""
-        chunk = message.get("body", b"")
-        size += len(chunk)
-        if size > limit:
-            return None
-        chunks.append(chunk)
-        if not message.get("more_body", False):
-            return b"".join(chunks)
+async def _read_body(receive: Receive, limit: int) -> bytes:
+    message = await receive()
+    body: bytes = message.get("body", b"")
+    if message.get("more_body"):  # the body came in pieces (the usual case is one message)
+        chunks = [body]
+        size = len(body)
+        while message.get("more_body") and size <= limit:
+            message = await receive()
+            chunk = message.get("body", b"")
+            size += len(chunk)
+            chunks.append(chunk)
+        body = b"".join(chunks)
+    if len(body) > limit:
+        raise Refusal(413, INVALID_REQUEST, f"Payload Too Large: the limit is {limit} bytes")
+    return body
 
 
 async def _watch_disconnect(receive: Receive, gone: asyncio.Event, channel: Channel) -> None:

@@ -25,7 +25,8 @@ _STANDALONE_BACKLOG = 1000  # messages kept for a GET stream that is not connect
 class Channel:
     """One logical SSE stream. ``pending`` holds the request ids whose responses have not been queued yet."""
 
-    __slots__ = ("_wakeup", "attached", "drop_connection", "pending", "queue", "request_ids", "sse", "stream_id")
+    __slots__ = ("_wakeup", "attached", "drop_connection", "finished", "pending", "queue", "request_ids", "sse",
+                 "stream_id")  # fmt: skip
 
     def __init__(self, stream_id: str, request_ids: tuple[Any, ...] = ()) -> None:
         self.stream_id = stream_id
@@ -36,6 +37,8 @@ class Channel:
         self.attached = False  # an HTTP response is writing this channel's events
         self.sse = False  # the POST answer became (or must become) an SSE stream
         self.drop_connection = False  # the server asked to end the current connection (the client will resume)
+        # Every response this channel exists for has been queued (never true for the standalone channel).
+        self.finished = False
 
     @property
     def wakeup(self) -> asyncio.Event:
@@ -47,19 +50,23 @@ class Channel:
         if self._wakeup is not None:
             self._wakeup.set()
 
-    @property
-    def finished(self) -> bool:
-        """Every response this channel exists for has been queued (never true for the standalone channel)."""
-        return self.stream_id != STANDALONE and not self.pending
-
     def put(self, message: Any) -> None:
         self.queue.append(message)
         if self.pending:
             if type(message) is list:  # a 2025-03-26 batch reply answers all of its requests at once
                 self.pending.clear()
-            elif type(message) is dict and "method" not in message:
-                self.pending.discard(message.get("id"))
-        self.wake()
+                self.finished = True
+            elif "method" not in message:
+                self.settle(message.get("id"))
+        if self._wakeup is not None:
+            self._wakeup.set()
+
+    def settle(self, request_id: Any) -> None:
+        """The request with this id has its response queued, or will have none (it was cancelled)."""
+        pending = self.pending
+        pending.discard(request_id)
+        if not pending:
+            self.finished = True
 
     def close_connection(self) -> None:
         """End the attached connection after what is queued; the channel lives on for a resume."""
@@ -126,7 +133,7 @@ class HttpSession:
     def _dropped(self, request_id: Any) -> None:
         channel = self.by_request.get(request_id)
         if channel is not None:
-            channel.pending.discard(request_id)  # cancelled: no response will come
+            channel.settle(request_id)  # cancelled: no response will come
             channel.wake()
 
     def _close_stream(self, request_id: Any) -> None:
