@@ -14,13 +14,14 @@ import subprocess
 import sys
 import time
 from datetime import UTC, datetime
+from functools import partial
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from harness import measure, placement, report
 from harness.servers import BENCH, NAMES, SPECS, tooldeck_git
-from harness.suite import TRANSPORTS, run_server
+from harness.suite import TRANSPORTS, run_http_rounds, run_server
 
 
 def parse_args() -> argparse.Namespace:
@@ -73,11 +74,11 @@ def main() -> int:
     print(f"machine: {data['machine']}", flush=True)
     compile_sources()
     started = time.monotonic()
-    results = {
-        spec.name: run_server(spec, plan, server_cpus, args.transports, log=lambda m: print(m, flush=True))
-        for spec in SPECS
-        if spec.name in args.only
-    }
+    specs = [spec for spec in SPECS if spec.name in args.only]
+    log = partial(print, flush=True)
+    results = {spec.name: run_server(spec, plan, server_cpus, args.transports, log=log) for spec in specs}
+    if "http" in args.transports:
+        run_http_rounds(specs, plan, server_cpus, results, log=log)
     data["machine"]["loadavg_end"] = os.getloadavg()  # type: ignore[index]
     data["duration_s"] = round(time.monotonic() - started, 1)
     data["servers"] = results

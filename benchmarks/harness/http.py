@@ -155,6 +155,7 @@ class Connection:
 
     def __init__(self, port: int, timeout: float = 60.0, sock: socket.socket | None = None) -> None:
         self.port = port
+        self.timeout = timeout
         self.sock = sock if sock is not None else socket.create_connection((HOST, port), timeout=timeout)
         self.sock.settimeout(timeout)
         self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
@@ -162,6 +163,15 @@ class Connection:
         self.session_id: bytes | None = None
         self.next_id = 1  # initialize is id 1
         self._ready: list[Response] = []
+
+    def reconnect(self) -> None:
+        """A fresh TCP connection for the same MCP session (the session is the header, not the socket): servers
+        close keep-alive connections left idle for a few seconds, as they are between interleaved rounds."""
+        self.sock.close()
+        self.sock = socket.create_connection((HOST, self.port), timeout=self.timeout)
+        self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self.parser = ResponseParser()
+        self._ready = []
 
     def post(self, body: bytes) -> None:
         self.sock.sendall(post_bytes(self.port, body, self.session_id))

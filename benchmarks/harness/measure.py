@@ -30,8 +30,10 @@ class Plan:
     list_tools: int = 1000
     list_warmup: int = 20
     list_calls: int = 200
+    rounds: int = 16  # HTTP rows and the task row: measured in this many interleaved rounds
+    http_calls: int = 4000  # HTTP: sequential calls, across the rounds
     clients: int = 32  # HTTP: sessions, each on its own connection, calling one at a time
-    client_calls: int = 5000  # HTTP: calls answered across all of them
+    client_calls: int = 8000  # HTTP: calls answered across all of them, across the rounds
 
 
 FULL = Plan()
@@ -43,6 +45,8 @@ QUICK = Plan(
     sleep_rounds=1,
     list_warmup=3,
     list_calls=20,
+    rounds=2,
+    http_calls=300,
     client_calls=500,
 )
 
@@ -111,7 +115,7 @@ def sequential(server: StdioServer, tool: str, plan: Plan) -> dict[str, Any]:
         samples.append(now() - t0)
         errors += not text_ok(reply, request_id, text)
     wall = now() - started
-    return {**summarize(samples, wall, plan.calls, cpu_before, server.cpu_ns()), "errors": errors}
+    return {**summarize(samples, wall, plan.calls, cpu_before, server.cpu_ns()), "errors": errors, "samples": samples}
 
 
 def summarize(
@@ -201,22 +205,36 @@ def concurrent_sleeps(server: StdioServer, plan: Plan) -> dict[str, Any]:
 RELATED_TASK = "io.modelcontextprotocol/related-task"
 
 
-def task_round_trips(server: StdioServer, plan: Plan, tool: str = "echo_task") -> dict[str, Any]:
-    """A task-augmented call and its result, one at a time, timed as one operation: `tools/call` with `"task": {}`
-    (a CreateTaskResult), then `tasks/result` with its taskId (the CallToolResult, which must echo the text and
-    carry the related-task `_meta`). Task status notifications in between are read and skipped."""
-    errors = 0
-    first_error: str | None = None
+class TaskRoundTrips:
+    """A task-augmented call and its result, timed as one operation: `tools/call` with `"task": {}` (a
+    CreateTaskResult), then `tasks/result` with its taskId (the CallToolResult, which must echo the text and carry
+    the related-task `_meta`). Task status notifications in between are read and skipped."""
 
-    def round_trip(text: str, create: bytes, create_id: int) -> None:
-        nonlocal errors, first_error
+    def __init__(self, server: StdioServer, tool: str = "echo_task") -> None:
+        self.server = server
+        self.tool = tool
+        self.errors = 0
+        self.first_error: str | None = None
+
+    def fail(self, what: str, reply: dict[str, Any]) -> None:
+        self.errors += 1
+        self.first_error = self.first_error or f"{what}: " + orjson.dumps(reply)[:300].decode()
+
+    def create_bytes(self, text: str) -> tuple[bytes, int]:
+        server = self.server
+        server.next_id += 1
+        params = {"name": self.tool, "arguments": {"text": text}, "task": {}}
+        message = {"jsonrpc": "2.0", "id": server.next_id, "method": "tools/call", "params": params}
+        return orjson.dumps(message) + b"\n", server.next_id
+
+    def one(self, text: str, create: bytes, create_id: int) -> None:
+        server = self.server
         server.write(create)
         created, _ = server.read_reply()
         task = created.get("result", {}).get("task") if created.get("id") == create_id else None
         task_id = task.get("taskId") if isinstance(task, dict) else None
         if type(task_id) is not str or task.get("status") not in ("working", "completed"):  # type: ignore[union-attr]
-            errors += 1
-            first_error = first_error or "create: " + orjson.dumps(created)[:300].decode()
+            self.fail("create", created)
             return
         server.next_id += 1
         message = {"jsonrpc": "2.0", "id": server.next_id, "method": "tasks/result", "params": {"taskId": task_id}}
@@ -229,32 +247,48 @@ def task_round_trips(server: StdioServer, plan: Plan, tool: str = "echo_task") -
             and result.get("_meta", {}).get(RELATED_TASK) == {"taskId": task_id}
         )
         if not ok:
-            errors += 1
-            first_error = first_error or "result: " + orjson.dumps(reply)[:300].decode()
+            self.fail("result", reply)
 
-    def create_bytes(text: str) -> tuple[bytes, int]:
-        server.next_id += 1
-        params = {"name": tool, "arguments": {"text": text}, "task": {}}
-        message = {"jsonrpc": "2.0", "id": server.next_id, "method": "tools/call", "params": params}
-        return orjson.dumps(message) + b"\n", server.next_id
+    def block(self, count: int) -> list[int]:
+        samples = []
+        for i in range(count):
+            text = f"hello {i}"
+            data, create_id = self.create_bytes(text)
+            t0 = now()
+            self.one(text, data, create_id)
+            samples.append(now() - t0)
+        return samples
 
+
+def task_round_trips(server: StdioServer, plan: Plan) -> dict[str, Any]:
+    """Task round trips against plain echo calls on the same server, in `plan.rounds` interleaved rounds (a block
+    of each per round), so the ratio the budget checks compares numbers taken seconds apart, not minutes."""
+    trips = TaskRoundTrips(server)
     for _ in range(plan.warmup):
-        round_trip("warm-up", *create_bytes("warm-up"))
-    samples = []
-    cpu_before = server.cpu_ns()
-    started = now()
-    for i in range(plan.calls):
-        text = f"hello {i}"
-        data, create_id = create_bytes(text)
-        t0 = now()
-        round_trip(text, data, create_id)
-        samples.append(now() - t0)
-    wall = now() - started
+        trips.one("warm-up", *trips.create_bytes("warm-up"))
+    per_round = max(plan.calls // plan.rounds, 1)
+    rounds, task_samples, call_samples, calls_ok = [], [], [], 0
+    for _ in range(plan.rounds):
+        cpu_mark = server.cpu_ns()
+        samples = trips.block(per_round)
+        cpu_ns, _ = cpu_delta(cpu_mark, server.cpu_ns())
+        calls = sequential(server, "echo", Plan(warmup=0, calls=per_round))
+        calls_ok += calls["errors"] == 0
+        call_samples += calls.pop("samples")
+        task_samples += samples
+        rounds.append({"p50_us": percentile(samples, 0.5) / 1e3, "call_p50_us": calls["p50_us"],
+                       "cpu_us_per_round_trip": cpu_ns / per_round / 1e3})  # fmt: skip
     return {
-        **summarize(samples, wall, plan.calls, cpu_before, server.cpu_ns(), unit="round_trip"),
+        "round_trips": len(task_samples),
+        "p50_us": percentile(task_samples, 0.50) / 1e3,
+        "p99_us": percentile(task_samples, 0.99) / 1e3,
+        "mean_us": statistics.fmean(task_samples) / 1e3,
+        "cpu_us_per_round_trip": statistics.median(r["cpu_us_per_round_trip"] for r in rounds),
+        "call_p50_us": percentile(call_samples, 0.50) / 1e3,
+        "rounds": rounds,
         "notifications": server.notifications,  # since the spawn: notifications/tasks/status, one per task
-        "errors": errors,
-        "first_error": first_error,
+        "errors": trips.errors + (plan.rounds - calls_ok),
+        "first_error": trips.first_error,
     }
 
 

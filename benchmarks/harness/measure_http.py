@@ -10,7 +10,7 @@ from typing import Any
 import orjson
 
 from .http import INITIALIZE, Connection, HttpServer, Response, post_bytes
-from .measure import Plan, cpu_delta, now, summarize, text_ok
+from .measure import Plan, cpu_delta, now, percentile, summarize, text_ok
 from .process import ServerFailed
 
 
@@ -59,15 +59,10 @@ def start_time(spawn: Callable[[], HttpServer], count: int) -> dict[str, Any]:
     return {"median_ms": statistics.median(ms), "min_ms": min(ms), "samples_ms": ms, "errors": errors}
 
 
-def sequential(server: HttpServer, connection: Connection, plan: Plan) -> dict[str, Any]:
-    """One echo call at a time on one session and connection: latency, calls/s, server CPU per call."""
-    checker = Checker()
-    for _ in range(plan.warmup):
-        connection.next_id += 1
-        connection.post(call_body(connection.next_id, "warm-up"))
-        checker.check(connection.read_response(), connection.next_id, "warm-up")
+def sequential(server: HttpServer, connection: Connection, calls: int, checker: Checker) -> dict[str, Any]:
+    """`calls` echo calls one at a time on one session and connection: latency samples, calls/s, CPU per call."""
     requests = []
-    for i in range(plan.calls):
+    for i in range(calls):
         connection.next_id += 1
         text = f"hello {i}"
         data = post_bytes(connection.port, call_body(connection.next_id, text), connection.session_id)
@@ -83,16 +78,29 @@ def sequential(server: HttpServer, connection: Connection, plan: Plan) -> dict[s
         samples.append(now() - t0)
         checker.check(response, request_id, text)
     wall = now() - started
-    return {**summarize(samples, wall, plan.calls, cpu_before, server.cpu_ns()), **checker.summary()}
+    return {**summarize(samples, wall, calls, cpu_before, server.cpu_ns()), "samples": samples}
 
 
-def clients(server: HttpServer, plan: Plan, timeout: float = 60.0) -> dict[str, Any]:
-    """`plan.clients` sessions, each on its own keep-alive connection doing echo calls one at a time, until
-    `plan.client_calls` calls were answered in all; one selector over all sockets."""
-    connections = [server.connect() for _ in range(plan.clients)]
+def warm_up(connection: Connection, calls: int, checker: Checker) -> None:
+    for _ in range(calls):
+        connection.next_id += 1
+        connection.post(call_body(connection.next_id, "warm-up"))
+        checker.check(connection.read_response(), connection.next_id, "warm-up")
+
+
+def open_clients(server: HttpServer, count: int) -> list[Connection]:
+    """`count` sessions, each initialized on a keep-alive connection of its own."""
+    connections = [server.connect() for _ in range(count)]
     for connection in connections:
         connection.initialize()
-    checker = Checker()
+    return connections
+
+
+def clients(
+    server: HttpServer, connections: list[Connection], calls: int, checker: Checker, timeout: float = 60.0
+) -> dict[str, Any]:
+    """Every connection does echo calls one at a time until `calls` were answered in all; one selector over all
+    sockets."""
     pending: dict[Connection, tuple[int, str]] = {}
     sent = received = 0
 
@@ -110,9 +118,9 @@ def clients(server: HttpServer, plan: Plan, timeout: float = 60.0) -> dict[str, 
     cpu_before = server.cpu_ns()
     started = now()
     try:
-        for connection in connections[: plan.client_calls]:
+        for connection in connections[:calls]:
             send(connection)
-        while received < plan.client_calls:
+        while received < calls:
             events = selector.select(timeout)
             if not events:
                 raise ServerFailed(f"{len(pending)} calls unanswered after {timeout:g} s")
@@ -124,18 +132,87 @@ def clients(server: HttpServer, plan: Plan, timeout: float = 60.0) -> dict[str, 
                         raise ServerFailed(f"a response nobody asked for: {response.body[:200]!r}")
                     received += 1
                     checker.check(response, *expected)
-                    if sent < plan.client_calls:
+                    if sent < calls:
                         send(connection)
     finally:
         selector.close()
     wall = now() - started
     cpu_ns, cpu_source = cpu_delta(cpu_before, server.cpu_ns())
     return {
-        "clients": plan.clients,
-        "calls": plan.client_calls,
-        "calls_per_s": plan.client_calls / (wall / 1e9),
+        "clients": len(connections),
+        "calls": calls,
+        "calls_per_s": calls / (wall / 1e9),
         "wall_s": wall / 1e9,
-        "cpu_us_per_call": cpu_ns / plan.client_calls / 1e3,
+        "cpu_us_per_call": cpu_ns / calls / 1e3,
         "cpu_source": cpu_source,
-        **checker.summary(),
     }
+
+
+class Subject:
+    """One server in the interleaved rounds: its process, a session for sequential calls, `plan.clients` more."""
+
+    def __init__(self, name: str, server: HttpServer, plan: Plan) -> None:
+        self.name = name
+        self.server = server
+        self.connection = server.connect()
+        self.server_info = self.connection.initialize().get("serverInfo")
+        self.clients = open_clients(server, plan.clients)
+        self.echo_checker = Checker()
+        self.clients_checker = Checker()
+        warm_up(self.connection, plan.warmup, self.echo_checker)
+        self.echo_rounds: list[dict[str, Any]] = []
+        self.clients_rounds: list[dict[str, Any]] = []
+
+    def round(self, plan: Plan) -> None:
+        for connection in (self.connection, *self.clients):
+            connection.reconnect()
+            warm_up(connection, 1, self.echo_checker)  # the server accepts it before the timing starts
+        self.echo_rounds.append(
+            sequential(self.server, self.connection, plan.http_calls // plan.rounds, self.echo_checker)
+        )
+        calls = plan.client_calls // plan.rounds
+        self.clients_rounds.append(clients(self.server, self.clients, calls, self.clients_checker))
+
+    def results(self) -> dict[str, Any]:
+        """The rows: latency percentiles of every sequential call pooled, rates and CPU as medians of the rounds
+        (each round is also kept, so ratios can be taken round by round)."""
+        samples = [s for r in self.echo_rounds for s in r.pop("samples")]
+        echo = {
+            "calls": len(samples),
+            "p50_us": percentile(samples, 0.50) / 1e3,
+            "p99_us": percentile(samples, 0.99) / 1e3,
+            "mean_us": statistics.fmean(samples) / 1e3,
+            **medians(self.echo_rounds, ("calls_per_s", "cpu_us_per_call")),
+            "rounds": self.echo_rounds,
+            **self.echo_checker.summary(),
+        }
+        clients_row = {
+            "clients": len(self.clients),
+            "calls": sum(r["calls"] for r in self.clients_rounds),
+            **medians(self.clients_rounds, ("calls_per_s", "cpu_us_per_call")),
+            "rounds": self.clients_rounds,
+            **self.clients_checker.summary(),
+        }
+        return {"http_echo": echo, "http_clients": clients_row, "http_memory": self.server.memory_kb()}
+
+
+def medians(rounds: list[dict[str, Any]], keys: tuple[str, ...]) -> dict[str, float]:
+    return {key: statistics.median(r[key] for r in rounds) for key in keys}
+
+
+def interleaved(
+    subjects: list[Subject], plan: Plan, log: Callable[[str], None], failed: Callable[[Subject, Exception], None]
+) -> None:
+    """`plan.rounds` rounds; in each, every server does its block of sequential calls and its block of 32-client
+    calls, the order rotating from round to round. The servers are measured minutes apart no more: what the
+    machine's load does to one round it does to all of them."""
+    live = list(subjects)
+    for number in range(plan.rounds):
+        log(f"[http] round {number + 1}/{plan.rounds}: " + ", ".join(s.name for s in live))
+        shift = number % len(live) if live else 0
+        for subject in live[shift:] + live[:shift]:
+            try:
+                subject.round(plan)
+            except (ServerFailed, OSError) as exc:
+                failed(subject, exc)
+                live.remove(subject)

@@ -75,6 +75,7 @@ def run_stdio(spec: ServerSpec, plan: measure.Plan, cpus: set[int] | None, resul
         for tool in ("echo", "echo_sync"):
             mark(f"sequential {tool}")
             result[tool] = measure.sequential(server, tool, plan)
+            del result[tool]["samples"]
         mark(f"{plan.inflight} in flight")
         result["inflight"] = measure.pipelined(server, plan)
         result["memory"] = server.memory_kb()
@@ -94,18 +95,49 @@ def run_stdio(spec: ServerSpec, plan: measure.Plan, cpus: set[int] | None, resul
 
 
 def run_http(spec: ServerSpec, plan: measure.Plan, cpus: set[int] | None, result: dict[str, Any], mark: Step) -> None:
+    """Start time, server by server; the per-call rows come from `run_http_rounds`, with all servers up at once."""
     result["http_command"] = list(spec.http_argv)
     mark(f"start time ({plan.spawns} spawns)")
     result["http_start"] = measure_http.start_time(partial(spawn_http, spec, cpus), plan.spawns)
-    with spawn_http(spec, cpus) as server:
-        mark("initialize")
-        connection = server.connect()
-        result["http_server_info"] = connection.initialize().get("serverInfo")
-        mark("sequential echo")
-        result["http_echo"] = measure_http.sequential(server, connection, plan)
-        mark(f"{plan.clients} clients")
-        result["http_clients"] = measure_http.clients(server, plan)
-        result["http_memory"] = server.memory_kb()
+
+
+def run_http_rounds(
+    specs: list[ServerSpec],
+    plan: measure.Plan,
+    cpus: set[int] | None,
+    results: dict[str, dict[str, Any]],
+    log: Callable[[str], None] = print,
+) -> None:
+    """The HTTP call rows of every server, measured in interleaved rounds (see `measure_http.interleaved`)."""
+    subjects: list[measure_http.Subject] = []
+    servers: list[HttpServer] = []
+
+    def failed(name: str, exc: Exception, server: HttpServer | None = None) -> None:
+        tail = server.stderr_tail() if server is not None else ""
+        failure = f"http rounds: {exc}{tail}"
+        log(f"[{name}] FAILED at {failure[:2000]}")
+        result = results[name]
+        result["error"] = "; ".join(filter(None, (result["error"], failure)))
+
+    try:
+        for spec in specs:
+            log(f"[{spec.name}] http spawn, initialize, {plan.clients} sessions, warm-up")
+            server = spawn_http(spec, cpus)
+            servers.append(server)
+            try:
+                subjects.append(measure_http.Subject(spec.name, server, plan))
+            except (ServerFailed, OSError) as exc:
+                failed(spec.name, exc, server)
+        measure_http.interleaved(subjects, plan, log, lambda s, exc: failed(s.name, exc, s.server))
+        for subject in subjects:
+            if subject.clients_rounds and len(subject.clients_rounds) == plan.rounds:
+                results[subject.name].update(subject.results())
+                results[subject.name]["http_server_info"] = subject.server_info
+    finally:
+        for server in servers:
+            server.close()
+    for result in results.values():
+        result["errors"] = sum(part.get("errors", 0) for part in result.values() if isinstance(part, dict))
 
 
 PARTS = {"stdio": run_stdio, "http": run_http}

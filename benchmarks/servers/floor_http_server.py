@@ -1,6 +1,6 @@
 """The HTTP floor: the least a Python MCP server over Streamable HTTP can do per request. A raw ASGI function (no
-framework) under uvicorn with the settings of tooldeck's `serve --http` (httptools, uvloop, no access log), orjson in
-and out: the floor for a uvicorn-based server.
+framework) under uvicorn with the settings of tooldeck's `serve --http` (httptools with tooldeck's corked transport,
+one write per response; uvloop; no access log), orjson in and out: the floor for a uvicorn-based server.
 
 Every POST is answered on its own: initialize gets a fresh `mcp-session-id` header, a notification or response gets
 202, a request gets its JSON-RPC response as `application/json` with a Content-Length. Nothing is checked: not the
@@ -17,6 +17,8 @@ import sys
 import orjson
 import uvicorn
 from floor_server import PROTOCOL_VERSION, build_tools, call_tool
+
+from tooldeck.transports.http.cork import corked_protocol
 
 JSON = (b"content-type", b"application/json")
 TOOLS = build_tools(int(os.environ.get("BENCH_TOOLS", "0")))
@@ -69,7 +71,7 @@ def serve(port: int) -> None:
         host="127.0.0.1",
         port=port,
         loop="uvloop",
-        http="httptools",
+        http=corked_protocol(),
         lifespan="off",
         log_level="warning",
         access_log=False,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import os
 import re
 
 import pytest
@@ -148,3 +149,18 @@ def test_wire_form_of_a_full_task_carries_no_internal_fields() -> None:
 def test_every_status_is_a_valid_wire_task(status: str) -> None:
     record = TaskRecord(task_id=new_task_id(), tool="x", created_at=T0, status=status, status_message="m", ttl_ms=0)
     check("2025-11-25", "Task", record.to_wire())
+
+
+def test_a_forked_child_never_hands_out_the_parents_next_ids() -> None:
+    new_task_id()  # the parent's pool of random bytes is filled now
+    read_end, write_end = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: its first ids, then leave without running the parent's clean-up
+        os.write(write_end, " ".join(new_task_id() for _ in range(3)).encode())
+        os._exit(0)
+    os.close(write_end)
+    with os.fdopen(read_end, "rb") as pipe:
+        child_ids = set(pipe.read().decode().split())
+    os.waitpid(pid, 0)
+    assert len(child_ids) == 3
+    assert child_ids.isdisjoint(new_task_id() for _ in range(3))

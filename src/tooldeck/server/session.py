@@ -302,9 +302,7 @@ class Session:
         ``receive_inline``, work without a Context is left for the transport to await instead."""
         import asyncio  # not at module level: the handshake is answered before the event loop is loaded
 
-        loop = self._loop
-        if loop is None:  # a session lives in one loop; asking for it each time costs a getpid() syscall (3.11)
-            loop = self._loop = asyncio.get_running_loop()
+        loop = self._loop or self.loop()
         entry = InFlight(None, reply, context)  # type: ignore[arg-type]
         run = self._run(request.id, reply, work, entry)
         if self._inlining and context is None:
@@ -314,6 +312,15 @@ class Session:
         else:
             entry.task = loop.create_task(run)
         self.in_flight[request.id] = entry
+
+    def loop(self) -> asyncio.AbstractEventLoop:
+        """The event loop the session's work runs in (a session lives in one). Bound on first use and kept:
+        ``asyncio.get_running_loop()`` costs a getpid() system call on every use in Python 3.11."""
+        if self._loop is None:
+            import asyncio
+
+            self._loop = asyncio.get_running_loop()
+        return self._loop
 
     def run_eagerly(self, request: Request, reply: Reply, work: Any) -> None:
         """Answer with ``work`` (one of tooldeck's own coroutines, never user code) if it finishes without waiting;

@@ -100,9 +100,8 @@ class TaskManager:
     async def create(
         self, session: Session, request: Request, tool: Tool, arguments: dict[str, Any], task: dict[str, Any]
     ) -> dict[str, Any]:
-        import asyncio
-
-        await self.start()
+        if not self._started:
+            await self.start()
         now = self.clock()
         owner = _owner(session)
         if await self.store.count_active(owner, now) >= self.max_active:
@@ -127,7 +126,7 @@ class TaskManager:
             injected = dict.fromkeys(tool.injected, context)
         self._owners[record.task_id] = session
         work = self._run(record.task_id, tool, arguments, injected)
-        self.running[record.task_id] = asyncio.get_running_loop().create_task(work)
+        self.running[record.task_id] = session.loop().create_task(work)
         result: dict[str, Any] = {"task": record.to_wire()}
         if tool.immediate_response is not None:
             result["_meta"] = {IMMEDIATE_RESPONSE: tool.immediate_response}
@@ -181,7 +180,8 @@ class TaskManager:
         task_id = params.get("taskId")
         if type(task_id) is not str:
             raise InvalidParamsError('Invalid params: "taskId" must be a string')
-        await self.start()
+        if not self._started:
+            await self.start()
         record = await self.store.get(task_id, self.clock())
         if record is None or record.owner != _owner(session):
             raise InvalidParamsError(NOT_FOUND)  # another principal's task is indistinguishable from none

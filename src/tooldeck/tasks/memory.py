@@ -57,19 +57,7 @@ class MemoryTaskStore:
             return current
         if status == current.status and (status_message is None or status_message == current.status_message):
             return current
-        moved = TaskRecord(
-            task_id=task_id,
-            owner=current.owner,
-            status=status,
-            status_message=status_message,
-            created_at=current.created_at,
-            updated_at=now,
-            ttl_ms=current.ttl_ms,
-            poll_interval_ms=current.poll_interval_ms,
-            tool=current.tool,
-            result=result,
-            error=error,
-        )
+        moved = current.moved(status, now, status_message, result, error)
         self._tasks[task_id] = moved
         if moved.is_terminal:
             self._deactivate(moved)
@@ -114,19 +102,8 @@ class MemoryTaskStore:
         count = 0
         for ids in self._active.values():
             for task_id in ids:
-                current = self._tasks[task_id]
-                self._tasks[task_id] = TaskRecord(
-                    task_id=task_id,
-                    owner=current.owner,
-                    status="failed",
-                    status_message=message,
-                    created_at=current.created_at,
-                    updated_at=now,
-                    ttl_ms=current.ttl_ms,
-                    poll_interval_ms=current.poll_interval_ms,
-                    tool=current.tool,
-                    result=interrupted_result(message),
-                )
+                moved = self._tasks[task_id].moved("failed", now, message, interrupted_result(message))
+                self._tasks[task_id] = moved
             count += len(ids)
         self._active.clear()
         return count

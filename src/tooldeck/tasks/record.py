@@ -6,6 +6,7 @@ a terminal status; ``completed``, ``failed`` and ``cancelled`` never change agai
 
 from __future__ import annotations
 
+import os
 import time
 from typing import Any
 
@@ -33,13 +34,23 @@ def can_move(old: str, new: str) -> bool:
 
 
 def new_task_id() -> str:
-    """A fresh task id: 128 random bits from ``secrets``, URL-safe (22 characters).
+    """A fresh task id: 128 bits from the operating system's CSPRNG, URL-safe (22 characters).
 
     Without an auth context the id is the only thing that guards a task, so it must be unguessable (spec §7.9).
+    The random bytes are fetched 4 KiB at a time (one system call per 256 ids), each byte used once; a forked child
+    starts with an empty pool, so parent and child never hand out the same id.
     """
-    import secrets  # deferred: it pulls in ``random`` and ``hmac``, which start-up does not need
+    import base64
 
-    return secrets.token_urlsafe(16)
+    if len(_pool) < 16:
+        _pool[:] = os.urandom(4096)
+    chunk = bytes(_pool[-16:])
+    del _pool[-16:]
+    return base64.urlsafe_b64encode(chunk).rstrip(b"=").decode()
+
+
+_pool = bytearray()
+os.register_at_fork(after_in_child=_pool.clear)
 
 
 _last_second: list[Any] = [None, ""]  # the formatted date-time of the last second asked for
@@ -104,6 +115,29 @@ class TaskRecord(Record):
         self.tool = tool
         self.result = result
         self.error = error
+
+    def moved(
+        self,
+        status: str,
+        now: float,
+        status_message: str | None = None,
+        result: dict[str, Any] | None = None,
+        error: dict[str, Any] | None = None,
+    ) -> TaskRecord:
+        """This task in ``status`` as of ``now``: a new record (whether the move is allowed is the store's check)."""
+        moved = TaskRecord.__new__(TaskRecord)
+        moved.task_id = self.task_id
+        moved.owner = self.owner
+        moved.status = status
+        moved.status_message = status_message
+        moved.created_at = self.created_at
+        moved.updated_at = now
+        moved.ttl_ms = self.ttl_ms
+        moved.poll_interval_ms = self.poll_interval_ms
+        moved.tool = self.tool
+        moved.result = result
+        moved.error = error
+        return moved
 
     @property
     def is_terminal(self) -> bool:

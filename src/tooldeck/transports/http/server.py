@@ -7,6 +7,7 @@ import signal
 from typing import TYPE_CHECKING, Any
 
 from .app import LOOPBACK, HttpApp
+from .cork import corked_protocol
 
 if TYPE_CHECKING:
     from ...server.deck import Deck
@@ -45,6 +46,7 @@ def run_http(
         app,
         host=host,
         port=port,
+        http=corked_protocol() or "auto",  # one write per response (see cork.py)
         lifespan="on",
         log_level=log_level,
         timeout_graceful_shutdown=graceful_timeout,
