@@ -30,7 +30,12 @@ class MemoryTaskStore:
         if record.task_id in self._tasks:
             raise ValueError(f"task {record.task_id} already exists")
         self._tasks[record.task_id] = record
-        insort(self._order.setdefault(record.owner, []), (record.created_at, record.task_id))
+        keys = self._order.setdefault(record.owner, [])
+        key = (record.created_at, record.task_id)
+        if not keys or keys[-1] < key:
+            keys.append(key)  # the usual case: tasks are created in time order
+        else:
+            insort(keys, key)
         if not record.is_terminal:
             self._active.setdefault(record.owner, set()).add(record.task_id)
 
@@ -88,7 +93,11 @@ class MemoryTaskStore:
     async def count_active(self, owner: str | None, now: float) -> int:
         self._check_open()
         tasks = self._tasks
-        return sum(1 for task_id in self._active.get(owner, ()) if not tasks[task_id].is_expired(now))
+        count = 0
+        for task_id in self._active.get(owner, ()):
+            if not tasks[task_id].is_expired(now):
+                count += 1
+        return count
 
     async def purge_expired(self, now: float) -> int:
         self._check_open()

@@ -34,34 +34,45 @@ def can_move(old: str, new: str) -> bool:
 
 
 def new_task_id() -> str:
-    """A fresh task id: 128 bits from the operating system's CSPRNG, URL-safe (22 characters).
+    """A fresh task id: 128 bits from the operating system's CSPRNG, as 32 hex digits.
 
     Without an auth context the id is the only thing that guards a task, so it must be unguessable (spec §7.9).
-    The random bytes are fetched 4 KiB at a time (one system call per 256 ids), each byte used once; a forked child
-    starts with an empty pool, so parent and child never hand out the same id.
+    The random bytes are fetched 4 KiB at a time (one system call per 256 ids), each used once; a forked child
+    starts afresh, so parent and child never hand out the same id.
     """
-    import base64
-
-    if len(_pool) < 16:
-        _pool[:] = os.urandom(4096)
-    chunk = bytes(_pool[-16:])
-    del _pool[-16:]
-    return base64.urlsafe_b64encode(chunk).rstrip(b"=").decode()
-
-
-_pool = bytearray()
-os.register_at_fork(after_in_child=_pool.clear)
+    global _random_hex, _unused
+    if _unused == 0:
+        _random_hex = os.urandom(4096).hex()
+        _unused = len(_random_hex)
+    _unused -= 32
+    return _random_hex[_unused : _unused + 32]
 
 
-_last_second: list[Any] = [None, ""]  # the formatted date-time of the last second asked for
+_random_hex = ""
+_unused = 0  # hex digits of _random_hex not handed out yet (they are taken from the end)
+
+
+def _forget_random() -> None:
+    global _unused
+    _unused = 0
+
+
+os.register_at_fork(after_in_child=_forget_random)
+
+
+_formatted: dict[float, str] = {}  # the last few timestamps formatted: a task's are formatted again and again
 
 
 def iso_utc(epoch: float) -> str:
     """``epoch`` seconds as ISO 8601 UTC with milliseconds: ``2025-11-25T10:30:00.123Z``."""
-    seconds, millis = divmod(round(epoch * 1000), 1000)
-    if _last_second[0] != seconds:  # task timestamps cluster within a second: format each second once
-        _last_second[:] = [seconds, time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(seconds))]
-    return f"{_last_second[1]}.{millis:03d}Z"
+    text = _formatted.get(epoch)
+    if text is None:
+        seconds, millis = divmod(round(epoch * 1000), 1000)
+        text = f"{time.strftime('%Y-%m-%dT%H:%M:%S', time.gmtime(seconds))}.{millis:03d}Z"
+        if len(_formatted) >= 256:
+            _formatted.clear()
+        _formatted[epoch] = text
+    return text
 
 
 class TaskRecord(Record):
