@@ -59,26 +59,28 @@ def start_time(spawn: Callable[[], HttpServer], count: int) -> dict[str, Any]:
     return {"median_ms": statistics.median(ms), "min_ms": min(ms), "samples_ms": ms, "errors": errors}
 
 
-def sequential(server: HttpServer, connection: Connection, calls: int, checker: Checker) -> dict[str, Any]:
-    """`calls` echo calls one at a time on one session and connection: latency samples, calls/s, CPU per call."""
-    requests = []
-    for i in range(calls):
-        connection.next_id += 1
-        text = f"hello {i}"
-        data = post_bytes(connection.port, call_body(connection.next_id, text), connection.session_id)
-        requests.append((connection.next_id, text, data))
+def sequential(server: HttpServer, connection: Connection, seconds: float, checker: Checker) -> dict[str, Any]:
+    """Echo calls one at a time on one session and connection for `seconds`: latency samples, calls/s, CPU per
+    call. Blocks are as long for every server, so each averages the machine's noise over the same span."""
     sock = connection.sock
     samples = []
+    deadline = now() + int(seconds * 1e9)
     cpu_before = server.cpu_ns()
     started = now()
-    for request_id, text, data in requests:
+    while True:
+        connection.next_id += 1
+        request_id, text = connection.next_id, f"hello {len(samples)}"
+        data = post_bytes(connection.port, call_body(request_id, text), connection.session_id)
         t0 = now()
         sock.sendall(data)
         response = connection.read_response()
-        samples.append(now() - t0)
+        t1 = now()
+        samples.append(t1 - t0)
         checker.check(response, request_id, text)
+        if t1 >= deadline:
+            break
     wall = now() - started
-    return {**summarize(samples, wall, calls, cpu_before, server.cpu_ns()), "samples": samples}
+    return {**summarize(samples, wall, len(samples), cpu_before, server.cpu_ns()), "samples": samples}
 
 
 def warm_up(connection: Connection, calls: int, checker: Checker) -> None:
@@ -97,10 +99,10 @@ def open_clients(server: HttpServer, count: int) -> list[Connection]:
 
 
 def clients(
-    server: HttpServer, connections: list[Connection], calls: int, checker: Checker, timeout: float = 60.0
+    server: HttpServer, connections: list[Connection], seconds: float, checker: Checker, timeout: float = 60.0
 ) -> dict[str, Any]:
-    """Every connection does echo calls one at a time until `calls` were answered in all; one selector over all
-    sockets."""
+    """Every connection does echo calls one at a time, new calls going out for `seconds`, then the last ones are
+    awaited; one selector over all sockets."""
     pending: dict[Connection, tuple[int, str]] = {}
     sent = received = 0
 
@@ -117,13 +119,15 @@ def clients(
         selector.register(connection.sock, selectors.EVENT_READ, connection)
     cpu_before = server.cpu_ns()
     started = now()
+    deadline = started + int(seconds * 1e9)
     try:
-        for connection in connections[:calls]:
+        for connection in connections:
             send(connection)
-        while received < calls:
+        while pending:
             events = selector.select(timeout)
             if not events:
                 raise ServerFailed(f"{len(pending)} calls unanswered after {timeout:g} s")
+            sending = now() < deadline
             for key, _ in events:
                 connection = key.data
                 for response in connection.receive(connection.sock.recv(1 << 16)):
@@ -132,7 +136,7 @@ def clients(
                         raise ServerFailed(f"a response nobody asked for: {response.body[:200]!r}")
                     received += 1
                     checker.check(response, *expected)
-                    if sent < calls:
+                    if sending:
                         send(connection)
     finally:
         selector.close()
@@ -140,10 +144,10 @@ def clients(
     cpu_ns, cpu_source = cpu_delta(cpu_before, server.cpu_ns())
     return {
         "clients": len(connections),
-        "calls": calls,
-        "calls_per_s": calls / (wall / 1e9),
+        "calls": received,
+        "calls_per_s": received / (wall / 1e9),
         "wall_s": wall / 1e9,
-        "cpu_us_per_call": cpu_ns / calls / 1e3,
+        "cpu_us_per_call": cpu_ns / received / 1e3,
         "cpu_source": cpu_source,
     }
 
@@ -167,11 +171,8 @@ class Subject:
         for connection in (self.connection, *self.clients):
             connection.reconnect()
             warm_up(connection, 1, self.echo_checker)  # the server accepts it before the timing starts
-        self.echo_rounds.append(
-            sequential(self.server, self.connection, plan.http_calls // plan.rounds, self.echo_checker)
-        )
-        calls = plan.client_calls // plan.rounds
-        self.clients_rounds.append(clients(self.server, self.clients, calls, self.clients_checker))
+        self.echo_rounds.append(sequential(self.server, self.connection, plan.block_s, self.echo_checker))
+        self.clients_rounds.append(clients(self.server, self.clients, plan.block_s, self.clients_checker))
 
     def results(self) -> dict[str, Any]:
         """The rows: latency percentiles of every sequential call pooled, rates and CPU as medians of the rounds
