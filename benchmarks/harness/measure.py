@@ -247,15 +247,12 @@ class TaskRoundTrips:
         if not ok:
             self.fail("result", reply)
 
-    def block(self, count: int) -> list[int]:
-        samples = []
-        for i in range(count):
-            text = f"hello {i}"
-            data, create_id = self.create_bytes(text)
-            t0 = now()
-            self.one(text, data, create_id)
-            samples.append(now() - t0)
-        return samples
+    def timed(self, text: str) -> int:
+        """One round trip (request bytes built beforehand); its duration in ns."""
+        data, create_id = self.create_bytes(text)
+        t0 = now()
+        self.one(text, data, create_id)
+        return now() - t0
 
 
 def task_round_trips(server: StdioServer, plan: Plan) -> dict[str, Any]:
@@ -271,10 +268,7 @@ def task_round_trips(server: StdioServer, plan: Plan) -> dict[str, Any]:
         cpu_before = server.cpu_ns()
         for i in range(per_round):
             text = f"hello {i}"
-            data, create_id = trips.create_bytes(text)
-            t0 = now()
-            trips.one(text, data, create_id)
-            tasks.append(now() - t0)
+            tasks.append(trips.timed(text))
             server.next_id += 1
             data = call_bytes(server.next_id, "echo", {"text": text})
             t0 = now()
