@@ -20,8 +20,6 @@ ELICIT_TIMEOUT = 600.0  # a person is answering
 SAMPLE_TIMEOUT = 300.0  # a model is answering (and maybe a person approving)
 
 if TYPE_CHECKING:
-    from asyncio import AbstractEventLoop
-
     from .requests import ElicitResult
     from .session import Session
 
@@ -65,13 +63,12 @@ class Context:
         request_id: jsonrpc.RequestId,
         tool_name: str,
         progress_token: str | int | None,
-        loop: AbstractEventLoop,
     ) -> None:
         self._session = session
         self.request_id = request_id
         self.tool_name = tool_name
         self.progress_token = progress_token
-        self._loop = loop
+        self._loop = session.loop()  # where messages go from a sync tool's worker thread
         self._loop_thread = threading.get_ident()
         self._last_progress: float | None = None
         self.cancelled = False

@@ -51,7 +51,7 @@ async def _invoke(session: Session, request: Request, fn: Any, is_async: bool, i
     deck = session.deck
     context = None
     if injected:
-        context = Context(session, request.id, what, progress_token(request.params), deck.loop())
+        context = Context(session, request.id, what, progress_token(request.params))
         kwargs = {**kwargs, **dict.fromkeys(injected, context)}
     try:
         if is_async:

@@ -74,7 +74,7 @@ def call(session: Session, request: Request, reply: Reply) -> None:
     context = None
     injected = None
     if tool.injected:
-        context = Context(session, request.id, name, token, deck.loop())
+        context = Context(session, request.id, name, token)
         injected = dict.fromkeys(tool.injected, context)
     work = call_tool(tool, arguments, injected, deck.run_sync, mask_errors=deck.mask_errors)
     session.spawn(request, reply, work, context)

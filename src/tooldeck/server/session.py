@@ -135,7 +135,7 @@ class Session:
         if self.closed:
             return
         if type(obj) is list:
-            self._receive_batch(obj)
+            self.receive_batch([jsonrpc.parse(item) for item in obj])
             return
         self._receive(jsonrpc.parse(obj), self._direct)
 
@@ -269,16 +269,18 @@ class Session:
         if self.request_dropped is not None:
             self.request_dropped(entry_id)
 
-    def _receive_batch(self, items: list[Any]) -> None:
+    def receive_batch(self, messages: list[jsonrpc.Message]) -> None:
+        """A 2025-03-26 JSON-RPC batch whose items the transport classified with ``jsonrpc.parse``."""
+        if self.closed:
+            return
         if not versions.accepts_batches(self.protocol_version):
             revision = self.protocol_version or "this session (not initialized)"
             error = InvalidRequestError(f"Invalid request: JSON-RPC batches are not supported in {revision}")
             self.send(jsonrpc.error(None, error), None)
             return
-        if not items:
+        if not messages:
             self.send(jsonrpc.error(None, InvalidRequestError("Invalid request: empty batch")), None)
             return
-        messages = [jsonrpc.parse(item) for item in items]
         expected = sum(1 for m in messages if type(m) is Request or (type(m) is Invalid and m.answer))
         key = next((m.id for m in messages if type(m) is Request), None)
         reply = Reply(self.send, _Batch(self.send, expected, key))
@@ -302,7 +304,7 @@ class Session:
         ``receive_inline``, work without a Context is left for the transport to await instead."""
         import asyncio  # not at module level: the handshake is answered before the event loop is loaded
 
-        loop = self._loop or self.loop()
+        loop = self.loop()
         entry = InFlight(None, reply, context)  # type: ignore[arg-type]
         run = self._run(request.id, reply, work, entry)
         if self._inlining and context is None:

@@ -121,7 +121,7 @@ class TaskManager:
         await self.store.create(record)
         injected = None
         if tool.injected:
-            context = Context(session, request.id, tool.name, progress_token(request.params), self.deck.loop())
+            context = Context(session, request.id, tool.name, progress_token(request.params))
             context.task = (self, record.task_id)
             injected = dict.fromkeys(tool.injected, context)
         self._owners[record.task_id] = session

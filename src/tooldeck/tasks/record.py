@@ -136,19 +136,19 @@ class TaskRecord(Record):
         error: dict[str, Any] | None = None,
     ) -> TaskRecord:
         """This task in ``status`` as of ``now``: a new record (whether the move is allowed is the store's check)."""
-        moved = TaskRecord.__new__(TaskRecord)
-        moved.task_id = self.task_id
-        moved.owner = self.owner
-        moved.status = status
-        moved.status_message = status_message
-        moved.created_at = self.created_at
-        moved.updated_at = now
-        moved.ttl_ms = self.ttl_ms
-        moved.poll_interval_ms = self.poll_interval_ms
-        moved.tool = self.tool
-        moved.result = result
-        moved.error = error
-        return moved
+        return TaskRecord(
+            task_id=self.task_id,
+            owner=self.owner,
+            status=status,
+            status_message=status_message,
+            created_at=self.created_at,
+            updated_at=now,
+            ttl_ms=self.ttl_ms,
+            poll_interval_ms=self.poll_interval_ms,
+            tool=self.tool,
+            result=result,
+            error=error,
+        )
 
     @property
     def is_terminal(self) -> bool:

@@ -36,8 +36,7 @@ Send = Callable[[MutableMapping[str, Any]], Awaitable[None]]
 SESSION_NOT_FOUND = -32001  # no code is specified; the TypeScript SDK's, so clients that look at it understand
 SERVER_BUSY = -32000
 LOOPBACK = ("localhost", "127.0.0.1", "[::1]")
-_JSON_TYPE = (b"content-type", b"application/json")
-_JSON = [_JSON_TYPE]
+_JSON = [(b"content-type", b"application/json")]
 _NO_HEADERS: list[Any] = []
 _VERSIONS = {version.encode(): version for version in versions.SUPPORTED}
 _SSE = [(b"content-type", b"text/event-stream"), (b"cache-control", b"no-cache"), (b"x-accel-buffering", b"no")]
@@ -186,17 +185,18 @@ class HttpApp:
         """A 2025-03-26 JSON-RPC batch: one POST, its responses as one array (or one SSE stream)."""
         if not batch:
             raise Refusal(400, INVALID_REQUEST, "Invalid request: empty batch")
-        request_ids = tuple(m.id for m in map(jsonrpc.parse, batch) if type(m) is Request)
+        messages = [jsonrpc.parse(item) for item in batch]
+        request_ids = tuple(m.id for m in messages if type(m) is Request)
         http_session = self._session_of(headers)
         version = http_session.session.protocol_version
         if not versions.accepts_batches(version):
             raise Refusal(400, INVALID_REQUEST, f"Invalid request: JSON-RPC batches are not supported in {version}")
         if not request_ids:
-            http_session.session.receive(batch)
+            http_session.session.receive_batch(messages)
             http_session.touch()
             await _respond(send, 202, b"", [])
             return
-        await self._exchange(http_session, batch, request_ids, json_ok, sse_ok, False, receive, send)
+        await self._exchange(http_session, messages, request_ids, json_ok, sse_ok, False, receive, send)
 
     def _new_session(self) -> HttpSession:
         if self.shutting_down:
@@ -219,7 +219,7 @@ class HttpApp:
     async def _exchange(
         self,
         http_session: HttpSession,
-        message: Request | list[Any],
+        message: Request | list[jsonrpc.Message],
         request_ids: tuple[Any, ...],
         json_ok: bool,
         sse_ok: bool,
@@ -231,13 +231,12 @@ class HttpApp:
         http_session.connections += 1
         session = http_session.session
         try:
-            if type(message) is Request:
-                # Work that can only end in its response runs here, in this request's own task.
+            if isinstance(message, list):
+                session.receive_batch(message)
+            else:  # work that can only end in its response runs here, in this request's own task
                 work = session.receive_inline(message)
                 if work is not None:
                     await work
-            else:
-                session.receive(message)
             json_only = not sse_ok or (self.json_response and json_ok)
             while not channel.finished and not http_session.closed:
                 if channel.queue and not json_only:
@@ -278,10 +277,7 @@ class HttpApp:
         if response is None:  # cancelled by the client, or the session ended: there is no response to give
             await _respond(send, 202, b"", extra)
             return
-        body = orjson.dumps(response)
-        await send({"type": "http.response.start", "status": 200,
-                    "headers": [_JSON_TYPE, (b"content-length", b"%d" % len(body)), *extra]})  # fmt: skip
-        await send({"type": "http.response.body", "body": body})
+        await _respond(send, 200, orjson.dumps(response), _JSON + extra)
 
     # --- SSE ----------------------------------------------------------------------------------------------------
 
