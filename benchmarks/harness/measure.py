@@ -113,7 +113,7 @@ def sequential(server: StdioServer, tool: str, plan: Plan) -> dict[str, Any]:
         samples.append(now() - t0)
         errors += not text_ok(reply, request_id, text)
     wall = now() - started
-    return {**summarize(samples, wall, plan.calls, cpu_before, server.cpu_ns()), "errors": errors, "samples": samples}
+    return {**summarize(samples, wall, plan.calls, cpu_before, server.cpu_ns()), "errors": errors}
 
 
 def summarize(

@@ -61,7 +61,7 @@ def run_server(
             failures.append(failure)
             log(f"[{spec.name}] FAILED at {failure[:2000]}")
     result["error"] = "; ".join(failures) or None
-    result["errors"] = sum(part.get("errors", 0) for part in result.values() if isinstance(part, dict))
+    result["errors"] = count_errors(result)
     return result
 
 
@@ -75,7 +75,6 @@ def run_stdio(spec: ServerSpec, plan: measure.Plan, cpus: set[int] | None, resul
         for tool in ("echo", "echo_sync"):
             mark(f"sequential {tool}")
             result[tool] = measure.sequential(server, tool, plan)
-            del result[tool]["samples"]
         mark(f"{plan.inflight} in flight")
         result["inflight"] = measure.pipelined(server, plan)
         result["memory"] = server.memory_kb()
@@ -112,9 +111,8 @@ def run_http_rounds(
     subjects: list[measure_http.Subject] = []
     servers: list[HttpServer] = []
 
-    def failed(name: str, exc: Exception, server: HttpServer | None = None) -> None:
-        tail = server.stderr_tail() if server is not None else ""
-        failure = f"http rounds: {exc}{tail}"
+    def failed(name: str, exc: Exception, server: HttpServer) -> None:
+        failure = f"http rounds: {exc}{server.stderr_tail()}"
         log(f"[{name}] FAILED at {failure[:2000]}")
         result = results[name]
         result["error"] = "; ".join(filter(None, (result["error"], failure)))
@@ -130,14 +128,19 @@ def run_http_rounds(
                 failed(spec.name, exc, server)
         measure_http.interleaved(subjects, plan, log, lambda s, exc: failed(s.name, exc, s.server))
         for subject in subjects:
-            if subject.clients_rounds and len(subject.clients_rounds) == plan.rounds:
+            if len(subject.clients_rounds) == plan.rounds:  # it did not fail on the way
                 results[subject.name].update(subject.results())
                 results[subject.name]["http_server_info"] = subject.server_info
     finally:
         for server in servers:
             server.close()
     for result in results.values():
-        result["errors"] = sum(part.get("errors", 0) for part in result.values() if isinstance(part, dict))
+        result["errors"] = count_errors(result)
+
+
+def count_errors(result: dict[str, Any]) -> int:
+    """Wrong replies over every measurement of one server."""
+    return sum(part.get("errors", 0) for part in result.values() if isinstance(part, dict))
 
 
 PARTS = {"stdio": run_stdio, "http": run_http}
