@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import enum
 from dataclasses import dataclass
 from datetime import date
 from typing import Annotated, Any, Literal, Optional
@@ -10,18 +9,9 @@ from typing import Annotated, Any, Literal, Optional
 import pytest
 from annotated_types import Ge, MaxLen
 
+from samples import Color, Level
 from tooldeck.resources.arguments import ArgumentError, choices, is_async, string_converters
 from tooldeck.schema.generate import inspect_function
-
-
-class Color(enum.Enum):
-    RED = "red"
-    GREEN = "green"
-
-
-class Level(enum.IntEnum):
-    LOW = 1
-    HIGH = 2
 
 
 @dataclass

@@ -4,7 +4,6 @@ import collections.abc as cabc
 import dataclasses
 import datetime as dt
 import decimal
-import enum
 import pathlib
 import typing
 import uuid
@@ -16,18 +15,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from samples import Color, Level
 from tooldeck.protocol.errors import SchemaError, TooldeckError
 from tooldeck.schema.convert import ConversionError, converter_for, json_default, json_value
-
-
-class Color(enum.Enum):
-    RED = "red"
-    GREEN = "green"
-
-
-class Level(enum.IntEnum):
-    LOW = 1
-    HIGH = 2
 
 
 @dataclasses.dataclass

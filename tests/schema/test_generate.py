@@ -20,6 +20,7 @@ import orjson
 import pydantic
 import pytest
 
+from samples import Color, Level
 from tooldeck.protocol.errors import SchemaError
 from tooldeck.schema.convert import ConversionError
 from tooldeck.schema.generate import FunctionShape, inspect_function, type_schema
@@ -40,16 +41,6 @@ def schema_of(tp: Any) -> tuple[dict[str, Any], dict[str, Any]]:
 
 
 # -- types used below --------------------------------------------------------------------------------------------
-
-
-class Color(enum.Enum):
-    RED = "red"
-    GREEN = "green"
-
-
-class Level(enum.IntEnum):
-    LOW = 1
-    HIGH = 2
 
 
 class Mixed(enum.Enum):

@@ -9,24 +9,9 @@ import re
 import pytest
 
 from mcp_schema import check
+from samples import ALLOWED_MOVES, T0
 from tooldeck.tasks import STATUSES, TERMINAL, TaskRecord, can_move, new_task_id
 from tooldeck.tasks.record import iso_utc
-
-T0 = 1764066600.0  # 2025-11-25T10:30:00Z
-
-# Spec §7.4, written out rather than derived, plus the same-status moves that carry a new statusMessage.
-ALLOWED = {
-    ("working", "input_required"),
-    ("working", "completed"),
-    ("working", "failed"),
-    ("working", "cancelled"),
-    ("input_required", "working"),
-    ("input_required", "completed"),
-    ("input_required", "failed"),
-    ("input_required", "cancelled"),
-    ("working", "working"),
-    ("input_required", "input_required"),
-}
 
 
 def test_statuses_are_the_spec_enum() -> None:
@@ -36,7 +21,7 @@ def test_statuses_are_the_spec_enum() -> None:
 
 @pytest.mark.parametrize(("old", "new"), list(itertools.product(STATUSES, STATUSES)))
 def test_can_move(old: str, new: str) -> None:
-    assert can_move(old, new) is ((old, new) in ALLOWED)
+    assert can_move(old, new) is ((old, new) in ALLOWED_MOVES)
 
 
 @pytest.mark.parametrize(("old", "new"), [("unknown", "working"), ("working", "unknown"), ("", "")])

@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from samples import ALLOWED_MOVES, T0
 from tooldeck.protocol.errors import INVALID_PARAMS, InvalidParamsError
 from tooldeck.tasks import (
     STATUSES,
@@ -23,21 +24,8 @@ from tooldeck.tasks import (
     new_task_id,
 )
 
-T0 = 1764066600.0
 RESULT = {"content": [{"type": "text", "text": "42"}], "structuredContent": {"result": 42}, "isError": False}
 ERROR = {"code": -32603, "message": "Internal error", "data": {"why": ["a", 1, None]}}
-ALLOWED = {  # spec §7.4, plus same-status moves that bring a new statusMessage
-    ("working", "input_required"),
-    ("working", "completed"),
-    ("working", "failed"),
-    ("working", "cancelled"),
-    ("input_required", "working"),
-    ("input_required", "completed"),
-    ("input_required", "failed"),
-    ("input_required", "cancelled"),
-    ("working", "working"),
-    ("input_required", "input_required"),
-}
 
 
 @pytest.fixture(params=["memory", "sqlite"])
@@ -124,7 +112,7 @@ async def test_transition(store: TaskStore, old: str, new: str) -> None:
     before = task("t1", owner="alice", status=old, status_message="before", poll_interval_ms=100, ttl_ms=10_000)
     await store.create(before)
     got = await store.update("t1", status=new, now=T0 + 1, status_message="after")
-    if (old, new) in ALLOWED:
+    if (old, new) in ALLOWED_MOVES:
         assert got == task(
             "t1",
             owner="alice",
