@@ -11,6 +11,8 @@ from typing import Any
 
 import orjson
 
+from . import process
+from .placement import yielding
 from .stdio import INITIALIZE_PARAMS, StdioServer
 
 now = time.perf_counter_ns
@@ -144,8 +146,22 @@ def cpu_delta(before: CpuSample, after: CpuSample) -> tuple[int, str]:
     return after[0] - before[0], "stat-ticks"
 
 
+def switch_rates(before: tuple[int, int], after: tuple[int, int], calls: int) -> dict[str, float]:
+    """The server's context switches per call: how often it waited for work, how often it was preempted."""
+    return {
+        "server_waits_per_call": (after[0] - before[0]) / calls,
+        "server_preempted_per_call": (after[1] - before[1]) / calls,
+    }
+
+
 def pipelined(server: StdioServer, plan: Plan) -> dict[str, Any]:
-    """Keep `plan.inflight` echo calls outstanding: write ahead, read a reply, write the next."""
+    """Keep `plan.inflight` echo calls outstanding: write ahead, read a reply, write the next. A throughput row:
+    the client yields the CPU to the server (`placement.yielding`)."""
+    with yielding():
+        return _pipelined(server, plan)
+
+
+def _pipelined(server: StdioServer, plan: Plan) -> dict[str, Any]:
     pending: dict[int, str] = {}
     errors = sent = received = 0
 
@@ -157,6 +173,7 @@ def pipelined(server: StdioServer, plan: Plan) -> dict[str, Any]:
         server.write(call_bytes(server.next_id, "echo", {"text": text}))
         sent += 1
 
+    switches_before = process.switches(server.pid)
     started = now()
     for _ in range(min(plan.inflight, plan.inflight_calls)):
         send_one()
@@ -173,6 +190,7 @@ def pipelined(server: StdioServer, plan: Plan) -> dict[str, Any]:
         "inflight": plan.inflight,
         "calls_per_s": plan.inflight_calls / (wall / 1e9),
         "wall_s": wall / 1e9,
+        **switch_rates(switches_before, process.switches(server.pid), plan.inflight_calls),
         "errors": errors + len(pending),
     }
 

@@ -10,7 +10,9 @@ from typing import Any
 import orjson
 
 from .http import INITIALIZE, Connection, HttpServer, Response, post_bytes
-from .measure import Plan, cpu_delta, now, percentile, summarize, text_ok
+from . import process
+from .measure import Plan, cpu_delta, now, percentile, summarize, switch_rates, text_ok
+from .placement import yielding
 from .process import ServerFailed
 
 
@@ -102,7 +104,15 @@ def clients(
     server: HttpServer, connections: list[Connection], seconds: float, checker: Checker, timeout: float = 60.0
 ) -> dict[str, Any]:
     """Every connection does echo calls one at a time, new calls going out for `seconds`, then the last ones are
-    awaited; one selector over all sockets."""
+    awaited; one selector over all sockets. A throughput row: the client yields the CPU to the server
+    (`placement.yielding`)."""
+    with yielding():
+        return _clients(server, connections, seconds, checker, timeout)
+
+
+def _clients(
+    server: HttpServer, connections: list[Connection], seconds: float, checker: Checker, timeout: float
+) -> dict[str, Any]:
     pending: dict[Connection, tuple[int, str]] = {}
     sent = received = 0
 
@@ -117,6 +127,7 @@ def clients(
     selector = selectors.DefaultSelector()
     for connection in connections:
         selector.register(connection.sock, selectors.EVENT_READ, connection)
+    switches_before = process.switches(server.pid)
     cpu_before = server.cpu_ns()
     started = now()
     deadline = started + int(seconds * 1e9)
@@ -142,6 +153,7 @@ def clients(
         selector.close()
     wall = now() - started
     cpu_ns, cpu_source = cpu_delta(cpu_before, server.cpu_ns())
+    switches = switch_rates(switches_before, process.switches(server.pid), received)
     return {
         "clients": len(connections),
         "calls": received,
@@ -149,6 +161,7 @@ def clients(
         "wall_s": wall / 1e9,
         "cpu_us_per_call": cpu_ns / received / 1e3,
         "cpu_source": cpu_source,
+        **switches,
     }
 
 
@@ -190,7 +203,7 @@ class Subject:
         clients_row = {
             "clients": len(self.clients),
             "calls": sum(r["calls"] for r in self.clients_rounds),
-            **medians(self.clients_rounds, ("calls_per_s", "cpu_us_per_call")),
+            **medians(self.clients_rounds, ("calls_per_s", "cpu_us_per_call", "server_preempted_per_call")),
             "rounds": self.clients_rounds,
             **self.clients_checker.summary(),
         }

@@ -4,6 +4,8 @@ on a VM, a cross-CPU wake-up costs tens of µs per message, so an unpinned ping-
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 LAYOUTS = {
     "same": "client and server (all its threads) on one CPU",
@@ -23,3 +25,25 @@ def pin(layout: str) -> tuple[set[int] | None, str]:
     server = {cpus[1]} if layout == "split" else client
     os.sched_setaffinity(0, client)
     return server, f"{layout}: {LAYOUTS[layout]} (client CPU {cpus[0]}, server CPU {min(server)})"
+
+
+@contextmanager
+def yielding() -> Iterator[None]:
+    """Run the block with this process (the client) as a batch process (SCHED_BATCH), then restore its policy.
+
+    For the throughput rows, where the client shares the server's CPU. A normal process woken by a reply may
+    preempt the server in the middle of its burst of work (Linux favours the task that just woke); a batch process
+    never preempts on wake-up, and runs when the server has nothing left to do, so the server's bursts run to
+    their end as they would with its clients on other machines. It still takes its share of the CPU, which is
+    the same for every server. Where the policy cannot be changed the block runs as it is.
+    """
+    try:
+        policy = os.sched_getscheduler(0)
+        os.sched_setscheduler(0, os.SCHED_BATCH, os.sched_param(0))
+    except (AttributeError, OSError):
+        yield
+        return
+    try:
+        yield
+    finally:
+        os.sched_setscheduler(0, policy, os.sched_param(0))

@@ -80,3 +80,19 @@ def stop(process: subprocess.Popen[bytes], terminate_first: bool = False, grace:
         except subprocess.TimeoutExpired:
             process.kill()
             process.wait()
+
+
+def switches(pid: int) -> tuple[int, int]:
+    """Context switches so far over the process's live threads: (voluntary: it waited; involuntary: preempted)."""
+    voluntary = involuntary = 0
+    for tid in os.listdir(f"/proc/{pid}/task"):
+        try:
+            with open(f"/proc/{pid}/task/{tid}/status", "rb") as f:
+                for line in f:
+                    if line.startswith(b"voluntary_ctxt_switches:"):
+                        voluntary += int(line.split()[1])
+                    elif line.startswith(b"nonvoluntary_ctxt_switches:"):
+                        involuntary += int(line.split()[1])
+        except (FileNotFoundError, ProcessLookupError):
+            continue  # a thread that ended meanwhile
+    return voluntary, involuntary

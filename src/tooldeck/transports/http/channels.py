@@ -32,7 +32,8 @@ class Channel:
         self.stream_id = stream_id
         self.request_ids = request_ids
         self.pending = set(request_ids)
-        self.queue: deque[Any] = deque(maxlen=_STANDALONE_BACKLOG if stream_id == STANDALONE else None)
+        # Bounded only for the standalone stream (deque's maxlen keyword alone costs more than the rest of this).
+        self.queue: deque[Any] = deque() if stream_id != STANDALONE else deque(maxlen=_STANDALONE_BACKLOG)
         self._wakeup: asyncio.Event | None = None  # made when someone first waits: most answers never do
         self.attached = False  # an HTTP response is writing this channel's events
         self.sse = False  # the POST answer became (or must become) an SSE stream
