@@ -68,7 +68,7 @@ def main() -> int:
         "machine": host,
         "client_python": platform.python_version(),
         "cpus": layout,
-        "throughput_client": "SCHED_BATCH during the 32-in-flight and 32-client blocks (placement.yielding)",
+        "throughput_client": "SCHED_BATCH during the HTTP 32-client blocks (placement.yielding)",
         "transports": list(args.transports),
         "tooldeck_git": tooldeck_git(),
     }

@@ -31,7 +31,7 @@ def pin(layout: str) -> tuple[set[int] | None, str]:
 def yielding() -> Iterator[None]:
     """Run the block with this process (the client) as a batch process (SCHED_BATCH), then restore its policy.
 
-    For the throughput rows, where the client shares the server's CPU. A normal process woken by a reply may
+    For the HTTP 32-client blocks, where the client shares the server's CPU. A normal process woken by a reply may
     preempt the server in the middle of its burst of work (Linux favours the task that just woke); a batch process
     never preempts on wake-up, and runs when the server has nothing left to do, so the server's bursts run to
     their end as they would with its clients on other machines. It still takes its share of the CPU, which is
