@@ -9,8 +9,8 @@ from typing import Any
 
 import orjson
 
-from .http import INITIALIZE, Connection, HttpServer, Response, post_bytes
 from . import process
+from .http import INITIALIZE, Connection, HttpServer, Response, post_bytes
 from .measure import Plan, cpu_delta, now, percentile, summarize, switch_rates, text_ok
 from .placement import yielding
 from .process import ServerFailed
@@ -65,7 +65,7 @@ def sequential(server: HttpServer, connection: Connection, seconds: float, check
     """Echo calls one at a time on one session and connection for `seconds`: latency samples, calls/s, CPU per
     call. Blocks are as long for every server, so each averages the machine's noise over the same span."""
     sock = connection.sock
-    samples = []
+    samples: list[int] = []
     deadline = now() + int(seconds * 1e9)
     cpu_before = server.cpu_ns()
     started = now()
