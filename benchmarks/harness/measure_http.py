@@ -104,15 +104,7 @@ def clients(
     server: HttpServer, connections: list[Connection], seconds: float, checker: Checker, timeout: float = 60.0
 ) -> dict[str, Any]:
     """Every connection does echo calls one at a time, new calls going out for `seconds`, then the last ones are
-    awaited; one selector over all sockets. A throughput row: the client yields the CPU to the server
-    (`placement.yielding`)."""
-    with yielding():
-        return _clients(server, connections, seconds, checker, timeout)
-
-
-def _clients(
-    server: HttpServer, connections: list[Connection], seconds: float, checker: Checker, timeout: float
-) -> dict[str, Any]:
+    awaited; one selector over all sockets."""
     pending: dict[Connection, tuple[int, str]] = {}
     sent = received = 0
 
@@ -185,7 +177,8 @@ class Subject:
             connection.reconnect()
             warm_up(connection, 1, self.echo_checker)  # the server accepts it before the timing starts
         self.echo_rounds.append(sequential(self.server, self.connection, plan.block_s, self.echo_checker))
-        self.clients_rounds.append(clients(self.server, self.clients, plan.block_s, self.clients_checker))
+        with yielding():  # the client must not preempt the server mid-burst (README: "A client that yields")
+            self.clients_rounds.append(clients(self.server, self.clients, plan.block_s, self.clients_checker))
 
     def results(self) -> dict[str, Any]:
         """The rows: latency percentiles of every sequential call pooled, rates and CPU as medians of the rounds
