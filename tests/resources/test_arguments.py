@@ -10,7 +10,7 @@ import pytest
 from annotated_types import Ge, MaxLen
 
 from samples import Color, Level
-from tooldeck.resources.arguments import ArgumentError, choices, is_async, string_converters
+from tooldeck.resources.arguments import ArgumentError, choices, string_converters
 from tooldeck.schema.generate import inspect_function
 
 
@@ -111,18 +111,3 @@ def test_choices(annotation: Any, expected: tuple[str, ...] | None) -> None:
     fn.__annotations__ = {"value": annotation}
     schema = inspect_function(fn).input_schema
     assert choices(schema["properties"]["value"], schema.get("$defs", {})) == expected
-
-
-def test_is_async() -> None:
-    async def coroutine() -> None: ...
-
-    def plain() -> None: ...
-
-    class AsyncCallable:
-        async def __call__(self) -> None: ...
-
-    class SyncCallable:
-        def __call__(self) -> None: ...
-
-    assert is_async(coroutine) and is_async(AsyncCallable())
-    assert not is_async(plain) and not is_async(SyncCallable())

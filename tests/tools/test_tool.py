@@ -7,6 +7,7 @@ from typing import Any
 import pytest
 
 from tooldeck import Context, Deck, RegistrationError
+from tooldeck.tools.tool import is_async
 
 
 def noop() -> None:
@@ -119,7 +120,7 @@ def test_wire_form_carries_every_field() -> None:
     ],
 )
 def test_bad_options_are_refused_with_what_to_fix(options: dict[str, Any], text: str) -> None:
-    with pytest.raises(RegistrationError, match=None) as info:
+    with pytest.raises(RegistrationError) as info:
         Deck("d").add_tool(noop, name="t", **options)
     assert text in str(info.value)
 
@@ -191,3 +192,18 @@ def test_an_explicit_input_schema_must_be_valid() -> None:
         Deck("d").add_tool(noop, name="t", input_schema={"type": "object", "properties": {"a": {"type": 5}}})
     with pytest.raises(RegistrationError, match="unsupported JSON Schema dialect"):
         Deck("d").add_tool(noop, name="u", input_schema={"$schema": "https://example.com/mine", "type": "object"})
+
+
+def test_is_async() -> None:
+    async def coroutine() -> None: ...
+
+    def plain() -> None: ...
+
+    class AsyncCallable:
+        async def __call__(self) -> None: ...
+
+    class SyncCallable:
+        def __call__(self) -> None: ...
+
+    assert is_async(coroutine) and is_async(AsyncCallable())
+    assert not is_async(plain) and not is_async(SyncCallable())

@@ -11,11 +11,11 @@ from typing import Any
 
 from ..protocol.errors import InvalidParamsError, RegistrationError, SchemaError
 from ..protocol.record import Record
-from ..resources.arguments import ArgumentError, StringConverter, choices, is_async, string_converters
+from ..resources.arguments import ArgumentError, StringConverter, choices, string_converters
 from ..resources.completion import Completer, make_completers
 from ..schema.generate import inspect_function
 from ..schema.paths import preview
-from ..tools.tool import NAME_PATTERN, normalize_icons
+from ..tools.tool import check_name, is_async, normalize_icons
 
 
 class Prompt(Record):
@@ -76,7 +76,7 @@ def prompt_from_function(
     """
     if not callable(fn):
         raise RegistrationError(f"a prompt must be callable, got {type(fn).__name__}")
-    prompt_name = check_name(name if name is not None else getattr(fn, "__name__", None))
+    prompt_name = check_name(name if name is not None else getattr(fn, "__name__", None), "prompt")
     owner = f"prompt {prompt_name!r}"
     try:
         shape = inspect_function(fn, injectable=injectable, output=False)
@@ -117,14 +117,6 @@ def prompt_from_function(
         completers=completers,
         injected=dict(shape.injected),
     )
-
-
-def check_name(name: Any) -> str:
-    if not isinstance(name, str) or not NAME_PATTERN.fullmatch(name):
-        raise RegistrationError(
-            f"invalid prompt name {name!r}: use 1-128 characters from A-Z a-z 0-9 _ - . (no spaces)"
-        )
-    return name
 
 
 def check_arguments(prompt: Prompt, arguments: Any) -> dict[str, Any]:

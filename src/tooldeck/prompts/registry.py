@@ -9,8 +9,6 @@ from ..protocol.pagination import Catalog
 if TYPE_CHECKING:  # the records' module loads with the first registration, not with every server
     from .prompt import Prompt  # noqa: F401 - named in the Catalog[...] string
 
-    pass
-
 
 class PromptRegistry(Catalog["Prompt"]):
     def __init__(self) -> None:

@@ -62,16 +62,6 @@ def choices(schema: dict[str, Any], defs: dict[str, Any]) -> tuple[str, ...] | N
     return None
 
 
-def is_async(fn: Callable[..., Any]) -> bool:
-    """Whether calling ``fn`` returns a coroutine: an ``async def`` function, or an object with an async ``__call__``."""
-    import inspect  # deferred: registration needs it, start-up does not
-
-    if inspect.iscoroutinefunction(fn):
-        return True
-    call = getattr(fn, "__call__", None)  # noqa: B004 - callable objects with an async __call__
-    return call is not None and inspect.iscoroutinefunction(call)
-
-
 def _converter(
     name: str, schema: dict[str, Any], defs: dict[str, Any], convert: Callable[[Any], Any] | None
 ) -> StringConverter:

@@ -15,8 +15,8 @@ from ..protocol.errors import RegistrationError, SchemaError
 from ..protocol.record import Record
 from ..schema.generate import FunctionShape, inspect_function
 from ..tools.content import AnnotationsLike, ContentError, annotations_from
-from ..tools.tool import normalize_icons
-from .arguments import ArgumentError, StringConverter, choices, is_async, string_converters
+from ..tools.tool import is_async, normalize_icons
+from .arguments import ArgumentError, StringConverter, choices, string_converters
 from .completion import Completer, make_completers
 from .template import UriTemplate
 

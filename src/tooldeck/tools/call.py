@@ -59,11 +59,7 @@ async def call_tool(
     except UrlElicitationRequiredError:
         raise  # answered as JSON-RPC error -32042: the one protocol error a tool may raise
     except Exception as exc:  # the tool's own bug or failure; BaseException (cancellation, exit) passes through
-        return failure_result(tool.name, exc, mask_errors)
-
-
-def failure_result(name: str, exc: BaseException, mask_errors: bool) -> dict[str, Any]:
-    return error_result(describe_failure(f"tool {name!r}", exc, mask_errors))
+        return error_result(describe_failure(f"tool {tool.name!r}", exc, mask_errors))
 
 
 def describe_failure(what: str, exc: BaseException, mask_errors: bool) -> str:

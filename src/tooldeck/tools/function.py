@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import inspect
 from collections.abc import Callable
 from typing import Any
 
@@ -14,6 +13,7 @@ from .tool import (
     check_name,
     check_task_support,
     compile_schema,
+    is_async,
     normalize_annotations,
     normalize_icons,
 )
@@ -63,10 +63,10 @@ def tool_from_function(
         out, wraps = output_schema, False
     elif output_schema is not None and output_schema is not True:
         raise RegistrationError(f"tool {tool_name!r}: output_schema must be a dict, True or False")
-    tool = Tool(
+    return Tool(
         name=tool_name,
         fn=fn,
-        is_async=_is_async(fn),
+        is_async=is_async(fn),
         description=description if description is not None else shape.description,
         input_schema=input_schema,
         output_schema=out,
@@ -86,11 +86,3 @@ def tool_from_function(
         converters=dict(shape.converters) if trusted else {},
         immediate_response=immediate_response,
     )
-    return tool
-
-
-def _is_async(fn: Callable[..., Any]) -> bool:
-    if inspect.iscoroutinefunction(fn):
-        return True
-    call = getattr(fn, "__call__", None)  # noqa: B004 - callable objects with an async __call__
-    return call is not None and inspect.iscoroutinefunction(call)

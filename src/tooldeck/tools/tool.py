@@ -81,10 +81,23 @@ class Tool(Record):
         self.wire = wire_form(self)
 
 
-def check_name(name: Any) -> str:
+def check_name(name: Any, kind: str = "tool") -> str:
+    """``name`` if it is a valid tool (or prompt: ``kind``) name, else RegistrationError stating the rule."""
     if not isinstance(name, str) or not NAME_PATTERN.fullmatch(name):
-        raise RegistrationError(f"invalid tool name {name!r}: use 1-128 characters from A-Z a-z 0-9 _ - . (no spaces)")
+        raise RegistrationError(
+            f"invalid {kind} name {name!r}: use 1-128 characters from A-Z a-z 0-9 _ - . (no spaces)"
+        )
     return name
+
+
+def is_async(fn: Callable[..., Any]) -> bool:
+    """Whether calling ``fn`` returns a coroutine: an ``async def`` function, or an object with an async ``__call__``."""
+    import inspect  # deferred: registration needs it, start-up does not
+
+    if inspect.iscoroutinefunction(fn):
+        return True
+    call = getattr(fn, "__call__", None)  # noqa: B004 - callable objects with an async __call__
+    return call is not None and inspect.iscoroutinefunction(call)
 
 
 def normalize_annotations(annotations: Any, tool: str) -> dict[str, Any] | None:
