@@ -33,7 +33,7 @@ def test_task_ids_are_url_safe_unique_and_carry_128_bits() -> None:
     ids = {new_task_id() for _ in range(10_000)}
     assert len(ids) == 10_000
     for task_id in itertools.islice(ids, 100):
-        assert re.fullmatch(r"[A-Za-z0-9_-]{22,}", task_id), task_id  # 22 base64 characters = 16 random bytes
+        assert re.fullmatch(r"[0-9a-f]{32}", task_id), task_id  # 32 hex digits = 16 random bytes
 
 
 def test_defaults_start_working_and_unbound() -> None:

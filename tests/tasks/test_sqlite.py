@@ -14,10 +14,10 @@ from pathlib import Path
 
 import pytest
 
+from samples import T0
 from tooldeck.protocol.errors import TooldeckError
 from tooldeck.tasks import SqliteTaskStore, TaskRecord, TaskStoreError
 
-T0 = 1764066600.0
 RESULT = {"content": [{"type": "text", "text": "42"}], "isError": False}
 ROOT = Path(__file__).resolve().parents[2]
 

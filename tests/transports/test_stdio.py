@@ -180,7 +180,8 @@ def test_default_limit_refuses_a_5_mib_line(noisy: StdioServer) -> None:
     assert noisy.request("ping", id="after")["result"] == {}
 
 
-def test_eof_cancels_work_in_flight_and_exits_cleanly(noisy: StdioServer) -> None:
+def start_a_slow_call(noisy: StdioServer) -> None:
+    """Call a tool that waits a minute, and wait until it is running (its progress notification arrived)."""
     noisy.initialize()
     noisy.send(
         {
@@ -190,7 +191,11 @@ def test_eof_cancels_work_in_flight_and_exits_cleanly(noisy: StdioServer) -> Non
             "params": {"name": "wait", "arguments": {"seconds": 60}, "_meta": {"progressToken": "t"}},
         }
     )
-    assert noisy.read()["method"] == "notifications/progress"  # the tool is running
+    assert noisy.read()["method"] == "notifications/progress"
+
+
+def test_eof_cancels_work_in_flight_and_exits_cleanly(noisy: StdioServer) -> None:
+    start_a_slow_call(noisy)
     noisy.close_stdin()
     assert noisy.wait(timeout=10) == 0
     assert noisy.rest_of_stdout() == b""  # no response for the cancelled call
@@ -198,16 +203,7 @@ def test_eof_cancels_work_in_flight_and_exits_cleanly(noisy: StdioServer) -> Non
 
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
 def test_signals_stop_the_server_cleanly(noisy: StdioServer, sig: int) -> None:
-    noisy.initialize()
-    noisy.send(
-        {
-            "jsonrpc": "2.0",
-            "id": "slow",
-            "method": "tools/call",
-            "params": {"name": "wait", "arguments": {"seconds": 60}, "_meta": {"progressToken": "t"}},
-        }
-    )
-    noisy.read()
+    start_a_slow_call(noisy)
     noisy.proc.send_signal(sig)
     assert noisy.wait(timeout=10) == 0
     assert b"Traceback" not in noisy.proc.stderr.read()  # type: ignore[union-attr]

@@ -97,18 +97,6 @@ class MemoryClient:
                 reply["error"] = {"code": exc.code, "message": exc.message}
         self.send(reply)
 
-    def send_raw(self, data: bytes | str) -> None:
-        """Deliver raw bytes as if read from the wire (a parse error is answered like any transport would)."""
-        from ..protocol.codec import decode
-        from ..protocol.errors import ParseError
-
-        try:
-            message = decode(data)
-        except ParseError as exc:
-            self.session.receive_error(exc)
-            return
-        self.session.receive(message)
-
     def send(self, message: Any) -> None:
         self.session.receive(orjson.loads(orjson.dumps(message)))
 

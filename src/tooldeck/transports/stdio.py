@@ -54,7 +54,7 @@ def run_stdio(deck: Deck, *, max_message_bytes: int | None = None, stdout_fd: in
         import asyncio
 
         with asyncio.Runner(loop_factory=_loop_factory()) as runner:
-            runner.run(connection.serve(handle_signals=True))
+            runner.run(connection.serve())
     except (KeyboardInterrupt, _Stopped):
         pass
     finally:
@@ -85,18 +85,6 @@ def _loop_factory() -> Any:
     except ImportError:
         return None
     return uvloop.new_event_loop
-
-
-async def serve_stdio(
-    deck: Deck,
-    *,
-    stdin_fd: int = 0,
-    stdout_fd: int = 1,
-    max_message_bytes: int | None = None,
-    handle_signals: bool = False,
-) -> None:
-    """Serve one session on the given file descriptors until EOF (or a signal, with ``handle_signals``)."""
-    await Connection(deck, stdin_fd, stdout_fd, max_message_bytes).serve(handle_signals=handle_signals)
 
 
 class Connection:
@@ -133,14 +121,14 @@ class Connection:
             self.reader.deliver = session.receive
         return True
 
-    async def serve(self, *, handle_signals: bool = False) -> None:
+    async def serve(self) -> None:
+        """Serve on the event loop until EOF, SIGTERM or SIGINT."""
         import asyncio
 
         loop = asyncio.get_running_loop()
         stop = asyncio.Event()
-        if handle_signals:
-            for sig in (signal.SIGTERM, signal.SIGINT):
-                loop.add_signal_handler(sig, stop.set)
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, stop.set)
         self.session.deck.attach(self.session)  # now with a running loop
         self.reader.on_eof = stop.set
         closer: Any = _nothing

@@ -160,6 +160,7 @@ def test_bad_flags_and_ports_are_one_clear_line() -> None:
         done = subprocess.run([*TOOLDECK, "serve", NOISY, "--http", "--port", str(port)], capture_output=True,
                               text=True, cwd=ROOT, timeout=30)  # fmt: skip
     assert done.returncode != 0
+    assert "address already in use" in done.stderr and "Traceback" not in done.stderr, done.stderr
     done = subprocess.run([*TOOLDECK, "serve", NOISY, "--http", "--port", "99999"], capture_output=True, text=True,
                           cwd=ROOT, timeout=30)  # fmt: skip
     assert done.returncode == 2

@@ -1,10 +1,15 @@
-"""Serving the HTTP app with uvicorn: bind, run, and drain gracefully on SIGTERM/SIGINT."""
+"""Serving the HTTP app with uvicorn: bind, run, and drain gracefully on SIGTERM/SIGINT.
+
+Imported only to serve HTTP (``deck.run(transport="http")``, ``tooldeck serve --http``), so uvicorn loads with it.
+"""
 
 from __future__ import annotations
 
 import logging
 import signal
 from typing import TYPE_CHECKING, Any
+
+import uvicorn
 
 from .app import LOOPBACK, HttpApp
 from .cork import corked_protocol
@@ -30,8 +35,6 @@ def run_http(
     On shutdown new sessions are refused and GET streams end at once; POSTs in flight get up to
     ``graceful_timeout`` seconds to finish before their work is cancelled.
     """
-    import uvicorn
-
     allowed_hosts = list(app_options.pop("allowed_hosts", ()))
     if host not in _WILDCARDS and host not in LOOPBACK and host not in allowed_hosts:
         allowed_hosts.append(host)  # the name we were told to bind is a name clients may use
@@ -69,13 +72,7 @@ def _ignore(signum: int, frame: Any) -> None:
     return None
 
 
-def _server_class() -> type:
-    import uvicorn
-
-    return uvicorn.Server
-
-
-class _DrainingServer(_server_class()):  # type: ignore[misc]
+class _DrainingServer(uvicorn.Server):
     """uvicorn's Server, telling the app to end its long-lived streams before uvicorn waits for connections."""
 
     def __init__(self, config: Any, app: HttpApp) -> None:
