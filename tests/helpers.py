@@ -69,6 +69,18 @@ class Harness:
         return reply["result"]
 
 
+async def all_pages(c: MemoryClient, method: str, key: str) -> list[Any]:
+    """Every item of a paginated list (``key`` of each result), following ``nextCursor`` to the last page."""
+    items: list[Any] = []
+    params: dict[str, Any] = {}
+    while True:
+        page = await c.request(method, params)
+        items += page[key]
+        if "nextCursor" not in page:
+            return items
+        params = {"cursor": page["nextCursor"]}
+
+
 @asynccontextmanager
 async def client(
     deck: Deck,

@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from helpers import Harness, client
+from helpers import Harness, all_pages, client
 from tooldeck import Context, Deck, EmbeddedResource, Image, Message, ToolError
 
 
@@ -231,18 +231,14 @@ async def test_bad_completion_requests_are_32602(params: dict[str, Any]) -> None
 async def test_pagination_covers_resources_and_prompts() -> None:
     deck = make_deck(page_size=2)
     async with client(deck) as c:
-        uris, cursor = [], None
-        while True:
-            page = await c.request("resources/list", {"cursor": cursor} if cursor else {})
-            uris += [r["uri"] for r in page["resources"]]
-            cursor = page.get("nextCursor")
-            if not cursor:
-                break
+        uris = [r["uri"] for r in await all_pages(c, "resources/list", "resources")]
         assert len(uris) == 5 and len(set(uris)) == 5
         first = await c.request("prompts/list", {})
         assert len(first["prompts"]) == 2 and "nextCursor" in first
-        wrong = await c.request_raw("prompts/list", {"cursor": page.get("nextCursor") or first["nextCursor"] + "x"})
-        assert wrong["error"]["code"] == -32602
+        resources_cursor = (await c.request("resources/list", {}))["nextCursor"]
+        for bad in (first["nextCursor"] + "x", resources_cursor):  # tampered with; minted for another list
+            wrong = await c.request_raw("prompts/list", {"cursor": bad})
+            assert wrong["error"]["code"] == -32602
 
 
 def test_sans_io_unknown_log_level_and_resource_methods_before_initialize() -> None:

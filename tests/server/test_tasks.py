@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from asgi_client import AsgiClient
-from helpers import client
+from helpers import all_pages, client
 from mcp_schema import check
 from tooldeck import Context, Deck, ToolError
 from tooldeck.transports.http import HttpApp
@@ -180,14 +180,7 @@ async def test_list_paginates_and_the_cap_per_requestor_is_enforced() -> None:
         ids = [(await create(c, "held"))["task"]["taskId"] for _ in range(3)]
         response = await c.request_raw("tools/call", {"name": "held", "arguments": {}, "task": {}})
         assert "Too many active tasks" in response["error"]["message"]
-        seen, cursor = [], None
-        while True:
-            page = await c.request("tasks/list", {"cursor": cursor} if cursor else {})
-            seen += [t["taskId"] for t in page["tasks"]]
-            cursor = page.get("nextCursor")
-            if not cursor:
-                break
-        assert seen == ids
+        assert [t["taskId"] for t in await all_pages(c, "tasks/list", "tasks")] == ids
         bad = await c.request_raw("tasks/list", {"cursor": "garbage"})
         assert bad["error"]["code"] == -32602
         gate["release"].set()

@@ -8,6 +8,7 @@ their failures are JSON-RPC errors: -32002 for an unknown resource (with ``data.
 
 from __future__ import annotations
 
+import functools
 import logging
 from typing import TYPE_CHECKING, Any
 
@@ -45,20 +46,18 @@ def _string_param(params: dict[str, Any], name: str, method: str) -> str:
     return value
 
 
-async def _invoke(session: Session, request: Request, fn: Any, is_async: bool, injected: dict[str, type],
-                  kwargs: dict[str, Any], what: str) -> Any:  # fmt: skip
-    """Call a resource or prompt function (sync ones in the worker pool) with its Context, if it asks for one."""
+async def _invoke(session: Session, request: Request, source: Any, kwargs: dict[str, Any], what: str) -> Any:
+    """Call the function of a resource, template or prompt (sync ones in the worker pool) with its Context, if it
+    asks for one."""
     deck = session.deck
     context = None
-    if injected:
+    if source.injected:
         context = Context(session, request.id, what, progress_token(request.params))
-        kwargs = {**kwargs, **dict.fromkeys(injected, context)}
+        kwargs = {**kwargs, **dict.fromkeys(source.injected, context)}
     try:
-        if is_async:
-            return await fn(**kwargs)
-        import functools
-
-        return await deck.run_sync(functools.partial(fn, **kwargs))
+        if source.is_async:
+            return await source.fn(**kwargs)
+        return await deck.run_sync(functools.partial(source.fn, **kwargs))
     except ProtocolError:
         raise
     except Exception as exc:
@@ -85,33 +84,27 @@ def read_resource(session: Session, request: Request, reply: Reply) -> None:
     _require(session, "resources", request.method)
     uri = _string_param(request.params, "uri", request.method)
     deck = session.deck
-    resource = deck.resources.get(uri)
-    if resource is not None:
-        if resource.fn is None:
-            session.spawn(request, reply, _static(uri, resource.value, resource.mime_type))
-        else:
-            work = _read(session, request, resource.fn, resource.is_async, resource.injected, {}, uri,
-                         resource.mime_type)  # fmt: skip
-            session.spawn(request, reply, work)
-        return
-    found = deck.templates.match(uri)
-    if found is None:
-        raise ResourceNotFoundError(f"Resource not found: {uri}", {"uri": uri})
-    template, arguments = found
-    work = _read(session, request, template.fn, template.is_async, template.injected, arguments, uri,
-                 template.mime_type)  # fmt: skip
-    session.spawn(request, reply, work)
+    source: Any = deck.resources.get(uri)
+    arguments: dict[str, Any] = {}
+    if source is None:
+        found = deck.templates.match(uri)
+        if found is None:
+            raise ResourceNotFoundError(f"Resource not found: {uri}", {"uri": uri})
+        source, arguments = found
+    if source.fn is None:  # static content (templates always have a function)
+        session.spawn(request, reply, _static(uri, source.value, source.mime_type))
+    else:
+        session.spawn(request, reply, _read(session, request, source, arguments, uri))
 
 
 async def _static(uri: str, value: Any, mime_type: str | None) -> dict[str, Any]:
     return {"contents": contents_for(uri, value, mime_type)}
 
 
-async def _read(session: Session, request: Request, fn: Any, is_async: bool, injected: dict[str, type],
-                arguments: dict[str, Any], uri: str, mime_type: str | None) -> dict[str, Any]:  # fmt: skip
-    value = await _invoke(session, request, fn, is_async, injected, arguments, f"resource {uri!r}")
+async def _read(session: Session, request: Request, source: Any, arguments: dict[str, Any], uri: str) -> dict[str, Any]:
+    value = await _invoke(session, request, source, arguments, f"resource {uri!r}")
     try:
-        return {"contents": contents_for(uri, value, mime_type)}
+        return {"contents": contents_for(uri, value, source.mime_type)}
     except TypeError as exc:
         log.error("resource %r returned an unusable value: %s", uri, exc)
         raise InternalError(
@@ -154,8 +147,7 @@ def get_prompt(session: Session, request: Request, reply: Reply) -> None:
 
 
 async def _get(session: Session, request: Request, prompt: Any, arguments: dict[str, Any]) -> dict[str, Any]:
-    value = await _invoke(session, request, prompt.fn, prompt.is_async, prompt.injected, arguments,
-                          f"prompt {prompt.name!r}")  # fmt: skip
+    value = await _invoke(session, request, prompt, arguments, f"prompt {prompt.name!r}")
     try:
         messages = render(value)
     except (TypeError, ValueError) as exc:

@@ -80,7 +80,7 @@ class _Batch:
         self._check()
 
     def _check(self) -> None:
-        if len(self._responses) >= self._expected and self._expected > 0 and self._responses:
+        if self._expected > 0 and len(self._responses) >= self._expected:
             self._send(self._responses, self._key)
             self._expected = 0
 
@@ -405,7 +405,8 @@ class Session:
         self.protocol_version = protocol_version
         self.initialized = True
         self.ready = True
-        self.server_capabilities = self.deck.capabilities(self.identifies_requestor or self.principal is not None)
+        result = self.deck.initialize_result(protocol_version, self.identifies_requestor or self.principal is not None)
+        self.server_capabilities = result["capabilities"]  # the deck's cached answer: no registry walk per request
 
     def set_log_level(self, params: dict[str, Any]) -> dict[str, Any]:
         level = params.get("level")
