@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import threading
+import time
 from typing import Any
 
 import pytest
@@ -145,6 +147,28 @@ async def test_cancel_sets_cancelled_before_answering_and_stops_the_work() -> No
         gate["release"].set()
         await asyncio.sleep(0.01)
         assert (await c.request("tasks/get", {"taskId": task["taskId"]}))["status"] == "cancelled"  # terminal stays
+
+
+async def test_cancel_reaches_a_sync_tool_polling_its_context() -> None:
+    deck = Deck("tasks")
+    started, stopped = threading.Event(), threading.Event()
+
+    @deck.tool(task="optional")
+    def grind(ctx: Context) -> str:  # a sync tool polls: cancelling its task cannot interrupt the worker thread
+        started.set()
+        deadline = time.monotonic() + 5
+        while time.monotonic() < deadline:
+            if ctx.is_cancelled:
+                stopped.set()
+                return "stopped"
+            time.sleep(0.001)
+        return "never cancelled"
+
+    async with client(deck) as c:
+        task = (await create(c, "grind"))["task"]
+        assert await asyncio.to_thread(started.wait, 5)
+        assert (await c.request("tasks/cancel", {"taskId": task["taskId"]}))["status"] == "cancelled"
+        assert await asyncio.to_thread(stopped.wait, 5)  # the worker thread saw ctx.is_cancelled
 
 
 @pytest.mark.parametrize("method", ["tasks/get", "tasks/result", "tasks/cancel"])

@@ -138,8 +138,11 @@ class TaskManager:
         deck = self.deck
         try:
             result = await call_tool(tool, arguments, injected, deck.run_sync, mask_errors=deck.mask_errors)
-        except asyncio.CancelledError:
-            return  # tasks/cancel already recorded "cancelled"
+        except asyncio.CancelledError:  # tasks/cancel (which recorded "cancelled" first) or shutdown
+            if injected:  # a sync tool in the worker pool is not stopped by the cancellation: it polls for it
+                for context in injected.values():
+                    context.cancelled = True
+            return
         except ProtocolError as exc:
             await self.settle(task_id, "failed", status_message=exc.message, error=exc.to_error())
         except Exception:
