@@ -87,12 +87,9 @@ def parse(obj: Any) -> Message:
             InvalidRequestError(f'Invalid request: "id" must be a string or an integer, got {_show(raw_id)}')
         )
     params = obj.get("params", _EMPTY)
-    if type(params) is not dict:
-        if params is None and "params" not in obj:
-            params = _EMPTY
-        else:
-            error = InvalidParamsError(f'Invalid params: "params" of {method} must be an object')
-            return Invalid(error, readable_id, answer=has_id)
+    if type(params) is not dict:  # present but not an object: a missing "params" is _EMPTY
+        error = InvalidParamsError(f'Invalid params: "params" of {method} must be an object')
+        return Invalid(error, readable_id, answer=has_id)
     if has_id:
         return Request(readable_id, method, params)  # type: ignore[arg-type]
     return Notification(method, params)

@@ -89,8 +89,7 @@ class Catalog(Generic[T]):
         self._alternative = alternative
         self._items: dict[str, T] = {}
         self._seq: dict[str, int] = {}
-        self._order: list[int] = []  # sequence numbers, ascending
-        self._by_seq: dict[int, str] = {}
+        self._order: list[int] = []  # sequence numbers, ascending: the order of _items, for cursors to bisect
         self._next_seq = 0
         self._listeners: list[Callable[[], None]] = []
         self._cache: list[Any] | None = None
@@ -115,7 +114,6 @@ class Catalog(Generic[T]):
         self._items[name] = item
         self._seq[name] = seq
         self._order.append(seq)
-        self._by_seq[seq] = name
         self._changed()
 
     def register(self, item: T) -> T:
@@ -143,9 +141,7 @@ class Catalog(Generic[T]):
 
     def remove(self, name: str) -> T:
         item = self._items.pop(name)
-        seq = self._seq.pop(name)
-        del self._by_seq[seq]
-        self._order.pop(bisect.bisect_left(self._order, seq))
+        self._order.pop(bisect.bisect_left(self._order, self._seq.pop(name)))
         self._changed()
         return item
 
@@ -155,7 +151,7 @@ class Catalog(Generic[T]):
     def listing(self) -> list[Any]:
         """Every item's wire form, in order (cached until the next change)."""
         if self._cache is None:
-            self._cache = [self._wire(self._items[self._by_seq[s]]) for s in self._order]
+            self._cache = [self._wire(item) for item in self._items.values()]
         return self._cache
 
     def listing_json(self) -> Fragment:
@@ -171,10 +167,9 @@ class Catalog(Generic[T]):
                 codec.decode(self.kind, cursor)  # still refuse garbage, even when everything fits on one page
             return self.listing_json(), None
         start = 0 if cursor is None else bisect.bisect_right(self._order, codec.decode(self.kind, cursor))
-        seqs = self._order[start : start + page_size]
-        items = [self._wire(self._items[self._by_seq[s]]) for s in seqs]
-        more = start + page_size < len(self._order)
-        return items, codec.encode(self.kind, seqs[-1]) if more and seqs else None
+        end = start + page_size
+        items = self.listing()[start:end]
+        return items, codec.encode(self.kind, self._order[end - 1]) if end < len(self._order) and items else None
 
     def _changed(self) -> None:
         self._cache = None

@@ -24,29 +24,14 @@ _CLASS_SECTIONS = (*_FUNCTION_SECTIONS, "attributes")
 # inspect.cleandoc strips only spaces from 3.13 on, as the 3.13 compiler does when it stores a docstring.
 _MARGIN_CHARACTERS = " " if sys.version_info >= (3, 13) else None
 
-
-class _LazyPattern:
-    """A regex compiled on first use: compiling the four below takes ~0.7 ms of start-up, and a docstring without
-    sections needs none of them."""
-
-    __slots__ = ("_compiled", "_source")
-
-    def __init__(self, source: str) -> None:
-        self._source = source
-        self._compiled: re.Pattern[str] | None = None
-
-    def match(self, text: str) -> re.Match[str] | None:
-        if self._compiled is None:
-            self._compiled = re.compile(self._source)
-        return self._compiled.match(text)
-
-
 # Each is matched against a stripped line, and only after a cheap test that the line could match (a header ends
-# with ":", a Sphinx field starts with one, an entry contains one), so most lines never run a regex.
-_GOOGLE_HEADER = _LazyPattern(r"(?P<title>[A-Za-z][A-Za-z ]*?)\s*:\s*\Z")
-_GOOGLE_ENTRY = _LazyPattern(r"\*{0,2}(?P<name>\w+)\s*(?:\([^)]*\))?\s*:(?:\s+(?P<text>.*))?\Z")
-_NUMPY_ENTRY = _LazyPattern(r"(?P<names>\*{0,2}\w+(?:\s*,\s*\*{0,2}\w+)*)\s*(?::.*)?\Z")
-_SPHINX_FIELD = _LazyPattern(
+# with ":", a Sphinx field starts with one, an entry contains one), so most lines never run a regex. They are
+# compiled on first use (re caches them): compiling all four at import costs ~0.7 ms of start-up, and a docstring
+# without sections needs none of them.
+_GOOGLE_HEADER = r"(?P<title>[A-Za-z][A-Za-z ]*?)\s*:\s*\Z"
+_GOOGLE_ENTRY = r"\*{0,2}(?P<name>\w+)\s*(?:\([^)]*\))?\s*:(?:\s+(?P<text>.*))?\Z"
+_NUMPY_ENTRY = r"(?P<names>\*{0,2}\w+(?:\s*,\s*\*{0,2}\w+)*)\s*(?::.*)?\Z"
+_SPHINX_FIELD = (
     r":(?P<field>param|parameter|arg|argument|key|keyword|type|var|ivar|cvar|vartype)"
     r"(?:\s+(?P<spec>[^:]+?))?\s*:(?:\s+(?P<text>.*))?\Z"
 )
@@ -109,7 +94,7 @@ def parse_docstring(doc: str | None, *, for_class: bool = False) -> tuple[str | 
         ):
             i = _numpy_section(lines, i + 2, indent, params)
             continue
-        field = _SPHINX_FIELD.match(stripped) if stripped.startswith(":") else None
+        field = re.match(_SPHINX_FIELD, stripped) if stripped.startswith(":") else None
         if field:
             i = _sphinx_field(lines, i, indent, field, params)
             continue
@@ -121,7 +106,7 @@ def parse_docstring(doc: str | None, *, for_class: bool = False) -> tuple[str | 
 
 def _is_section_header(stripped: str, sections: tuple[str, ...]) -> bool:
     """Whether a stripped line is a Google-style header (``Args:``) of one of ``sections``."""
-    header = _GOOGLE_HEADER.match(stripped) if stripped.endswith(":") else None
+    header = re.match(_GOOGLE_HEADER, stripped) if stripped.endswith(":") else None
     return header is not None and header["title"].lower() in sections
 
 
@@ -150,7 +135,7 @@ def _google_section(lines: list[str], i: int, header_indent: int, params: dict[s
             break
         if stripped:
             indent = _indent(line)
-            entry = _GOOGLE_ENTRY.match(stripped) if ":" in stripped else None
+            entry = re.match(_GOOGLE_ENTRY, stripped) if ":" in stripped else None
             if entry and (name is None or indent <= entry_indent):
                 if name is not None:
                     params[name] = _join(text)
@@ -179,7 +164,7 @@ def _numpy_section(lines: list[str], i: int, header_indent: int, params: dict[st
         if i + 1 < len(lines) and stripped and _is_rule(lines[i + 1].strip()):
             break
         if stripped and _indent(line) <= header_indent:
-            entry = _NUMPY_ENTRY.match(stripped)
+            entry = re.match(_NUMPY_ENTRY, stripped)
             if entry is None:
                 break
             flush()

@@ -175,20 +175,23 @@ def _expectation(error: jsonschema_rs.ValidationError) -> str | None:
 _BOUNDS = {"Minimum": ">=", "Maximum": "<=", "ExclusiveMinimum": ">", "ExclusiveMaximum": "<"}
 
 
+# Size limits on arrays and objects -> (bound, what is counted, its plural)
+_COUNTED = {
+    "MinItems": ("at least", "item", "items"),
+    "MaxItems": ("at most", "item", "items"),
+    "MinProperties": ("at least", "property", "properties"),
+    "MaxProperties": ("at most", "property", "properties"),
+}
+
+
 def _count_message(error: jsonschema_rs.ValidationError) -> str | None:
     """Size limits on arrays and objects: say how many there were, not what they were."""
-    kind: Any = error.kind
-    name = type(kind).__name__
+    counted = _COUNTED.get(type(error.kind).__name__)
+    if counted is None:
+        return None
+    bound, singular, plural = counted
     size = len(error.instance) if isinstance(error.instance, list | dict) else 0
-    if name == "MinItems":
-        return f"expected at least {_plural(kind.limit, 'item')}, got {size}"
-    if name == "MaxItems":
-        return f"expected at most {_plural(kind.limit, 'item')}, got {size}"
-    if name == "MinProperties":
-        return f"expected at least {_plural(kind.limit, 'property', 'properties')}, got {size}"
-    if name == "MaxProperties":
-        return f"expected at most {_plural(kind.limit, 'property', 'properties')}, got {size}"
-    return None
+    return f"expected {bound} {_plural(error.kind.limit, singular, plural)}, got {size}"  # type: ignore[attr-defined]
 
 
 def _alternatives(error: jsonschema_rs.ValidationError, keyword: str) -> list[Line]:
