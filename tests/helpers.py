@@ -106,3 +106,34 @@ async def client(
         yield mc
     finally:
         await mc.aclose()
+
+
+_IMPORT_PROBE = """
+import importlib.util, sys, types
+
+# tooldeck/__init__.py imports the whole server; load the subpackages without it.
+package = types.ModuleType("tooldeck")
+package.__path__ = list(importlib.util.find_spec("tooldeck").submodule_search_locations)
+sys.modules["tooldeck"] = package
+
+{preload}
+for name in {forget!r}:  # loaded by the preload (orjson imports some today): forgotten, so a re-import shows
+    sys.modules.pop(name, None)
+before = set(sys.modules)
+
+{imports}
+
+print(sorted(set(sys.modules) - before))
+"""
+
+
+def modules_added_by(imports: str, *, preload: str, forget: tuple[str, ...]) -> list[str]:
+    """The modules a fresh interpreter loads for ``imports`` (tooldeck subpackages imported without the package's
+    ``__init__``), after running ``preload`` and forgetting the ``forget`` modules it loaded."""
+    import ast
+    import subprocess
+    import sys
+
+    script = _IMPORT_PROBE.format(preload=preload, forget=forget, imports=imports)
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True)
+    return list(ast.literal_eval(done.stdout))

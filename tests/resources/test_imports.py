@@ -3,38 +3,24 @@
 from __future__ import annotations
 
 import ast
-import subprocess
-import sys
 from pathlib import Path
+
+from helpers import modules_added_by
 
 SRC = Path(__file__).resolve().parents[2] / "src" / "tooldeck"
 
 # Nothing here should load an event loop, the validator, inspect (ast, dis, tokenize) or a URL library.
 NOT_IMPORTED = ("asyncio", "inspect", "dataclasses", "jsonschema_rs", "urllib.parse", "pydantic", "email")
 
-SCRIPT = """
-import importlib.util, sys, types
-
-# tooldeck/__init__.py imports the whole server; load the subpackages without it.
-package = types.ModuleType("tooldeck")
-package.__path__ = list(importlib.util.find_spec("tooldeck").submodule_search_locations)
-sys.modules["tooldeck"] = package
-
-import orjson  # orjson itself imports some of these today; forget them so that a re-import would show
-for name in NOT_IMPORTED:
-    sys.modules.pop(name, None)
-
-import tooldeck.resources.registry, tooldeck.resources.contents, tooldeck.resources.completion
-import tooldeck.prompts.registry, tooldeck.prompts.messages
-
-print(sorted(name for name in NOT_IMPORTED if name in sys.modules))
-"""
-
 
 def test_importing_the_packages_loads_nothing_heavy() -> None:
-    script = f"NOT_IMPORTED = {NOT_IMPORTED!r}\n{SCRIPT}"
-    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True)
-    assert ast.literal_eval(done.stdout) == []
+    added = modules_added_by(
+        "import tooldeck.resources.registry, tooldeck.resources.contents, tooldeck.resources.completion\n"
+        "import tooldeck.prompts.registry, tooldeck.prompts.messages",
+        preload="import orjson",
+        forget=NOT_IMPORTED,
+    )
+    assert [name for name in NOT_IMPORTED if name in added] == []
 
 
 def _imported_packages(path: Path) -> set[str]:
