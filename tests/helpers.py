@@ -11,7 +11,7 @@ import orjson
 from mcp_schema import LATEST, WireChecker
 from tooldeck import Deck
 from tooldeck.server.session import Session
-from tooldeck.transports.memory import MemoryClient
+from tooldeck.transports.memory import MemoryClient, connect
 
 CLIENT_INFO = {"name": "test-client", "version": "1.0"}
 
@@ -91,21 +91,18 @@ async def client(
 ) -> AsyncIterator[MemoryClient]:
     """An in-process client whose every received message is checked against the official schema."""
     checker = WireChecker()
-    mc = MemoryClient(deck, observer=lambda data, message: checker.received(message))
-    original = mc.send
+    async with connect(deck, initialize=False, observer=lambda data, message: checker.received(message)) as mc:
+        original = mc.send
 
-    def send(message: Any) -> None:
-        checker.sent(message)
-        original(message)
+        def send(message: Any) -> None:
+            checker.sent(message)
+            original(message)
 
-    mc.send = send  # type: ignore[method-assign]
-    mc.checker = checker  # type: ignore[attr-defined]
-    try:
+        mc.send = send  # type: ignore[method-assign]  # checked from the handshake on
+        mc.checker = checker  # type: ignore[attr-defined]
         if initialize:
             await mc.initialize(version, capabilities)
         yield mc
-    finally:
-        await mc.aclose()
 
 
 _IMPORT_PROBE = """
