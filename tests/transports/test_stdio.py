@@ -39,6 +39,11 @@ def reader(limit: int = 100) -> tuple[LineReader, FakeSession]:
     return LineReader(session, limit), session  # type: ignore[arg-type]
 
 
+def held_bytes(line_reader: LineReader) -> int:
+    """How much of an unfinished line the reader is holding (its private buffer; the one thing peeked at)."""
+    return len(line_reader._partial)
+
+
 @pytest.mark.parametrize(
     "chunks",
     [
@@ -72,7 +77,28 @@ def test_an_oversize_line_is_refused_once_and_discarded(split: int) -> None:
     assert session.errors[0].code == -32600
     assert "exceeds the 100-byte limit" in session.errors[0].message
     assert session.messages == [{"next": True}]
-    assert len(line_reader._partial) == 0
+    assert held_bytes(line_reader) == 0
+
+
+@pytest.mark.parametrize("chunk_size", [65536, 1_000_003])
+def test_a_huge_line_is_never_buffered_while_it_streams_in(chunk_size: int) -> None:
+    limit = 4 * 1024 * 1024
+    line_reader, session = reader(limit=limit)
+    total = 64 * 1024 * 1024
+    chunk = b"x" * chunk_size
+    line_reader.data_received(b'{"jsonrpc":"2.0","id":1,"method":"ping","params":{"pad":"')
+    most_held = sent = 0
+    while sent < total:
+        line_reader.data_received(chunk)
+        sent += chunk_size
+        most_held = max(most_held, held_bytes(line_reader))
+        if sent > 2 * limit:  # refused as soon as it is known to be too long, not when its newline comes
+            assert len(session.errors) == 1
+    line_reader.data_received(b'"}}\n{"next":true}\n')
+    assert most_held <= limit, f"held {most_held} bytes of a {total}-byte line (limit {limit})"
+    assert [e.code for e in session.errors] == [-32600]
+    assert session.messages == [{"next": True}]
+    assert held_bytes(line_reader) == 0
 
 
 def test_bad_json_is_a_parse_error_and_reading_continues() -> None:
@@ -151,7 +177,7 @@ def test_malformed_input_never_kills_the_server(noisy: StdioServer) -> None:
     assert noisy.request("ping", id="alive")["result"] == {}
 
 
-def test_huge_lines_are_refused_without_buffering_them() -> None:
+def test_a_real_server_refuses_a_huge_line_and_carries_on() -> None:
     server = StdioServer("serve", NOISY, "--max-message-bytes", "65536")
     try:
         server.initialize()
