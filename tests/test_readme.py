@@ -38,6 +38,16 @@ async def test_the_opening_example_serves_its_tool() -> None:
         assert [n["method"] for n in c.notifications] == ["notifications/progress"]
 
 
+async def test_the_testing_your_deck_example_passes_against_the_opening_deck() -> None:
+    section = README.split("## Testing your deck", 1)[1].split("\n## ", 1)[0]
+    (example,) = re.findall(r"```python\n(.*?)```", section, re.S)
+    module = run_as_module(python_blocks()[0])
+    exec(compile(example, "README.md (Testing your deck)", "exec"), module.__dict__)
+    tests = [name for name in vars(module) if name.startswith("test_")]
+    assert tests == ["test_forecast"]
+    await module.test_forecast()  # its own assertion is what is checked
+
+
 async def test_the_context_example() -> None:
     namespace: dict[str, Any] = {}
     exec("from tooldeck import Context, Deck\ndeck = Deck('ctx')\n" + python_blocks()[1], namespace)
