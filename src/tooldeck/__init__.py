@@ -14,6 +14,7 @@ deck.run()
 
 from typing import Any
 
+from .model.content import Annotations, Audio, EmbeddedResource, Image, ResourceLink, Text
 from .protocol.errors import (
     ClientRequestError,
     ProtocolError,
@@ -25,7 +26,6 @@ from .protocol.errors import (
 )
 from .server.context import Context
 from .server.deck import Deck
-from .tools.content import Annotations, Audio, EmbeddedResource, Image, ResourceLink, Text
 
 __version__ = "0.1.0"
 _LAZY = {"ElicitResult": ".server.requests", "Message": ".prompts.messages"}  # loaded when first asked for

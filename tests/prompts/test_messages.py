@@ -7,8 +7,8 @@ from typing import Any
 import pytest
 
 from mcp_schema import check
+from tooldeck.model.content import Audio, ContentError, EmbeddedResource, Image, ResourceLink, Text
 from tooldeck.prompts.messages import Message, render
-from tooldeck.tools.content import Audio, ContentError, EmbeddedResource, Image, ResourceLink, Text
 
 VERSION = "2025-11-25"
 

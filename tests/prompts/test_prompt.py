@@ -10,9 +10,9 @@ from annotated_types import Ge
 from pydantic import Field
 
 from mcp_schema import check
+from tooldeck.model.completion import Completer, complete
 from tooldeck.prompts.prompt import Prompt, check_arguments, prompt_from_function
 from tooldeck.protocol.errors import INVALID_PARAMS, InvalidParamsError, RegistrationError
-from tooldeck.resources.completion import Completer, complete
 
 VERSION = "2025-11-25"
 

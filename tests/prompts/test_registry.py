@@ -7,8 +7,8 @@ import pytest
 from mcp_schema import check
 from tooldeck.prompts.prompt import prompt_from_function
 from tooldeck.prompts.registry import PromptRegistry
+from tooldeck.protocol.cursor import CursorCodec
 from tooldeck.protocol.errors import RegistrationError
-from tooldeck.protocol.pagination import CursorCodec
 
 
 def summarize(text: str) -> str:

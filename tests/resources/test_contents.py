@@ -9,8 +9,8 @@ import pytest
 from pydantic import BaseModel
 
 from mcp_schema import check
+from tooldeck.model.content import EmbeddedResource, Image
 from tooldeck.resources.contents import contents_for
-from tooldeck.tools.content import EmbeddedResource, Image
 
 URI = "file:///data"
 

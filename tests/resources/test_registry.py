@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from mcp_schema import check
+from tooldeck.protocol.cursor import CursorCodec
 from tooldeck.protocol.errors import RegistrationError
-from tooldeck.protocol.pagination import CursorCodec
 from tooldeck.resources.registry import ResourceRegistry, TemplateRegistry
 from tooldeck.resources.resource import resource_from_value, template_from_function
 

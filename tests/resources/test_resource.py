@@ -9,9 +9,10 @@ from typing import Annotated, Any, Literal
 import pytest
 
 from mcp_schema import check
+from tooldeck.model.arguments import ArgumentError
+from tooldeck.model.completion import Completer, complete
+from tooldeck.model.content import Annotations
 from tooldeck.protocol.errors import RegistrationError
-from tooldeck.resources.arguments import ArgumentError
-from tooldeck.resources.completion import Completer, complete
 from tooldeck.resources.resource import (
     Resource,
     ResourceTemplate,
@@ -21,7 +22,6 @@ from tooldeck.resources.resource import (
     template_from_function,
 )
 from tooldeck.resources.template import UriTemplate
-from tooldeck.tools.content import Annotations
 
 VERSION = "2025-11-25"
 ICON = {"src": "https://example.com/icon.png", "mime_type": "image/png", "sizes": ["48x48"]}

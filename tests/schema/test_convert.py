@@ -16,8 +16,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from samples import Color, Level
-from tooldeck.protocol.errors import SchemaError, TooldeckError
-from tooldeck.schema.convert import ConversionError, converter_for, json_default, json_value
+from tooldeck.protocol.errors import ConversionError, SchemaError, TooldeckError
+from tooldeck.schema.convert import converter_for, json_default, json_value
 
 
 @dataclasses.dataclass
@@ -81,7 +81,6 @@ class UserId(str):
     "tp",
     [
         str,
-        int,
         bool,
         None,
         type(None),
@@ -90,15 +89,14 @@ class UserId(str):
         dict,
         list,
         dict[str, Any],
-        dict[str, list[int]],
+        dict[str, list[str]],
         list[dict[str, str]],
         cabc.Sequence[str],
-        cabc.Mapping[str, int],
-        Optional[int],
-        int | str | None,
+        cabc.Mapping[str, bool],
+        Optional[str],
+        bool | str | None,
         Literal["a", "b"],
-        Plain,
-        Annotated[int, "described"],
+        Annotated[str, "described"],
         Annotated[object, {"type": "object"}],
         typing.TypeVar("T"),
     ],
@@ -106,6 +104,32 @@ class UserId(str):
 )
 def test_json_native_types_need_no_converter(tp: Any) -> None:
     assert converter_for(tp) is None
+
+
+@pytest.mark.parametrize(
+    ("tp", "value", "expected"),
+    [
+        (int, 10.0, 10),
+        (int, 7, 7),
+        (Optional[int], 1e1, 10),
+        (int | str | None, 3.0, 3),
+        (Annotated[int, "described"], 2.0, 2),
+        (dict[str, list[int]], {"a": [1.0, 2]}, {"a": [1, 2]}),
+        (cabc.Mapping[str, int], {"a": 4.0}, {"a": 4}),
+        (Plain, {"name": "n", "count": 5.0}, {"name": "n", "count": 5}),
+    ],
+    ids=repr,
+)
+def test_whole_number_floats_become_the_declared_int(tp: Any, value: Any, expected: Any) -> None:
+    # 10, 10.0 and 1e1 are one integer to JSON Schema: the function gets the int it declared, not a float.
+    converted = converter_for(tp)(value)  # type: ignore[misc]
+    assert converted == expected
+    assert repr(converted) == repr(expected)
+
+
+def test_a_fractional_float_for_an_int_says_so() -> None:
+    with pytest.raises(ConversionError, match=r"^\$: expected an integer, got 1.5$"):
+        converter_for(int)(1.5)  # type: ignore[misc]
 
 
 @pytest.mark.parametrize(

@@ -21,8 +21,7 @@ import pydantic
 import pytest
 
 from samples import Color, Level
-from tooldeck.protocol.errors import SchemaError
-from tooldeck.schema.convert import ConversionError
+from tooldeck.protocol.errors import ConversionError, SchemaError
 from tooldeck.schema.generate import FunctionShape, inspect_function, type_schema
 
 
@@ -497,11 +496,12 @@ def test_input_schema_for_plain_parameters() -> None:
             "required": ["query"],
         },
         injected={},
-        converters={},
+        converters={"limit": shape.converters["limit"]},
         output_schema=None,
         wraps_output=False,
     )
     check_schema(shape.input_schema)
+    assert shape.converters["limit"](1e1) == 10 and type(shape.converters["limit"](1e1)) is int  # JSON 1e1 is 10
 
 
 def test_no_parameters_means_an_empty_closed_object() -> None:
@@ -645,14 +645,16 @@ def test_converters_only_for_parameters_that_need_them() -> None:
         pass
 
     shape = inspect_function(f)
-    assert sorted(shape.converters) == ["g", "h", "i", "j", "k"]
+    # b and d take integers, which may arrive as whole-number floats (1e1): they are converted to int.
+    assert sorted(shape.converters) == ["b", "d", "g", "h", "i", "j", "k"]
+    assert shape.converters["d"]({"x": [2.0]}) == {"x": [2]}
     assert shape.converters["h"]("2024-01-02T03:04:05Z") == dt.datetime(2024, 1, 2, 3, 4, 5, tzinfo=dt.UTC)
     assert shape.converters["i"]({"x": 1}) == Point(1.0)
     assert shape.converters["k"]([1, 2]) == (1, 2)
 
 
 def test_all_json_native_function_has_no_converters() -> None:
-    def f(a: str, b: int, c: list[dict[str, Any]], d: bool | None = None, e: Literal["x", "y"] = "x") -> None:
+    def f(a: str, b: bool, c: list[dict[str, Any]], d: bool | None = None, e: Literal["x", "y"] = "x") -> None:
         pass
 
     assert inspect_function(f).converters == {}

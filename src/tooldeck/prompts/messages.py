@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..model.content import CONTENT_TYPES, ContentBlock, ContentError
 from ..protocol.record import Record
-from ..tools.content import CONTENT_TYPES, ContentBlock, ContentError
 
 ROLES = ("user", "assistant")
 _CONTENT_KINDS = frozenset({"text", "image", "audio", "resource", "resource_link"})

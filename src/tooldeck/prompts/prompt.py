@@ -9,13 +9,13 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from ..model.arguments import ArgumentError, StringConverter, choices, string_converters
+from ..model.completion import Completer, make_completers
+from ..model.metadata import check_name, is_async, normalize_icons
 from ..protocol.errors import InvalidParamsError, RegistrationError, SchemaError
+from ..protocol.paths import preview
 from ..protocol.record import Record
-from ..resources.arguments import ArgumentError, StringConverter, choices, string_converters
-from ..resources.completion import Completer, make_completers
 from ..schema.generate import inspect_function
-from ..schema.paths import preview
-from ..tools.tool import check_name, is_async, normalize_icons
 
 
 class Prompt(Record):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from ..protocol.pagination import Catalog
+from ..model.catalog import Catalog
 
 if TYPE_CHECKING:  # the records' module loads with the first registration, not with every server
     from .prompt import Prompt  # noqa: F401 - named in the Catalog[...] string

@@ -1,4 +1,4 @@
-"""The exceptions tooldeck raises, and the JSON-RPC error codes they carry.
+"""Every exception tooldeck raises on purpose, and every JSON-RPC error code the server uses.
 
     TooldeckError                 root of everything tooldeck raises on purpose
     ├── ProtocolError             becomes a JSON-RPC error response; carries its own ``code``
@@ -6,13 +6,22 @@
     │   ├── InvalidRequestError   -32600  JSON, but not a valid JSON-RPC request
     │   ├── MethodNotFoundError   -32601  unknown method, or a capability that was not negotiated
     │   ├── InvalidParamsError    -32602  params of the wrong shape; unknown tool; bad cursor
+    │   │   └── UnknownCursorError        a tasks/list cursor that names no listed task
     │   ├── InternalError         -32603  the server failed
     │   ├── ResourceNotFoundError -32002  resources/read of an unknown URI
-    │   └── UrlElicitationRequiredError  -32042  a tool needs the user to visit URLs first
+    │   ├── UrlElicitationRequiredError  -32042  a tool needs the user to visit URLs first
+    │   ├── TaskLimitError        -32000  the requestor has too many tasks running
+    │   └── RefusedError          -32000  the caller may not do this (authorization, limits); ``http_status`` says
+    │                                     which HTTP status a transport that has one answers with
     ├── ToolError                 raised by a tool: becomes a result with ``isError: true``
     │   └── ClientRequestError    a request to the client (elicitation, sampling) failed, was refused or timed out
     ├── RegistrationError         a tool (or other item) cannot be registered as given
     ├── SchemaError               a type or JSON Schema that tooldeck cannot use
+    ├── ConversionError           a JSON value that passed the schema but cannot become the declared Python type
+    ├── ArgumentError             a string argument (URI variable, prompt argument) that is not of its type
+    ├── ContentError              a content block built with values the protocol does not allow
+    ├── TaskStoreError            a task store cannot be opened, or is used after ``close()``
+    ├── HttpError                 an HTTP request refused before it reached the protocol (status, code, message)
     └── TargetError               the command line cannot load what it was pointed at
 
 A ``ProtocolError`` knows its code, so no table maps exceptions to codes.
@@ -22,6 +31,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from .paths import format_path
+
 PARSE_ERROR = -32700
 INVALID_REQUEST = -32600
 METHOD_NOT_FOUND = -32601
@@ -29,6 +40,9 @@ INVALID_PARAMS = -32602
 INTERNAL_ERROR = -32603
 RESOURCE_NOT_FOUND = -32002
 URL_ELICITATION_REQUIRED = -32042
+# Implementation-defined codes (JSON-RPC reserves -32000..-32099 for servers).
+SERVER_ERROR = -32000  # the server cannot take this now: busy, shutting down, too many tasks, refused
+SESSION_NOT_FOUND = -32001  # no code is specified; the TypeScript SDK's, so clients that look at it understand
 
 
 class TooldeckError(Exception):
@@ -91,6 +105,33 @@ class UrlElicitationRequiredError(ProtocolError):
         super().__init__(message, {"elicitations": elicitations})
 
 
+class UnknownCursorError(InvalidParamsError, ValueError):
+    """``list(after=...)`` names no live task of that owner (expired, purged, another owner's, never issued).
+
+    It is an ``InvalidParamsError``, so if it reaches the client it is the -32602 the spec asks for (§7.8).
+    """
+
+    def __init__(self) -> None:
+        super().__init__("Invalid cursor: the task it points at is no longer listed")
+
+
+class TaskLimitError(ProtocolError):
+    code = SERVER_ERROR
+
+
+class RefusedError(ProtocolError):
+    """The caller may not do this: raised by an authorization or limit step of the call pipeline.
+
+    ``http_status`` (401, 403, 429, ...) is what an HTTP transport answers with; stdio sends the JSON-RPC error.
+    """
+
+    code = SERVER_ERROR
+
+    def __init__(self, message: str, data: Any = None, *, code: int | None = None, http_status: int = 403) -> None:
+        super().__init__(message, data, code=code)
+        self.http_status = http_status
+
+
 class ToolError(TooldeckError):
     """Raise inside a tool to fail the call with this message: the client gets ``isError: true``.
 
@@ -115,6 +156,45 @@ class RegistrationError(TooldeckError, ValueError):
 
 class SchemaError(TooldeckError, TypeError):
     """A Python type or a JSON Schema that tooldeck cannot turn into a valid schema or validator."""
+
+
+class ConversionError(TooldeckError, ValueError):
+    """A JSON value that passed the schema but cannot become the declared Python type.
+
+    ``path`` locates the value (containers prepend their key as the error travels out), so ``str()`` reads like a
+    validation message: ``$.when: expected an ISO 8601 date-time, got "tomorrow"``.
+    """
+
+    def __init__(self, reason: str, path: list[str | int] | None = None) -> None:
+        super().__init__(reason)
+        self.reason = reason
+        self.path: list[str | int] = path if path is not None else []
+
+    def __str__(self) -> str:
+        return f"{format_path(self.path)}: {self.reason}"
+
+
+class ArgumentError(TooldeckError, ValueError):
+    """A string argument that is not a value of its parameter's type; ``str()`` reads ``$.name: what was wrong``."""
+
+
+class ContentError(TooldeckError, ValueError):
+    """A content block built with values the protocol does not allow."""
+
+
+class TaskStoreError(TooldeckError):
+    """A task store cannot be opened, or is used after ``close()``."""
+
+
+class HttpError(TooldeckError):
+    """An HTTP request refused before anything was sent: its status, JSON-RPC error code, message and headers."""
+
+    def __init__(self, status: int, code: int, message: str, headers: list[Any] | None = None) -> None:
+        super().__init__(message)
+        self.status = status
+        self.code = code
+        self.message = message
+        self.headers = headers
 
 
 class TargetError(TooldeckError):

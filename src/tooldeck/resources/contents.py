@@ -12,9 +12,9 @@ from typing import Any
 
 import orjson
 
+from ..model.content import EmbeddedResource
 from ..schema import kinds
 from ..schema.convert import json_default
-from ..tools.content import EmbeddedResource
 
 _BINARY = (bytes, bytearray, memoryview)
 _ITEMS = (str, *_BINARY, EmbeddedResource)

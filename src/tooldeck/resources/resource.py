@@ -11,13 +11,13 @@ import re
 from collections.abc import Callable
 from typing import Any
 
+from ..model.arguments import ArgumentError, StringConverter, choices, string_converters
+from ..model.completion import Completer, make_completers
+from ..model.content import AnnotationsLike, ContentError, annotations_from
+from ..model.metadata import is_async, normalize_icons
 from ..protocol.errors import RegistrationError, SchemaError
 from ..protocol.record import Record
 from ..schema.generate import FunctionShape, inspect_function
-from ..tools.content import AnnotationsLike, ContentError, annotations_from
-from ..tools.tool import is_async, normalize_icons
-from .arguments import ArgumentError, StringConverter, choices, string_converters
-from .completion import Completer, make_completers
 from .template import UriTemplate
 
 # RFC 3986: a scheme and ":", then only unreserved and reserved characters and percent-encoded bytes.

@@ -15,9 +15,10 @@ from typing import Any
 
 import orjson
 
-from tooldeck.protocol.errors import SchemaError, TooldeckError
 from tooldeck.schema import kinds
-from tooldeck.schema.paths import format_path, preview
+
+from ..protocol.errors import ConversionError, SchemaError
+from ..protocol.paths import preview
 
 Converter = Callable[[Any], Any]
 
@@ -25,24 +26,8 @@ Converter = Callable[[Any], Any]
 _SHAPES: tuple[type, ...] = (dict, list, str, int, float, bool, kinds.NoneType)
 _ALL_SHAPES = frozenset(_SHAPES)
 _NUMBER = frozenset({int, float})
-_IDENTITY_TYPES: frozenset[Any] = frozenset({str, int, bool, kinds.NoneType, None, Any, object})
+_IDENTITY_TYPES: frozenset[Any] = frozenset({str, bool, kinds.NoneType, None, Any, object})
 _ISO_TYPES: dict[type, str] = {dt.datetime: "date-time", dt.date: "date", dt.time: "time"}
-
-
-class ConversionError(TooldeckError, ValueError):
-    """A JSON value that passed the schema but cannot become the declared Python type.
-
-    ``path`` locates the value (containers prepend their key as the error travels out), so ``str()`` reads like a
-    validation message: ``$.when: expected an ISO 8601 date-time, got "tomorrow"``.
-    """
-
-    def __init__(self, reason: str, path: list[str | int] | None = None) -> None:
-        super().__init__(reason)
-        self.reason = reason
-        self.path: list[str | int] = path if path is not None else []
-
-    def __str__(self) -> str:
-        return f"{format_path(self.path)}: {self.reason}"
 
 
 def converter_for(tp: Any) -> Converter | None:
@@ -86,6 +71,17 @@ def json_value(value: Any) -> tuple[bool, Any]:
 
 def _fail(reason: str) -> ConversionError:
     return ConversionError(reason)
+
+
+def _to_int(value: Any) -> Any:
+    # JSON has one number type: 10, 10.0 and 1e1 are the same integer to a JSON Schema "integer", so a whole-number
+    # float that passed the schema becomes the int the function declared.
+    kind = type(value)
+    if kind is int:
+        return value
+    if kind is float and value.is_integer():
+        return int(value)
+    raise _fail(f"expected an integer, got {preview(value)}")
 
 
 def _to_float(value: Any) -> Any:
@@ -248,6 +244,8 @@ class _Builder:
         args = typing.get_args(tp)
         if tp is float:
             return _to_float
+        if tp is int:
+            return _to_int
         if isinstance(tp, type):
             if issubclass(tp, enum.Enum):
                 return _enum(tp)
@@ -485,7 +483,7 @@ def _shapes(tp: Any) -> frozenset[type]:
         if tp is bool:
             return frozenset({bool})
         if tp is int:
-            return frozenset({int})
+            return _NUMBER  # a whole-number float is an integer to JSON Schema
         if tp is float or kinds.inherits(tp, "decimal", "Decimal"):
             return _NUMBER
         if (

@@ -17,10 +17,10 @@ from typing import Any
 
 import orjson
 
-from tooldeck.protocol.errors import SchemaError
+from tooldeck.protocol.errors import ConversionError, SchemaError
 from tooldeck.schema import kinds
 from tooldeck.schema.builder import Mode, Schema, SchemaBuilder, set_default, type_repr
-from tooldeck.schema.convert import ConversionError, Converter, converter_for
+from tooldeck.schema.convert import Converter, converter_for
 from tooldeck.schema.docstring import parse_docstring
 from tooldeck.schema.parameters import POSITIONAL_ONLY, VAR_KEYWORD, VAR_POSITIONAL, read_docstring, read_parameters
 

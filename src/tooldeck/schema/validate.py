@@ -10,7 +10,8 @@ from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
 from tooldeck.protocol.errors import SchemaError
-from tooldeck.schema.paths import format_path, path_key, preview
+
+from ..protocol.paths import format_path, path_key, preview
 
 if TYPE_CHECKING:
     import jsonschema_rs

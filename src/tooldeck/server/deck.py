@@ -8,8 +8,8 @@ from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any, TypeVar, overload
 
 from ..prompts.registry import PromptRegistry
+from ..protocol.cursor import CursorCodec
 from ..protocol.errors import RegistrationError
-from ..protocol.pagination import CursorCodec
 from ..resources.registry import ResourceRegistry, TemplateRegistry
 from ..tools.function import tool_from_function
 from ..tools.registry import ToolRegistry

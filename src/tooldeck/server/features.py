@@ -12,6 +12,7 @@ import functools
 import logging
 from typing import TYPE_CHECKING, Any
 
+from ..model.completion import complete
 from ..prompts.messages import render
 from ..prompts.prompt import check_arguments
 from ..protocol.errors import (
@@ -22,7 +23,6 @@ from ..protocol.errors import (
     ResourceNotFoundError,
 )
 from ..protocol.jsonrpc import Request
-from ..resources.completion import complete
 from ..resources.contents import contents_for
 from ..tools.call import describe_failure
 from .context import Context

@@ -11,22 +11,9 @@ from __future__ import annotations
 import builtins
 from typing import Any, Protocol
 
-from ..protocol.errors import InvalidParamsError, TooldeckError
+from ..protocol.errors import TaskStoreError as TaskStoreError  # defined with every other error
+from ..protocol.errors import UnknownCursorError as UnknownCursorError
 from .record import STATUSES, TaskRecord
-
-
-class TaskStoreError(TooldeckError):
-    """A task store cannot be opened, or is used after ``close()``."""
-
-
-class UnknownCursorError(InvalidParamsError, ValueError):
-    """``list(after=...)`` names no live task of that owner (expired, purged, another owner's, never issued).
-
-    It is an ``InvalidParamsError``, so if it reaches the client it is the -32602 the spec asks for (§7.8).
-    """
-
-    def __init__(self) -> None:
-        super().__init__("Invalid cursor: the task it points at is no longer listed")
 
 
 class TaskStore(Protocol):

@@ -13,8 +13,7 @@ import os
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from ..protocol.errors import ToolError, UrlElicitationRequiredError
-from ..schema.convert import ConversionError
+from ..protocol.errors import ConversionError, ToolError, UrlElicitationRequiredError
 from .result import build_result, error_result
 from .tool import Tool
 

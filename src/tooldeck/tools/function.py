@@ -3,15 +3,17 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Unpack
 
+from ..model.content import CONTENT_TYPES
 from ..protocol.errors import RegistrationError, SchemaError
 from ..schema.generate import inspect_function
-from .content import CONTENT_TYPES
+from .options import ToolOptions, check_options
 from .tool import (
     Tool,
     check_name,
     check_task_support,
+    check_timeout,
     compile_schema,
     is_async,
     normalize_annotations,
@@ -20,19 +22,7 @@ from .tool import (
 
 
 def tool_from_function(
-    fn: Callable[..., Any],
-    *,
-    name: str | None = None,
-    title: str | None = None,
-    description: str | None = None,
-    annotations: dict[str, Any] | None = None,
-    icons: list[dict[str, Any]] | None = None,
-    task: str | bool | None = None,
-    meta: dict[str, Any] | None = None,
-    output_schema: dict[str, Any] | bool | None = None,
-    input_schema: dict[str, Any] | None = None,
-    immediate_response: str | None = None,
-    injectable: tuple[type, ...] = (),
+    fn: Callable[..., Any], *, injectable: tuple[type, ...] = (), **options: Unpack[ToolOptions]
 ) -> Tool:
     """Everything about ``fn`` as a tool, checked and compiled now so that calls do no schema work.
 
@@ -43,7 +33,12 @@ def tool_from_function(
     """
     if not callable(fn):
         raise RegistrationError(f"a tool must be callable, got {type(fn).__name__}")
+    check_options(dict(options), "tool")
+    name = options.get("name")
     tool_name = check_name(name if name is not None else getattr(fn, "__name__", None))
+    input_schema = options.get("input_schema")
+    output_schema = options.get("output_schema")
+    description = options.get("description")
     try:
         shape = inspect_function(
             fn, injectable=injectable, unstructured=CONTENT_TYPES, schema_given=input_schema is not None
@@ -77,12 +72,13 @@ def tool_from_function(
             if out is not None
             else None
         ),
-        title=title,
-        annotations=normalize_annotations(annotations, tool_name),
-        icons=normalize_icons(icons, f"tool {tool_name!r}"),
-        task_support=check_task_support(task, tool_name),
-        meta=meta,
+        title=options.get("title"),
+        annotations=normalize_annotations(options.get("annotations"), tool_name),
+        icons=normalize_icons(options.get("icons"), f"tool {tool_name!r}"),
+        task_support=check_task_support(options.get("task"), tool_name),
+        meta=options.get("meta"),
         injected=dict(shape.injected),
         converters=dict(shape.converters) if trusted else {},
-        immediate_response=immediate_response,
+        immediate_response=options.get("immediate_response"),
+        timeout=check_timeout(options.get("timeout"), f"tool {tool_name!r}"),
     )

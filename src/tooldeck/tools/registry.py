@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ..protocol.pagination import Catalog
+from ..model.catalog import Catalog
 from .tool import Tool
 
 

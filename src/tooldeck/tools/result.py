@@ -12,8 +12,8 @@ from typing import Any
 
 import orjson
 
+from ..model.content import CONTENT_TYPES
 from ..schema.convert import json_default
-from .content import CONTENT_TYPES
 from .tool import Tool
 
 log = logging.getLogger("tooldeck.tools")

@@ -6,15 +6,27 @@ that is enforced. Names, annotations, icons and task support are checked here, w
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable
 from typing import Any
 
+from ..model.metadata import check_name, is_async, normalize_icons
 from ..protocol.errors import RegistrationError, SchemaError
 from ..protocol.record import Record
 from ..schema.validate import Validator
 
-NAME_PATTERN = re.compile(r"[A-Za-z0-9_.\-]{1,128}")
+__all__ = [
+    "TASK_SUPPORT",
+    "Tool",
+    "check_name",
+    "check_task_support",
+    "check_timeout",
+    "compile_schema",
+    "is_async",
+    "normalize_annotations",
+    "normalize_icons",
+    "wire_form",
+]  # fmt: skip
+
 TASK_SUPPORT = ("forbidden", "optional", "required")
 _ANNOTATION_KEYS = {
     "title": "title",
@@ -27,8 +39,6 @@ _ANNOTATION_KEYS = {
     "openWorldHint": "openWorldHint",
     "open_world_hint": "openWorldHint",
 }
-_ICON_KEYS = {"src": "src", "mimeType": "mimeType", "mime_type": "mimeType", "sizes": "sizes", "theme": "theme"}
-_ICON_SCHEMES = ("https:", "http:", "data:")
 
 
 class Tool(Record):
@@ -37,7 +47,7 @@ class Tool(Record):
     __slots__ = (
         "name", "fn", "is_async", "description", "input_schema", "output_schema", "wraps_output", "input_validator",
         "output_validator", "title", "annotations", "icons", "task_support", "meta", "injected", "converters", "wire",
-        "immediate_response",
+        "immediate_response", "timeout",
     )  # fmt: skip
 
     def __init__(
@@ -60,6 +70,7 @@ class Tool(Record):
         injected: dict[str, type] | None = None,
         converters: dict[str, Callable[[Any], Any]] | None = None,
         immediate_response: str | None = None,
+        timeout: float | None = None,
     ) -> None:
         self.name = name
         self.fn = fn
@@ -78,26 +89,8 @@ class Tool(Record):
         self.injected = injected or {}
         self.converters = converters or {}
         self.immediate_response = immediate_response
+        self.timeout = timeout  # None: the server's default applies
         self.wire = wire_form(self)
-
-
-def check_name(name: Any, kind: str = "tool") -> str:
-    """``name`` if it is a valid tool (or prompt: ``kind``) name, else RegistrationError stating the rule."""
-    if not isinstance(name, str) or not NAME_PATTERN.fullmatch(name):
-        raise RegistrationError(
-            f"invalid {kind} name {name!r}: use 1-128 characters from A-Z a-z 0-9 _ - . (no spaces)"
-        )
-    return name
-
-
-def is_async(fn: Callable[..., Any]) -> bool:
-    """Whether calling ``fn`` returns a coroutine: an ``async def`` function, or an object with an async ``__call__``."""
-    import inspect  # deferred: registration needs it, start-up does not
-
-    if inspect.iscoroutinefunction(fn):
-        return True
-    call = getattr(fn, "__call__", None)  # noqa: B004 - callable objects with an async __call__
-    return call is not None and inspect.iscoroutinefunction(call)
 
 
 def normalize_annotations(annotations: Any, tool: str) -> dict[str, Any] | None:
@@ -119,33 +112,6 @@ def normalize_annotations(annotations: Any, tool: str) -> dict[str, Any] | None:
     return wire
 
 
-def normalize_icons(icons: Any, owner: str) -> tuple[dict[str, Any], ...] | None:
-    """Icons in wire form. ``src`` must be an https/http URL or a data: URI: clients refuse other schemes."""
-    if icons is None:
-        return None
-    if not isinstance(icons, list | tuple):
-        raise RegistrationError(f"{owner}: icons must be a list of dicts with 'src'")
-    out = []
-    for i, icon in enumerate(icons):
-        if not isinstance(icon, dict) or not isinstance(icon.get("src"), str):
-            raise RegistrationError(f"{owner}: icons[{i}] must be a dict with a string 'src'")
-        wire: dict[str, Any] = {}
-        for key, value in icon.items():
-            wire_key = _ICON_KEYS.get(key)
-            if wire_key is None:
-                raise RegistrationError(f"{owner}: icons[{i}] has unknown key {key!r} (src, mime_type, sizes, theme)")
-            wire[wire_key] = value
-        if not wire["src"].lower().startswith(_ICON_SCHEMES):
-            raise RegistrationError(f"{owner}: icons[{i}].src must be an https:, http: or data: URI")
-        sizes = wire.get("sizes")
-        if sizes is not None and (not isinstance(sizes, list) or not all(isinstance(s, str) for s in sizes)):
-            raise RegistrationError(f"{owner}: icons[{i}].sizes must be a list of strings like '48x48' or 'any'")
-        if wire.get("theme") not in (None, "light", "dark"):
-            raise RegistrationError(f"{owner}: icons[{i}].theme must be 'light' or 'dark'")
-        out.append(wire)
-    return tuple(out)
-
-
 def check_task_support(task: Any, tool: str) -> str:
     if task is None or task is False:
         return "forbidden"
@@ -154,6 +120,15 @@ def check_task_support(task: Any, tool: str) -> str:
     if task not in TASK_SUPPORT:
         raise RegistrationError(f"tool {tool!r}: task must be one of {', '.join(TASK_SUPPORT)}, got {task!r}")
     return str(task)
+
+
+def check_timeout(timeout: Any, owner: str) -> float | None:
+    """None (no limit of its own) or a positive number of seconds."""
+    if timeout is None:
+        return None
+    if isinstance(timeout, bool) or not isinstance(timeout, int | float) or not timeout > 0:
+        raise RegistrationError(f"{owner}: timeout must be a positive number of seconds or None, got {timeout!r}")
+    return float(timeout)
 
 
 def compile_schema(schema: Any, tool: str, which: str, *, trusted: bool = False) -> Validator:

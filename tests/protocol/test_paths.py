@@ -4,7 +4,7 @@ from typing import Any
 
 import pytest
 
-from tooldeck.schema.paths import format_path, path_key, preview
+from tooldeck.protocol.paths import format_path, path_key, preview
 
 
 @pytest.mark.parametrize(

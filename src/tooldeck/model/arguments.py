@@ -16,8 +16,7 @@ from typing import Any
 
 import orjson
 
-from ..protocol.errors import TooldeckError
-from ..schema.convert import ConversionError
+from ..protocol.errors import ArgumentError, ConversionError
 from ..schema.generate import FunctionShape
 from ..schema.validate import Validator
 
@@ -28,10 +27,6 @@ _INTEGER = r"-?[0-9]+"
 _NUMBER = r"-?[0-9]+(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?"
 # Schema keywords that say nothing about which values are accepted.
 _NOTES = frozenset({"type", "description", "title", "default", "examples", "deprecated"})
-
-
-class ArgumentError(TooldeckError, ValueError):
-    """A string argument that is not a value of its parameter's type; ``str()`` reads ``$.name: what was wrong``."""
 
 
 def string_converters(shape: FunctionShape) -> dict[str, StringConverter]:

@@ -9,14 +9,10 @@ from __future__ import annotations
 import base64
 from typing import Any
 
-from ..protocol.errors import TooldeckError
+from ..protocol.errors import ContentError
 from ..protocol.record import Record
 
 _AUDIENCES = frozenset({"user", "assistant"})
-
-
-class ContentError(TooldeckError, ValueError):
-    """A content block built with values the protocol does not allow."""
 
 
 class Annotations(Record):

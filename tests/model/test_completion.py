@@ -7,8 +7,8 @@ from typing import Any
 import pytest
 
 from mcp_schema import check
+from tooldeck.model.completion import MAX_VALUES, Completer, complete, make_completers
 from tooldeck.protocol.errors import RegistrationError
-from tooldeck.resources.completion import MAX_VALUES, Completer, complete, make_completers
 
 LANGUAGES = ["Python", "Perl", "PHP", "Go", "Rust"]
 

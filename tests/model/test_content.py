@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from tooldeck import Annotations, Audio, EmbeddedResource, Image, ResourceLink, Text
-from tooldeck.tools.content import ContentError
+from tooldeck.model.content import ContentError
 
 
 def test_annotations_wire_form() -> None:

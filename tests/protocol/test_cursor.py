@@ -5,8 +5,9 @@ from typing import Any
 import orjson
 import pytest
 
+from tooldeck.model.catalog import Catalog
+from tooldeck.protocol.cursor import CursorCodec
 from tooldeck.protocol.errors import InvalidParamsError
-from tooldeck.protocol.pagination import Catalog, CursorCodec
 
 
 def make(n: int) -> Catalog[str]:

@@ -10,7 +10,7 @@ import pytest
 from annotated_types import Ge, MaxLen
 
 from samples import Color, Level
-from tooldeck.resources.arguments import ArgumentError, choices, string_converters
+from tooldeck.model.arguments import ArgumentError, choices, string_converters
 from tooldeck.schema.generate import inspect_function
 
 

@@ -1,0 +1,1 @@
+"""What the features share: content blocks, string arguments, completion, and the registry base (Catalog)."""
