@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import logging
+import re
 import threading
-import time
 from dataclasses import dataclass
 from enum import Enum
 from typing import Any, TypedDict
@@ -195,20 +196,45 @@ async def test_invalid_arguments_name_each_field_and_why() -> None:
         assert "'c'" in text  # unexpected
 
 
-async def test_tool_exceptions_are_masked_by_default() -> None:
+MASKED = re.compile(
+    r"Tool 'broken' failed with an internal error \(ref ([0-9a-f]{8})\); details are in the server log\."
+)
+
+
+async def test_tool_exceptions_are_masked_and_the_log_has_the_traceback_with_the_same_ref(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    caplog.set_level(logging.ERROR, logger="tooldeck")
     async with client(make_deck()) as c:
-        result = await c.call_tool("broken")
-        assert result["isError"] is True
-        text = result["content"][0]["text"]
-        assert "hunter2" not in text and "internal error" in text
+        results = [await c.call_tool("broken") for _ in range(2)]
+    refs = []
+    for result in results:
+        assert result["isError"] is True and "structuredContent" not in result
+        (content,) = result["content"]
+        match = MASKED.fullmatch(content["text"])
+        assert match is not None, content["text"]
+        refs.append(match.group(1))
+    assert refs[0] != refs[1]  # each failure has its own reference
+    records = [r for r in caplog.records if r.name.startswith("tooldeck") and r.levelno == logging.ERROR]
+    assert [re.findall(r"\(ref ([0-9a-f]{8})\)", r.getMessage()) for r in records] == [[ref] for ref in refs]
+    for record in records:
+        assert record.exc_info is not None
+        assert record.exc_info[0] is RuntimeError and str(record.exc_info[1]) == "database password is hunter2"
+        assert "Traceback" in caplog.handler.format(record)
 
 
-async def test_unmasked_errors_show_the_exception() -> None:
+async def test_unmasked_errors_show_the_exception(caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.ERROR, logger="tooldeck")
     async with client(make_deck(mask_errors=False)) as c:
         result = await c.call_tool("broken")
-        assert (
-            result["content"][0]["text"] == "Error executing tool 'broken': RuntimeError: database password is hunter2"
-        )
+    assert result == {
+        "content": [
+            {"type": "text", "text": "Error executing tool 'broken': RuntimeError: database password is hunter2"}
+        ],
+        "isError": True,
+    }
+    (record,) = [r for r in caplog.records if r.name.startswith("tooldeck")]
+    assert record.exc_info is not None and record.exc_info[0] is RuntimeError  # the log still has the traceback
 
 
 async def test_tool_error_text_reaches_the_model() -> None:
@@ -224,7 +250,7 @@ async def test_tool_error_text_reaches_the_model() -> None:
 
 def context_deck() -> tuple[Deck, dict[str, Any]]:
     deck = Deck("ctx")
-    state: dict[str, Any] = {"started": asyncio.Event(), "cancelled": False, "release": threading.Event()}
+    state: dict[str, Any] = {"started": asyncio.Event(), "cancelled": asyncio.Event(), "release": threading.Event()}
 
     @deck.tool
     async def steps(n: int, ctx: Context) -> str:
@@ -248,7 +274,7 @@ def context_deck() -> tuple[Deck, dict[str, Any]]:
         try:
             await asyncio.sleep(60)
         except asyncio.CancelledError:
-            state["cancelled"] = True
+            state["cancelled"].set()
             raise
         return "never"
 
@@ -314,10 +340,8 @@ async def test_cancellation_stops_the_tool_and_no_response_is_sent() -> None:
         call = asyncio.ensure_future(c.request_raw("tools/call", {"name": "forever", "arguments": {}}, id="slow"))
         await asyncio.wait_for(state["started"].wait(), 5)
         c.notify("notifications/cancelled", {"requestId": "slow", "reason": "user gave up"})
+        await asyncio.wait_for(state["cancelled"].wait(), 5)  # the tool saw CancelledError
         assert await c.request("ping") == {}
-        for _ in range(10):
-            await asyncio.sleep(0)
-        assert state["cancelled"] is True
         assert not call.done()
         assert c.unrouted == []
         assert c.session.in_flight == {}
@@ -358,33 +382,74 @@ async def test_sync_tools_do_not_block_the_loop() -> None:
 
 async def test_async_tools_run_concurrently() -> None:
     deck = Deck("concurrent")
+    arrived: list[int] = []
+    everyone = asyncio.Event()
 
     @deck.tool
-    async def nap(ms: int) -> int:
-        await asyncio.sleep(ms / 1000)
-        return ms
+    async def meet(count: int) -> int:
+        arrived.append(len(arrived))
+        if len(arrived) == count:
+            everyone.set()
+        await everyone.wait()  # returns only once all `count` calls are running at the same time
+        return count
 
     async with client(deck) as c:
-        start = time.perf_counter()
-        results = await asyncio.gather(*(c.call_tool("nap", {"ms": 50}) for _ in range(32)))
-        elapsed = time.perf_counter() - start
-        assert all(r["structuredContent"] == {"result": 50} for r in results)
-        assert elapsed < 0.1, f"32 concurrent 50 ms tools took {elapsed * 1000:.0f} ms"
+        calls = asyncio.gather(*(c.call_tool("meet", {"count": 32}) for _ in range(32)))
+        results = await asyncio.wait_for(calls, 10)
+        assert [r["structuredContent"] for r in results] == [{"result": 32}] * 32
 
 
 async def test_sync_tools_run_concurrently_in_the_worker_pool() -> None:
     deck = Deck("threads")
+    barrier = threading.Barrier(32, timeout=10)
 
     @deck.tool
-    def nap(ms: int) -> int:
-        time.sleep(ms / 1000)
-        return ms
+    def meet() -> int:
+        return barrier.wait()  # BrokenBarrierError (an error result) unless all 32 are in worker threads at once
 
     async with client(deck) as c:
-        start = time.perf_counter()
-        await asyncio.gather(*(c.call_tool("nap", {"ms": 50}) for _ in range(32)))
-        elapsed = time.perf_counter() - start
-        assert elapsed < 0.5, f"32 concurrent 50 ms sync tools took {elapsed * 1000:.0f} ms"
+        results = await asyncio.gather(*(c.call_tool("meet") for _ in range(32)))
+        assert sorted(r["structuredContent"]["result"] for r in results) == list(range(32)), results[0]
+
+
+async def test_max_threads_bounds_the_sync_tools_running_at_once() -> None:
+    n = 2
+    deck = Deck("bounded", max_threads=n)
+    started = [threading.Event() for _ in range(n + 1)]
+    release = [threading.Event() for _ in range(n + 1)]
+    worker: dict[int, int] = {}
+
+    @deck.tool
+    def hold(i: int) -> int:
+        worker[i] = threading.get_ident()
+        started[i].set()
+        release[i].wait(10)
+        return i
+
+    submitted: asyncio.Queue[None] = asyncio.Queue()
+    run_sync = deck.run_sync
+
+    def observed_run_sync(fn: Any) -> Any:
+        future = run_sync(fn)  # handed to the worker pool by now
+        submitted.put_nowait(None)
+        return future
+
+    deck.run_sync = observed_run_sync  # type: ignore[method-assign]
+    async with client(deck) as c:
+        calls = [asyncio.ensure_future(c.call_tool("hold", {"i": i})) for i in range(n)]
+        for i in range(n):
+            assert await asyncio.to_thread(started[i].wait, 10)
+            await asyncio.wait_for(submitted.get(), 10)
+        calls.append(asyncio.ensure_future(c.call_tool("hold", {"i": n})))
+        await asyncio.wait_for(submitted.get(), 10)  # call n+1 is in the pool while n calls hold every worker
+        assert not started[n].is_set()
+        release[0].set()
+        assert await asyncio.to_thread(started[n].wait, 10)
+        assert worker[n] == worker[0]  # it ran on the worker call 0 gave back: the pool has no other
+        for event in release:
+            event.set()
+        results = await asyncio.gather(*calls)
+        assert [r["structuredContent"] for r in results] == [{"result": i} for i in range(n + 1)]
 
 
 async def test_list_changed_is_sent_when_tools_change_while_serving() -> None:
