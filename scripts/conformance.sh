@@ -28,6 +28,9 @@
 # Environment:
 #   TOOLDECK_CONFORMANCE_HOME  where the npm packages go (default: ${XDG_CACHE_HOME:-$HOME/.cache}/tooldeck-conformance)
 #   TOOLDECK                   the tooldeck command (default: .venv/bin/tooldeck of this checkout, else `tooldeck`)
+#   TOOLDECK_CONFORMANCE_RUNNER  a command (split on blanks) run instead of the pinned suite, with the suite's
+#                              arguments: `list --server`, then `server --url URL --scenario NAME -o DIR` per scenario.
+#                              For testing this script: with it, --http mode needs neither node nor the install.
 #
 # Exit status: 0 when no scenario failed, 1 when one did, 2 when the run could not start.
 set -u
@@ -89,18 +92,29 @@ install_tools() {
   (cd "$HOME_DIR" && npm install --no-audit --no-fund --save-exact --loglevel=error "${want[@]}") >&2 \
     || die "npm install failed (into $HOME_DIR)"
 }
-mkdir -p "$HOME_DIR" || die "cannot create $HOME_DIR"
-(
-  flock 9 2>/dev/null || true  # two runs at once install once
-  install_tools
-) 9>"$HOME_DIR/.install.lock" || exit 2
-if [ ! -x "$NODE" ] || [ ! -f "$SUITE_JS" ] || [ ! -f "$BRIDGE_JS" ]; then
-  die "the install in $HOME_DIR is incomplete; remove it and retry"
+if [ -n "${TOOLDECK_CONFORMANCE_RUNNER:-}" ]; then
+  read -r -a RUNNER <<< "$TOOLDECK_CONFORMANCE_RUNNER"
+  [ ${#RUNNER[@]} -gt 0 ] || die "TOOLDECK_CONFORMANCE_RUNNER is blank"
+  RUNNER_NAME="runner ${RUNNER[*]}"
 fi
-[ $INSTALL_ONLY = 1 ] && { echo "tools installed in $HOME_DIR (node $("$NODE" --version))"; exit 0; }
+if [ -z "${TOOLDECK_CONFORMANCE_RUNNER:-}" ] || [ "$MODE" = stdio ] || [ $INSTALL_ONLY = 1 ]; then
+  mkdir -p "$HOME_DIR" || die "cannot create $HOME_DIR"
+  (
+    flock 9 2>/dev/null || true  # two runs at once install once
+    install_tools
+  ) 9>"$HOME_DIR/.install.lock" || exit 2
+  if [ ! -x "$NODE" ] || [ ! -f "$SUITE_JS" ] || [ ! -f "$BRIDGE_JS" ]; then
+    die "the install in $HOME_DIR is incomplete; remove it and retry"
+  fi
+  [ $INSTALL_ONLY = 1 ] && { echo "tools installed in $HOME_DIR (node $("$NODE" --version))"; exit 0; }
+fi
+if [ -z "${TOOLDECK_CONFORMANCE_RUNNER:-}" ]; then
+  RUNNER=("$NODE" "$SUITE_JS")
+  RUNNER_NAME="conformance $CONFORMANCE_VERSION, node $("$NODE" --version)"
+fi
 
 # --- scenarios ----------------------------------------------------------------------------------------------------
-mapfile -t KNOWN < <("$NODE" "$SUITE_JS" list --server | sed -n 's/^  - \([a-z0-9-]*\).*/\1/p')
+mapfile -t KNOWN < <("${RUNNER[@]}" list --server | sed -n 's/^  - \([a-z0-9-]*\).*/\1/p')
 [ ${#KNOWN[@]} -gt 0 ] || die "the conformance suite listed no server scenarios"
 in_list() { local x="$1"; shift; local y; for y in "$@"; do [ "$x" = "$y" ] && return 0; done; return 1; }
 
@@ -151,8 +165,7 @@ trap stop_server EXIT
 trap 'exit 130' INT TERM
 
 free_port() {
-  "$NODE" -e 'const s = require("net").createServer().listen(0, "127.0.0.1", () => {
-    process.stdout.write(String(s.address().port)); s.close(); });'
+  python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1]); s.close()'
 }
 wait_until_up() {  # any HTTP status from the endpoint means the server answers
   local url="$1" deadline=$((SECONDS + 30)) code
@@ -179,7 +192,7 @@ else
   SERVER_PID=$!
 fi
 wait_until_up "$URL"
-echo "conformance $CONFORMANCE_VERSION, node $("$NODE" --version), $MODE mode, $URL, ${#SCENARIOS[@]} scenarios"
+echo "$RUNNER_NAME, $MODE mode, $URL, ${#SCENARIOS[@]} scenarios"
 
 # --- run ------------------------------------------------------------------------------------------------------------------
 summarize() {  # checks.json -> "SUCCESSES FAILURES WARNINGS remark"
@@ -200,7 +213,7 @@ for s in "${SCENARIOS[@]}"; do
     SKIPPED=$((SKIPPED + 1)); continue
   fi
   dir="$OUT/$s"; rm -rf "$dir"; mkdir -p "$dir"
-  timeout --kill-after=5 "$TIMEOUT" "$NODE" "$SUITE_JS" server --url "$URL" --scenario "$s" -o "$dir" \
+  timeout --kill-after=5 "$TIMEOUT" "${RUNNER[@]}" server --url "$URL" --scenario "$s" -o "$dir" \
     > "$dir/run.log" 2>&1
   status=$?
   checks="$(find "$dir" -name checks.json | head -n 1)"
