@@ -20,7 +20,7 @@ RELATED = "io.modelcontextprotocol/related-task"
 
 def make_deck(**options: Any) -> tuple[Deck, dict[str, Any]]:
     deck = Deck("tasks", **options)
-    gate: dict[str, Any] = {"release": None}
+    gate: dict[str, Any] = {"release": None, "running": None, "stopped": None}
 
     @deck.tool(task="optional", immediate_response="Working on it.")
     async def crunch(n: int, ctx: Context) -> int:
@@ -31,7 +31,14 @@ def make_deck(**options: Any) -> tuple[Deck, dict[str, Any]]:
 
     @deck.tool(task="required")
     async def held(ctx: Context) -> str:
-        await gate["release"].wait()
+        if gate["running"] is not None:
+            gate["running"].set()
+        try:
+            await gate["release"].wait()
+        except asyncio.CancelledError:
+            if gate["stopped"] is not None:
+                gate["stopped"].set()
+            raise
         return "released"
 
     @deck.tool(task="optional")
@@ -134,9 +141,10 @@ async def test_a_task_field_is_ignored_when_tasks_were_not_declared() -> None:
 
 async def test_cancel_sets_cancelled_before_answering_and_stops_the_work() -> None:
     deck, gate = make_deck()
-    gate["release"] = asyncio.Event()
+    gate["release"], gate["running"], gate["stopped"] = asyncio.Event(), asyncio.Event(), asyncio.Event()
     async with client(deck) as c:
         task = (await create(c, "held"))["task"]
+        await asyncio.wait_for(gate["running"].wait(), 5)
         waiting = asyncio.ensure_future(c.request("tasks/result", {"taskId": task["taskId"]}))
         cancelled = await c.request("tasks/cancel", {"taskId": task["taskId"]})
         assert cancelled["status"] == "cancelled"
@@ -144,8 +152,7 @@ async def test_cancel_sets_cancelled_before_answering_and_stops_the_work() -> No
         assert result["isError"] is True and result["_meta"] == {RELATED: {"taskId": task["taskId"]}}
         again = await c.request_raw("tasks/cancel", {"taskId": task["taskId"]})
         assert again["error"]["code"] == -32602 and "already cancelled" in again["error"]["message"]
-        gate["release"].set()
-        await asyncio.sleep(0.01)
+        await asyncio.wait_for(gate["stopped"].wait(), 5)  # the work got CancelledError
         assert (await c.request("tasks/get", {"taskId": task["taskId"]}))["status"] == "cancelled"  # terminal stays
 
 
@@ -183,11 +190,17 @@ async def test_unknown_task_ids_are_32602(method: str) -> None:
 
 async def test_expired_tasks_are_gone() -> None:
     deck, _ = make_deck()
+    now = [1_000_000.0]
+    deck.task_manager().clock = lambda: now[0]  # the manager's clock is injected: time moves when the test says
     async with client(deck) as c:
-        task = (await create(c, "crunch", {"n": 1}, ttl=0))["task"]
-        await asyncio.sleep(0.01)
-        response = await c.request_raw("tasks/get", {"taskId": task["taskId"]})
-        assert response["error"]["code"] == -32602
+        task = (await create(c, "crunch", {"n": 1}, ttl=2_000))["task"]
+        await c.request("tasks/result", {"taskId": task["taskId"]})
+        now[0] = 1_000_001.999
+        assert (await c.request("tasks/get", {"taskId": task["taskId"]}))["status"] == "completed"
+        now[0] = 1_000_002.0  # created + ttl: expired from this instant on
+        for method in ("tasks/get", "tasks/result"):
+            response = await c.request_raw(method, {"taskId": task["taskId"]})
+            assert response["error"] == {"code": -32602, "message": "Failed to retrieve task: Task not found"}
 
 
 async def test_ttl_is_capped_and_reported() -> None:
@@ -203,7 +216,7 @@ async def test_list_paginates_and_the_cap_per_requestor_is_enforced() -> None:
     async with client(deck) as c:
         ids = [(await create(c, "held"))["task"]["taskId"] for _ in range(3)]
         response = await c.request_raw("tools/call", {"name": "held", "arguments": {}, "task": {}})
-        assert "Too many active tasks" in response["error"]["message"]
+        assert response["error"] == {"code": -32000, "message": "Too many active tasks: the limit is 3 per requestor"}
         assert [t["taskId"] for t in await all_pages(c, "tasks/list", "tasks")] == ids
         bad = await c.request_raw("tasks/list", {"cursor": "garbage"})
         assert bad["error"]["code"] == -32602
@@ -214,11 +227,16 @@ async def test_input_required_while_the_tool_elicits() -> None:
     deck, _ = make_deck()
     async with client(deck, capabilities={"elicitation": {}}) as c:
         answer: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
-        c.on_request("elicitation/create", lambda params: answer)
+        asked: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
+
+        def elicit(params: dict[str, Any]) -> asyncio.Future[dict[str, Any]]:
+            asked.put_nowait(params)
+            return answer
+
+        c.on_request("elicitation/create", elicit)
         task = (await create(c, "asks"))["task"]
-        while not c.requests:
-            await asyncio.sleep(0.001)
-        assert c.requests[0]["params"]["_meta"] == {RELATED: {"taskId": task["taskId"]}}
+        params = await asyncio.wait_for(asked.get(), 5)
+        assert params["_meta"] == {RELATED: {"taskId": task["taskId"]}}
         assert (await c.request("tasks/get", {"taskId": task["taskId"]}))["status"] == "input_required"
         answer.set_result({"action": "accept", "content": {"yes": True}})
         result = await c.request("tasks/result", {"taskId": task["taskId"]})
@@ -254,7 +272,7 @@ async def test_tasks_bound_to_a_principal_are_invisible_to_others() -> None:
 async def test_a_thousand_concurrent_tasks_lose_no_result() -> None:
     deck, _ = make_deck(max_tasks_per_requestor=2000)
     async with client(deck) as c:
-        c.checker.received = lambda message: None  # type: ignore[attr-defined]
+        c.checker.check_every(50)  # type: ignore[attr-defined]
         created = await asyncio.gather(*(c.request("tools/call", {"name": "crunch", "arguments": {"n": 1},
                                                                   "task": {}}) for _ in range(1000)))  # fmt: skip
         results = await asyncio.gather(*(c.request("tasks/result", {"taskId": t["task"]["taskId"]}) for t in created))
