@@ -1,6 +1,7 @@
 """An in-process ASGI client for the HTTP transport tests: real ASGI messages, streamed SSE, schema-checked.
 
-Every JSON-RPC message in a JSON body or an SSE event is checked against the official schema by a WireChecker.
+Every JSON-RPC message in a JSON body (of any status) or an SSE event is checked against the official schema by a
+WireChecker; a request body can be delivered in pieces (``chunk_size=``), as a network would.
 """
 
 from __future__ import annotations
@@ -38,18 +39,54 @@ class Event:
         return f"Event(id={self.id!r}, data={self.data!r})"
 
 
-class Response:
-    """One HTTP response; ``events()`` reads an SSE body as it arrives."""
+def parse_event(raw: bytes) -> Event | None:
+    """One SSE event block (without its blank line); None for a comment-only block (a keepalive)."""
+    event = Event()
+    for line in raw.decode().split("\n"):
+        if line.startswith(":"):
+            continue
+        field, _, value = line.partition(":")
+        value = value[1:] if value.startswith(" ") else value
+        if field == "id":
+            event.id = value
+        elif field == "event":
+            event.event = value
+        elif field == "retry":
+            event.retry = int(value)
+        elif field == "data":
+            event.data = value if event.data is None else event.data + "\n" + value
+    if event.id is None and event.data is None:
+        return None
+    return event
 
-    def __init__(self, task: asyncio.Task[None], outbox: asyncio.Queue[Any], disconnect: asyncio.Event) -> None:
+
+class Response:
+    """One HTTP response; ``events()`` reads an SSE body as it arrives.
+
+    Every body chunk passes through ``_take``, which feeds the checker whatever JSON-RPC it completes: a JSON body
+    of any status (error bodies included) once it has ended, each SSE event as its blank line arrives. What the test
+    never reads is drained and checked at teardown (the client's ``WireChecker.on_flush``).
+    """
+
+    def __init__(
+        self,
+        task: asyncio.Task[None],
+        outbox: asyncio.Queue[Any],
+        disconnect: asyncio.Event,
+        checker: WireChecker,
+        unended: set[Response],
+    ) -> None:
         self._task = task
         self._outbox = outbox
         self._disconnect = disconnect
         self.status = 0
         self.headers: dict[str, str] = {}
-        self._buffer = b""
+        self._buffer = b""  # SSE bytes not yet yielded by events()
+        self._unchecked = b""  # SSE bytes not yet checked, or the JSON body so far
         self.ended = False
-        self.checker: WireChecker | None = None
+        self.checker = checker
+        self._unended = unended  # the client's responses whose body has not ended: drained at teardown
+        unended.add(self)
 
     async def _start(self) -> None:
         message = await asyncio.wait_for(self._outbox.get(), 10)
@@ -60,11 +97,38 @@ class Response:
     async def _chunk(self, timeout: float) -> bytes | None:
         if self.ended:
             return None
-        message = await asyncio.wait_for(self._outbox.get(), timeout)
+        return self._take(await asyncio.wait_for(self._outbox.get(), timeout))
+
+    def _take(self, message: dict[str, Any]) -> bytes:
         assert message["type"] == "http.response.body", message
+        data = bytes(message.get("body", b""))
         if not message.get("more_body", False):
             self.ended = True
-        return bytes(message.get("body", b""))
+            self._unended.discard(self)
+        self._unchecked += data
+        if self.headers.get("content-type", "").startswith("text/event-stream"):
+            while b"\n\n" in self._unchecked:
+                raw, self._unchecked = self._unchecked.split(b"\n\n", 1)
+                event = parse_event(raw)
+                if event is not None and event.data:
+                    self._check(event.data.encode())
+        elif self.ended and self._unchecked:
+            self._check(self._unchecked)
+            self._unchecked = b""
+        return data
+
+    def _check(self, data: bytes) -> None:
+        try:
+            message = orjson.loads(data)
+        except orjson.JSONDecodeError as exc:
+            self.checker.record(f"HTTP {self.status} body is not JSON ({exc})", data[:300])
+        else:
+            self.checker.received(message)
+
+    def drain(self) -> None:
+        """Check the body chunks the test never read (run at teardown, after the event loop has gone)."""
+        while not self.ended and not self._outbox.empty():
+            self._take(self._outbox.get_nowait())
 
     async def body(self, timeout: float = 10) -> bytes:
         data = b""
@@ -73,10 +137,7 @@ class Response:
         return data
 
     async def json(self) -> Any:
-        message = orjson.loads(await self.body())
-        if self.checker is not None:
-            self.checker.received(message)
-        return message
+        return orjson.loads(await self.body())  # checked by _take as the body ended
 
     async def events(self, timeout: float = 10) -> AsyncIterator[Event]:
         while True:
@@ -86,25 +147,9 @@ class Response:
                     return
                 self._buffer += chunk
             raw, self._buffer = self._buffer.split(b"\n\n", 1)
-            event = Event()
-            for line in raw.decode().split("\n"):
-                if line.startswith(":"):
-                    continue
-                field, _, value = line.partition(":")
-                value = value[1:] if value.startswith(" ") else value
-                if field == "id":
-                    event.id = value
-                elif field == "event":
-                    event.event = value
-                elif field == "retry":
-                    event.retry = int(value)
-                elif field == "data":
-                    event.data = value if event.data is None else event.data + "\n" + value
-            if event.id is None and event.data is None:
-                continue  # a comment-only block (keepalive)
-            if event.data and self.checker is not None:
-                self.checker.received(orjson.loads(event.data))
-            yield event
+            event = parse_event(raw)
+            if event is not None:
+                yield event
 
     async def messages_until(self, request_id: Any) -> list[Any]:
         """The SSE messages up to and including the response to ``request_id``."""
@@ -129,7 +174,13 @@ class AsgiClient:
     def __init__(self, app: Any, *, host: str = "127.0.0.1:8000") -> None:
         self.app = app
         self.host = host
-        self.checker = WireChecker()
+        self.checker = WireChecker(name="AsgiClient")
+        self._unended: set[Response] = set()
+        self.checker.on_flush(self._drain)
+
+    def _drain(self) -> None:
+        for response in list(self._unended):
+            response.drain()
 
     async def request(
         self,
@@ -139,7 +190,9 @@ class AsgiClient:
         headers: dict[str, str] | None = None,
         body: bytes = b"",
         json: Any = None,
+        chunk_size: int | None = None,
     ) -> Response:
+        """Send one request; ``chunk_size`` splits its body over that many bytes per ``http.request`` message."""
         if json is not None:
             self.checker.sent(json)
             body = orjson.dumps(json)
@@ -159,13 +212,13 @@ class AsgiClient:
         }
         outbox: asyncio.Queue[Any] = asyncio.Queue()
         disconnect = asyncio.Event()
-        sent_body = False
+        size = chunk_size or max(len(body), 1)
+        pieces = [body[i : i + size] for i in range(0, len(body), size)] or [b""]
 
         async def receive() -> dict[str, Any]:
-            nonlocal sent_body
-            if not sent_body:
-                sent_body = True
-                return {"type": "http.request", "body": body, "more_body": False}
+            if pieces:
+                piece = pieces.pop(0)
+                return {"type": "http.request", "body": piece, "more_body": bool(pieces)}
             await disconnect.wait()
             return {"type": "http.disconnect"}
 
@@ -173,20 +226,20 @@ class AsgiClient:
             await outbox.put(message)
 
         task = asyncio.get_running_loop().create_task(self.app(scope, receive, send))
-        response = Response(task, outbox, disconnect)
-        response.checker = self.checker
+        response = Response(task, outbox, disconnect, self.checker, self._unended)
         await response._start()
         return response
 
     async def post(self, message: Any, *, session: str | None = None, accept: str = ACCEPT_BOTH,
-                   version: str | None = "2025-11-25", headers: dict[str, str] | None = None) -> Response:  # fmt: skip
+                   version: str | None = "2025-11-25", headers: dict[str, str] | None = None,
+                   chunk_size: int | None = None) -> Response:  # fmt: skip
         all_headers = {"content-type": "application/json", "accept": accept}
         if session is not None:
             all_headers["mcp-session-id"] = session
         if version is not None:
             all_headers["mcp-protocol-version"] = version
         all_headers.update(headers or {})
-        return await self.request("POST", headers=all_headers, json=message)
+        return await self.request("POST", headers=all_headers, json=message, chunk_size=chunk_size)
 
     async def initialize(self, version: str = "2025-11-25") -> str:
         response = await self.post(

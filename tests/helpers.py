@@ -1,4 +1,7 @@
-"""Shared test drivers: a sans-IO session harness and an in-process client, both schema-checking every message."""
+"""Shared test drivers: a sans-IO session harness and an in-process client, both schema-checking every message.
+
+Their checkers record violations (the server's send path would swallow an exception); the test fails at teardown.
+"""
 
 from __future__ import annotations
 
@@ -24,7 +27,7 @@ class Harness:
     """Drives a Session synchronously (no event loop): messages in, checked messages out."""
 
     def __init__(self, deck: Deck) -> None:
-        self.checker = WireChecker()
+        self.checker = WireChecker(name="Harness")
         self.out: list[Any] = []
         self.session = Session(deck, self._emit)
 
@@ -90,7 +93,7 @@ async def client(
     initialize: bool = True,
 ) -> AsyncIterator[MemoryClient]:
     """An in-process client whose every received message is checked against the official schema."""
-    checker = WireChecker()
+    checker = WireChecker(name="helpers.client")
     async with connect(deck, initialize=False, observer=lambda data, message: checker.received(message)) as mc:
         original = mc.send
 

@@ -1,22 +1,33 @@
-"""Checks every message the server emits against the official MCP JSON Schema of the negotiated revision.
+"""Checks every message the server emits against the official MCP JSON Schema of the negotiated revision, and
+against a closed form of it that rejects members the revision does not define.
 
 ``WireChecker`` follows one connection: it remembers the method of each request the client sent, so a response
 is checked against that method's result type (``tools/list`` -> ``ListToolsResult``), and notifications against
-their own definitions. The schema files are in ``tests/data`` (origin in ``tests/data/README.md``).
+their own definitions. The drivers call it from the server's send path, where an exception would be swallowed by
+the server, so it records violations instead of raising; every checker registers itself, and the test's teardown
+(``conftest.py``) calls ``verify(collect())``, which fails if one recorded a violation or saw no message at all.
+The schema files are in ``tests/data`` (origin in ``tests/data/README.md``).
 """
 
 from __future__ import annotations
 
+import base64
+import binascii
+import copy
 import functools
 import json
+import threading
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
 import jsonschema
+from jsonschema import FormatChecker
 from jsonschema.validators import validator_for
 
 DATA = Path(__file__).parent / "data"
 LATEST = "2025-11-25"
+REVISIONS = ("2025-03-26", "2025-06-18", "2025-11-25")
 
 RESULTS = {
     "initialize": "InitializeResult",
@@ -54,28 +65,222 @@ REQUESTS = {
     "roots/list": "ListRootsRequest",
 }
 
+# --- the closed form ----------------------------------------------------------------------------------------------
+# Places whose value is itself a JSON Schema or free-form data: nothing at or below them is closed.
+#  - Tool.inputSchema / Tool.outputSchema: a tool's JSON Schema may use any keyword ("$defs", "additionalProperties",
+#    "description", ...) and its "properties" hold arbitrary subschemas.
+#  - ElicitRequest's requestedSchema and the PrimitiveSchemaDefinition family it refers to (StringSchema,
+#    NumberSchema, BooleanSchema, the enum schemas): JSON Schemas too, and the elicitation page's own example uses
+#    "pattern", which StringSchema does not list (found by following $refs from requestedSchema, below).
+# Free-form objects already say so (``_meta``, ``experimental``, ``metadata``, ``structuredContent``, the generic
+# ``Result`` and request/notification ``params`` carry ``additionalProperties``; ``Error.data`` has no type), so they
+# need no entry. ServerCapabilities is closed although its description calls the set open: a non-standard
+# capability belongs under ``experimental``, and closing it is what catches a revision's capability offered in
+# another revision (``tasks`` in 2025-03-26).
+_SCHEMA_VALUED = ("/Tool/properties/inputSchema", "/Tool/properties/outputSchema", "/requestedSchema")
+
 
 @functools.cache
 def _root(version: str) -> dict[str, Any]:
     return json.loads((DATA / f"mcp-schema-{version}.json").read_text())
 
 
+def _container(root: dict[str, Any]) -> str:
+    return "$defs" if "$defs" in root else "definitions"
+
+
 @functools.cache
-def validator(version: str, definition: str) -> Any:
-    root = _root(version)
-    container = "$defs" if "$defs" in root else "definitions"
+def closed_root(version: str) -> dict[str, Any]:
+    """The revision's schema with ``additionalProperties: false`` on every object schema that lists ``properties``
+    and says nothing about ``additionalProperties`` (except the schema-valued places above).
+
+    An ``allOf`` of object schemas (``GetTaskResult`` = ``Result`` & ``Task``) is closed as a whole: its branches stay
+    open and the ``allOf`` itself allows exactly the union of their properties. Only constraints are added, so
+    anything valid in the closed form is valid in the official one: the schemas use no ``not``/``if`` that would
+    invert that, and ``_close`` refuses them.
+    """
+    root = copy.deepcopy(_root(version))
+    container = _container(root)
+    definitions = root[container]
+    exempt = _schema_valued_definitions(root)
+    added: set[str] = set()  # definitions whose top level was closed here (an allOf branch reopens them)
+    for name, definition in definitions.items():
+        if name not in exempt and _close(definition, f"/{name}"):
+            added.add(name)
+    for name in definitions:
+        if name not in exempt:
+            _close_all_of(definitions[name], definitions, container, added)
+    return root
+
+
+def _schema_valued_definitions(root: dict[str, Any]) -> set[str]:
+    container = _container(root)
+    found: set[str] = set()
+
+    def follow(node: Any) -> None:
+        if isinstance(node, dict):
+            ref = node.get("$ref")
+            if isinstance(ref, str) and ref.startswith(f"#/{container}/"):
+                name = ref.rsplit("/", 1)[1]
+                if name not in found:
+                    found.add(name)
+                    follow(root[container][name])
+            for value in node.values():
+                follow(value)
+        elif isinstance(node, list):
+            for value in node:
+                follow(value)
+
+    def visit(node: Any, path: str) -> None:
+        if isinstance(node, dict):
+            if path.endswith(_SCHEMA_VALUED):
+                follow(node)
+                return
+            for key, value in node.items():
+                visit(value, f"{path}/{key}")
+        elif isinstance(node, list):
+            for i, value in enumerate(node):
+                visit(value, f"{path}/{i}")
+
+    for name, definition in root[container].items():
+        visit(definition, f"/{name}")
+    return found
+
+
+def _close(node: Any, path: str, *, in_all_of: bool = False) -> bool:
+    """Close ``node`` and what it contains in place; True if ``node``'s own top level was closed."""
+    if isinstance(node, list):
+        for i, value in enumerate(node):
+            _close(value, f"{path}/{i}")
+        return False
+    if not isinstance(node, dict) or path.endswith(_SCHEMA_VALUED):
+        return False
+    if "not" in node or "if" in node:
+        raise ValueError(f"{path}: 'not'/'if' would turn an added constraint into a looser one")
+    for key, value in node.items():
+        if key == "properties" and isinstance(value, dict):
+            for name, sub in value.items():
+                _close(sub, f"{path}/properties/{name}")
+        elif key == "allOf":
+            for i, branch in enumerate(value):
+                _close(branch, f"{path}/allOf/{i}", in_all_of=True)
+        elif key not in ("enum", "const", "required", "default", "examples"):
+            _close(value, f"{path}/{key}")
+    if in_all_of or "properties" not in node or "additionalProperties" in node or "$ref" in node:
+        return False
+    node["additionalProperties"] = False
+    return True
+
+
+def _close_all_of(node: Any, definitions: dict[str, Any], container: str, added: set[str]) -> None:
+    if isinstance(node, list):
+        for value in node:
+            _close_all_of(value, definitions, container, added)
+        return
+    if not isinstance(node, dict):
+        return
+    for value in node.values():
+        _close_all_of(value, definitions, container, added)
+    if "allOf" not in node or "additionalProperties" in node:
+        return
+    names: dict[str, Any] = dict(node.get("properties", {}))
+    branches = []
+    for branch in node["allOf"]:
+        ref = branch.get("$ref", "")
+        if ref.startswith(f"#/{container}/"):
+            name = ref.rsplit("/", 1)[1]
+            branch = dict(definitions[name])  # inlined, so its own top level can be reopened for this use
+            if name in added:
+                del branch["additionalProperties"]
+        names.update(dict.fromkeys(branch.get("properties", {}), True))
+        branches.append(branch)
+    node["allOf"] = branches
+    node["properties"] = names
+    node["additionalProperties"] = False
+
+
+# --- formats ------------------------------------------------------------------------------------------------------
+
+
+def _is_byte(instance: object) -> bool:
+    """Strict base64 (RFC 4648 section 4): the alphabet, padded to a multiple of 4, nothing else (no whitespace)."""
+    if not isinstance(instance, str):
+        return True
+    if len(instance) % 4:
+        raise ValueError(f"base64 length {len(instance)} is not a multiple of 4")
+    base64.b64decode(instance, validate=True)
+    return True
+
+
+@functools.cache
+def format_checker(version: str) -> FormatChecker:
+    """The draft's format checker plus ``byte``; ``uri`` and ``uri-template`` need the packages of the test extra."""
+    draft = validator_for(_root(version)).FORMAT_CHECKER
+    checker = FormatChecker(formats=())
+    checker.checkers = dict(draft.checkers)
+    checker.checks("byte", raises=(binascii.Error, ValueError))(_is_byte)
+    return checker
+
+
+def _validator(root: dict[str, Any], version: str, definition: str) -> Any:
+    container = _container(root)
     if definition not in root[container]:
         raise KeyError(f"{definition} is not defined in the {version} schema")
     schema = {**root, "$ref": f"#/{container}/{definition}"}
     cls = validator_for(root)
-    return cls(schema, format_checker=cls.FORMAT_CHECKER)
+    return cls(schema, format_checker=format_checker(version))
+
+
+@functools.cache
+def validator(version: str, definition: str) -> Any:
+    return _validator(_root(version), version, definition)
+
+
+@functools.cache
+def closed_validator(version: str, definition: str) -> Any:
+    return _validator(closed_root(version), version, definition)
+
+
+# --- checking -----------------------------------------------------------------------------------------------------
+
+
+class Violation:
+    """One way a message broke a definition: which one, in which form of the schema, where, and why."""
+
+    __slots__ = ("definition", "form", "message", "path", "version")
+
+    def __init__(self, version: str, definition: str, form: str, path: str, message: str) -> None:
+        self.version = version
+        self.definition = definition
+        self.form = form  # "official", "closed" (valid officially, but has members the revision does not define)
+        self.path = path
+        self.message = message
+
+    def __str__(self) -> str:
+        return f"{self.definition} ({self.version}, {self.form} schema) invalid at {self.path}: {self.message}"
+
+    def __repr__(self) -> str:
+        return f"Violation({self})"
+
+
+def violations(version: str, definition: str, instance: Any) -> list[Violation]:
+    """What is wrong with ``instance`` as a ``definition``: checked against the closed form; where that fails, the
+    official form says whether the message breaks the revision itself or only adds members it does not define."""
+    closed = jsonschema.exceptions.best_match(closed_validator(version, definition).iter_errors(instance))
+    if closed is None:
+        return []  # the closed form only adds constraints, so the official one holds too
+    official = jsonschema.exceptions.best_match(validator(version, definition).iter_errors(instance))
+    error, form = (official, "official") if official is not None else (closed, "closed")
+    return [Violation(version, definition, form, error.json_path, error.message)]
 
 
 def check(version: str, definition: str, instance: Any) -> None:
-    """Raise ``jsonschema.ValidationError`` (with the path) if ``instance`` is not a valid ``definition``."""
-    error = jsonschema.exceptions.best_match(validator(version, definition).iter_errors(instance))
-    if error is not None:
-        raise AssertionError(f"{definition} ({version}) invalid at {error.json_path}: {error.message}\n{instance}")
+    """Raise AssertionError (with the JSON path) unless ``instance`` is a valid ``definition`` in both forms.
+
+    For test code; a driver in the server's send path uses ``WireChecker``, which records instead of raising."""
+    found = violations(version, definition, instance)
+    if found:
+        raise AssertionError(f"{found[0]}\n{_show(instance)}")
 
 
 def check_error_message(message: dict[str, Any]) -> None:
@@ -84,13 +289,94 @@ def check_error_message(message: dict[str, Any]) -> None:
     check(LATEST, "JSONRPCErrorResponse", message)
 
 
-class WireChecker:
-    """Validates one connection's server->client messages; feed it the client's messages too."""
+_live: list[WireChecker] = []
+_live_lock = threading.Lock()
 
-    def __init__(self, version: str = LATEST) -> None:
+
+def collect() -> list[WireChecker]:
+    """Every checker created since the last ``collect()`` (the registry is emptied)."""
+    with _live_lock:
+        taken = list(_live)
+        _live.clear()
+    return taken
+
+
+def verify(checkers: Iterable[WireChecker]) -> None:
+    """Raise AssertionError naming every violation the checkers recorded, and every checker that saw no message
+    although its client sent a request (every request is answered, so an answer went unchecked). A checker whose
+    client sent no request (an unused driver, or one that only sent notifications) may see nothing."""
+    problems: list[str] = []
+    for checker in checkers:
+        checker.flush()
+        problems += [f"{checker.name}: {v.where}" for v in checker.violations]
+        if checker.count == 0 and checker.requests and checker.expect_messages:
+            problems.append(
+                f"{checker.name}: sent {checker.requests} request(s) but saw no server message, so the check did not "
+                "run (a driver that legitimately receives nothing says so with checker.expect_no_messages())"
+            )
+    if problems:
+        raise AssertionError("MCP wire check failed:\n" + "\n".join(problems))
+
+
+class Recorded:
+    """A violation as the checker saw it: the violation (or a wire-level complaint) and the message it was in."""
+
+    __slots__ = ("message", "violation", "where")
+
+    def __init__(self, violation: Violation | str, message: Any) -> None:
+        self.violation = violation
+        self.message = message
+        self.where = f"{violation}\n    in {_show(message)}"
+
+    def __str__(self) -> str:
+        return self.where
+
+
+class WireChecker:
+    """Validates one connection's server->client messages (feed it the client's messages too); records, never raises.
+
+    ``name`` labels the driver in the teardown report. ``expect_no_messages()`` is the opt-out for a driver that
+    legitimately receives nothing; ``check_every(n)`` checks one message in ``n`` (all are still counted) for the
+    few load tests where checking all would dominate the run time.
+    """
+
+    # With slots, replacing ``received``/``sent`` on an instance (switching the check off) raises AttributeError.
+    __slots__ = ("_every", "_flushers", "count", "expect_messages", "methods", "name", "requests", "version",
+                 "violations")  # fmt: skip
+
+    def __init__(self, version: str = LATEST, *, name: str = "WireChecker") -> None:
         self.version = version
+        self.name = name
         self.methods: dict[Any, str] = {}
-        self.count = 0
+        self.count = 0  # server->client messages seen
+        self.requests = 0  # client->server requests seen
+        self.violations: list[Recorded] = []
+        self.expect_messages = True
+        self._every = 1
+        self._flushers: list[Callable[[], None]] = []
+        with _live_lock:
+            _live.append(self)
+
+    def expect_no_messages(self) -> None:
+        """Opt out of the teardown rule that a checker whose client sent a request must have seen a message."""
+        self.expect_messages = False
+
+    def check_every(self, n: int) -> None:
+        """Check one received message in ``n`` (the first, then every n-th); each is still parsed and counted."""
+        assert n >= 1
+        self._every = n
+
+    def on_flush(self, flush: Callable[[], None]) -> None:
+        """Run ``flush`` before the teardown verdict (a driver feeds what it received but nobody read)."""
+        self._flushers.append(flush)
+
+    def flush(self) -> None:
+        flushers, self._flushers = self._flushers, []
+        for flush in flushers:
+            try:
+                flush()
+            except Exception as exc:  # a flush that breaks must not hide the verdict
+                self.violations.append(Recorded(f"flushing the driver failed: {exc!r}", None))
 
     def sent(self, message: Any) -> None:
         """Record a client->server message (so its response can be checked against the right result type)."""
@@ -98,46 +384,79 @@ class WireChecker:
         for item in items:
             if isinstance(item, dict) and "method" in item and "id" in item:
                 self.methods[_key(item["id"])] = item["method"]
-                if item["method"] == "initialize":
-                    requested = item.get("params", {}).get("protocolVersion")
-                    self._requested = requested
+                self.requests += 1
 
     def received(self, message: Any) -> None:
+        """Check one decoded server->client message (or batch); violations are recorded for the teardown."""
+        try:
+            self._received(message)
+        except Exception as exc:  # a message too broken to route (e.g. a result without an id)
+            self.record(f"unroutable message ({exc!r})", message)
+
+    def record(self, violation: Violation | str, message: Any) -> None:
+        """Keep a violation (or a driver's complaint about the wire) for the teardown verdict."""
+        self.violations.append(Recorded(violation, message))
+
+    def _check(self, definition: str, instance: Any, message: Any) -> None:
+        for violation in violations(self.version, definition, instance):
+            self.record(violation, message)
+
+    def _received(self, message: Any) -> None:
         if isinstance(message, list):
-            assert self.version == "2025-03-26", "batched replies are only valid in 2025-03-26"
-            assert message, "an empty batch reply is never valid"
+            if self.version != "2025-03-26":
+                self.record(f"a batch reply is only valid in 2025-03-26, not {self.version}", message)
+            if not message:
+                self.record("an empty batch reply is never valid", message)
             for item in message:
-                self.received(item)
+                self._received(item)
             return
         self.count += 1
-        assert isinstance(message, dict), message
-        assert message.get("jsonrpc") == "2.0", message
+        if not isinstance(message, dict) or message.get("jsonrpc") != "2.0":
+            self.record("not a JSON-RPC 2.0 object", message)
+            return
+        method = self.methods.get(_key(message.get("id")))
+        if method == "initialize" and isinstance(message.get("result"), dict):
+            # Tracked on every message, sampled or not: later checks depend on the negotiated revision.
+            self.version = message["result"].get("protocolVersion", self.version)
+        if (self.count - 1) % self._every:
+            return
         if "error" in message:
             if "id" in message:
-                check(self.version, "JSONRPCErrorResponse" if self.version == LATEST else "JSONRPCError", message)
+                self._check("JSONRPCErrorResponse" if self.version == LATEST else "JSONRPCError", message, message)
             else:
-                check_error_message(message)
+                for violation in violations(LATEST, "JSONRPCErrorResponse", message):
+                    self.record(violation, message)
             return
         if "result" in message:
-            method = self.methods.get(_key(message["id"]))
-            if method == "initialize":
-                self.version = message["result"]["protocolVersion"]
             envelope = "JSONRPCResultResponse" if self.version == LATEST else "JSONRPCResponse"
-            check(self.version, envelope, message)
-            if method == "tools/call" and "task" in message["result"]:
-                check(self.version, "CreateTaskResult", message["result"])  # not in the ServerResult union
+            self._check(envelope, message, message)
+            result = message["result"]
+            if method == "tools/call" and isinstance(result, dict) and "task" in result:
+                self._check("CreateTaskResult", result, message)  # not in the ServerResult union
             elif method in RESULTS:
-                check(self.version, RESULTS[method], message["result"])
+                self._check(RESULTS[method], result, message)
+            elif method is None:
+                self.record("a response to no request the client sent", message)
             return
-        check(self.version, "JSONRPCMessage", message)
+        self._check("JSONRPCMessage", message, message)
+        # Before 2025-11-25 the per-method definitions hold only method and params (the envelope was checked above).
+        body = message if self.version == LATEST else {k: v for k, v in message.items() if k in ("method", "params")}
         if "id" in message:
-            check(self.version, "JSONRPCRequest", message)
-            assert message["method"] in REQUESTS, f"unexpected request {message['method']}"
-            check(self.version, REQUESTS[message["method"]], message)
+            self._check("JSONRPCRequest", message, message)
+            if message.get("method") not in REQUESTS:
+                self.record(f"unexpected request {message.get('method')!r}", message)
+            else:
+                self._check(REQUESTS[message["method"]], body, message)
+        elif message.get("method") not in NOTIFICATIONS:
+            self.record(f"unexpected notification {message.get('method')!r}", message)
         else:
-            assert message["method"] in NOTIFICATIONS, f"unexpected notification {message['method']}"
-            check(self.version, NOTIFICATIONS[message["method"]], message)
+            self._check(NOTIFICATIONS[message["method"]], body, message)
 
 
 def _key(request_id: Any) -> Any:
     return (type(request_id).__name__, request_id)
+
+
+def _show(message: Any) -> str:
+    text = json.dumps(message, default=repr)
+    return text if len(text) <= 600 else text[:600] + "..."

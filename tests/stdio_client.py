@@ -19,7 +19,7 @@ TOOLDECK = [sys.executable, "-m", "tooldeck"]
 
 class StdioServer:
     def __init__(self, *args: str, env: dict[str, str] | None = None) -> None:
-        self.checker = WireChecker()
+        self.checker = WireChecker(name=f"StdioServer({' '.join(args)})")
         self.proc = subprocess.Popen(
             [*TOOLDECK, *args],
             stdin=subprocess.PIPE,
@@ -91,8 +91,19 @@ class StdioServer:
         return self.proc.wait(timeout)
 
     def rest_of_stdout(self) -> bytes:
+        """Everything the server writes until it closes stdout; each complete line is checked like ``read()``'s."""
         assert self.proc.stdout is not None
-        return self._buffer + self.proc.stdout.read()
+        rest = self._buffer + self.proc.stdout.read()
+        self._buffer = b""
+        for line in rest.split(b"\n")[:-1]:
+            self.lines.append(line)
+            try:
+                message = orjson.loads(line)
+            except orjson.JSONDecodeError:
+                self.checker.record("a line on stdout that is not JSON", line[:300])
+            else:
+                self.checker.received(message)
+        return rest
 
     def stderr_so_far(self) -> str:
         if self.proc.poll() is None:

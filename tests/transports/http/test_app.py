@@ -92,10 +92,12 @@ async def test_posted_malformed_message_is_400_with_an_error_body() -> None:
     await app.aclose()
 
 
-async def test_request_answered_with_json_when_nothing_comes_first() -> None:
+@pytest.mark.parametrize("chunk_size", [None, 1, 7])
+async def test_request_answered_with_json_when_nothing_comes_first(chunk_size: int | None) -> None:
     app, client = await make()
     session = await client.initialize()
-    response = await client.call(session, 1, "tools/call", {"name": "add", "arguments": {"a": 2, "b": 3}})
+    params = {"name": "add", "arguments": {"a": 2, "b": 3}}
+    response = await client.call(session, 1, "tools/call", params, chunk_size=chunk_size)
     assert response.status == 200
     assert response.headers["content-type"] == "application/json"
     assert (await response.json())["result"]["structuredContent"] == {"result": 5}
@@ -241,11 +243,12 @@ async def test_missing_or_other_supported_version_headers_are_served(version: st
     await app.aclose()
 
 
-async def test_body_over_the_limit_is_413() -> None:
+@pytest.mark.parametrize("chunk_size", [None, 100])
+async def test_body_over_the_limit_is_413(chunk_size: int | None) -> None:
     app, client = await make(max_body_bytes=1000)
     session = await client.initialize()
     big = {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "add", "arguments": {"x": "y" * 2000}}}
-    response = await client.post(big, session=session)
+    response = await client.post(big, session=session, chunk_size=chunk_size)
     assert response.status == 413
     assert "1000 bytes" in error_of(await response.body())["message"]
     await app.aclose()
@@ -268,10 +271,14 @@ async def test_wrong_content_type_accept_path_and_method() -> None:
     await app.aclose()
 
 
-async def test_unparsable_body_is_400_parse_error() -> None:
+@pytest.mark.parametrize("chunk_size", [None, 3])
+async def test_unparsable_body_is_400_parse_error(chunk_size: int | None) -> None:
     app, client = await make()
     response = await client.request(
-        "POST", headers={"content-type": "application/json", "accept": ACCEPT_BOTH}, body=b'{"jsonrpc": '
+        "POST",
+        headers={"content-type": "application/json", "accept": ACCEPT_BOTH},
+        body=b'{"jsonrpc": ',
+        chunk_size=chunk_size,
     )
     assert response.status == 400
     assert error_of(await response.body())["code"] == -32700
@@ -301,12 +308,27 @@ async def test_session_ids_are_random_visible_ascii() -> None:
 
 async def test_idle_sessions_are_reaped_but_not_while_connected() -> None:
     app, client = await make(session_idle_timeout=0.01)
+    # The app's own reaper task runs app.reap every 50 ms; it is held at a gate until both sessions exist (busy with
+    # its stream open), and each run it finishes is announced, so the test waits on the outcome, never on a clock.
+    gate, reaped = asyncio.Event(), asyncio.Condition()
+    reap = app.reap
+
+    async def gated_reap() -> int:
+        await gate.wait()
+        closed = await reap()
+        async with reaped:
+            reaped.notify_all()
+        return closed
+
+    app.reap = gated_reap  # type: ignore[method-assign]
     idle = await client.initialize()
     busy = await client.initialize()
     stream = await client.request("GET", headers={"accept": "text/event-stream", "mcp-session-id": busy})
-    await asyncio.sleep(0.15)  # the reaper runs every quarter of the timeout (at least every 50 ms)
-    await app.reap()
-    assert set(app.sessions) == {busy}
+    assert stream.status == 200
+    gate.set()
+    async with reaped:
+        await asyncio.wait_for(reaped.wait_for(lambda: idle not in app.sessions), 10)
+    assert set(app.sessions) == {busy}  # as idle for as long, but its open stream kept it
     response = await client.post({"jsonrpc": "2.0", "id": 1, "method": "ping"}, session=idle)
     assert response.status == 404
     await stream.close()
@@ -457,7 +479,7 @@ async def test_a_thousand_concurrent_sessions_lose_nothing_and_leave_nothing() -
     import tracemalloc
 
     app, client = await make()
-    client.checker.received = lambda message: None  # type: ignore[method-assign]  # checked elsewhere; too slow here
+    client.checker.check_every(100)  # every message is still parsed and counted; checking all would dominate
 
     async def one(i: int) -> int:
         session = await client.initialize()
