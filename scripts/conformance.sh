@@ -32,7 +32,10 @@
 #                              arguments: `list --server`, then `server --url URL --scenario NAME -o DIR` per scenario.
 #                              For testing this script: with it, --http mode needs neither node nor the install.
 #
-# Exit status: 0 when no scenario failed, 1 when one did, 2 when the run could not start.
+# A scenario passes only if the suite exited 0 and wrote one results file (checks.json) that parses and holds at
+# least one SUCCESS check and no FAILURE (and, with --strict, no WARNING).
+#
+# Exit status: 0 when no scenario failed, 1 when one did, 2 when the run could not start (or selected no scenario).
 set -u
 
 CONFORMANCE_VERSION=0.1.16
@@ -133,6 +136,7 @@ else
     esac
   done
 fi
+[ ${#SCENARIOS[@]} -gt 0 ] || die "the '$SUITE' suite selects none of the suite's ${#KNOWN[@]} server scenarios"
 if [ $LIST = 1 ]; then printf '%s\n' "${SCENARIOS[@]}"; exit 0; fi
 
 # --- the server -------------------------------------------------------------------------------------------------------
@@ -195,15 +199,48 @@ wait_until_up "$URL"
 echo "$RUNNER_NAME, $MODE mode, $URL, ${#SCENARIOS[@]} scenarios"
 
 # --- run ------------------------------------------------------------------------------------------------------------------
-summarize() {  # checks.json -> "SUCCESSES FAILURES WARNINGS remark"
+summarize() {  # checks.json -> "SUCCESSES FAILURES WARNINGS remark"; unreadable: the reason, and exit status 1
   python3 - "$1" <<'PY'
 import json, sys
-checks = json.load(open(sys.argv[1]))
+try:
+    with open(sys.argv[1], encoding="utf-8") as file:
+        checks = json.load(file)
+except (OSError, ValueError) as exc:
+    sys.exit(f"unparsable results: {exc}")
+if not isinstance(checks, list) or not all(isinstance(c, dict) for c in checks):
+    sys.exit("unparsable results: not a list of checks")
 by = {s: [c for c in checks if c.get("status") == s] for s in ("SUCCESS", "FAILURE", "WARNING")}
-notes = [f"{c.get('id')}: {(c.get('errorMessage') or c.get('description') or '').splitlines()[0][:200]}"
-         for c in by["FAILURE"] + by["WARNING"]]
+def note(check):
+    text = str(check.get("errorMessage") or check.get("description") or "").strip()
+    return f"{check.get('id')}: {text.splitlines()[0][:200]}" if text else str(check.get("id"))
+notes = [note(c) for c in by["FAILURE"] + by["WARNING"]]
 print(len(by["SUCCESS"]), len(by["FAILURE"]), len(by["WARNING"]), "; ".join(notes))
 PY
+}
+verdict() {  # scenario, runner status, its directory -> a PASS or FAIL line, and status 0 when it passed
+  local s="$1" status="$2" dir="$3" files summary ok bad warn remark line passed=1
+  mapfile -t files < <(find "$dir" -name checks.json)
+  if [ ${#files[@]} != 1 ]; then
+    passed=0 line="no results (see $dir/run.log)"
+    [ ${#files[@]} -gt 1 ] && line="${#files[@]} results files in $dir, expected one"
+  elif ! summary="$(summarize "${files[0]}" 2>&1)"; then
+    passed=0 line="$(tail -n 1 <<< "$summary") (${files[0]})"
+  else
+    read -r ok bad warn remark <<< "$summary"
+    line="$ok/$((ok + bad)) checks"
+    [ "$warn" -gt 0 ] && line="$line, $warn warning(s)"
+    [ -n "$remark" ] && line="$line: $remark"
+    [ "$ok" -gt 0 ] || { passed=0; line="$line; no check succeeded"; }
+    [ "$bad" = 0 ] || passed=0
+    [ $STRICT = 1 ] && [ "$warn" -gt 0 ] && passed=0
+  fi
+  case "$status" in  # a results file does not outweigh the runner's own verdict
+    0) ;;
+    124|137) passed=0 line="$line; timed out after ${TIMEOUT} s" ;;
+    *) passed=0 line="$line; the runner exited $status (see $dir/run.log)" ;;
+  esac
+  if [ $passed = 1 ]; then printf 'PASS  %-30s %s\n' "$s" "$line"; else printf 'FAIL  %-30s %s\n' "$s" "$line"; fi
+  [ $passed = 1 ]
 }
 
 PASSED=0 FAILED=0 SKIPPED=0
@@ -215,21 +252,7 @@ for s in "${SCENARIOS[@]}"; do
   dir="$OUT/$s"; rm -rf "$dir"; mkdir -p "$dir"
   timeout --kill-after=5 "$TIMEOUT" "${RUNNER[@]}" server --url "$URL" --scenario "$s" -o "$dir" \
     > "$dir/run.log" 2>&1
-  status=$?
-  checks="$(find "$dir" -name checks.json | head -n 1)"
-  if [ -z "$checks" ]; then
-    why="no results (exit $status, see $dir/run.log)"; [ $status = 124 ] && why="timed out after ${TIMEOUT} s"
-    printf 'FAIL  %-30s %s\n' "$s" "$why"; FAILED=$((FAILED + 1)); continue
-  fi
-  read -r ok bad warn remark < <(summarize "$checks")
-  line="$ok/$((ok + bad)) checks"
-  [ "$warn" -gt 0 ] && line="$line, $warn warning(s)"
-  [ -n "$remark" ] && line="$line: $remark"
-  if [ "$bad" -gt 0 ] || { [ $STRICT = 1 ] && [ "$warn" -gt 0 ]; }; then
-    printf 'FAIL  %-30s %s\n' "$s" "$line"; FAILED=$((FAILED + 1))
-  else
-    printf 'PASS  %-30s %s\n' "$s" "$line"; PASSED=$((PASSED + 1))
-  fi
+  if verdict "$s" $? "$dir"; then PASSED=$((PASSED + 1)); else FAILED=$((FAILED + 1)); fi
 done
 
 stop_server
