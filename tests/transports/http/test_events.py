@@ -1,0 +1,113 @@
+"""The event store behind resumable SSE streams: ``MemoryEventStore`` keeps the last ``max_events`` of a session, a
+resume that would skip evicted events is refused, and one from a kept event replays exactly what followed."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+import pytest
+
+from asgi_client import AsgiClient
+from tooldeck import Context, Deck
+from tooldeck.transports.http import HttpApp
+from tooldeck.transports.http.events import PRIMING, MemoryEventStore
+
+
+async def fill(store: MemoryEventStore, session: str, stream: str, count: int) -> list[str]:
+    """A priming event and ``count`` messages on one stream; their ids."""
+    ids = [await store.append(session, stream, PRIMING)]
+    for n in range(1, count + 1):
+        ids.append(await store.append(session, stream, {"n": n}))
+    return ids
+
+
+async def test_a_kept_event_replays_exactly_what_followed_it() -> None:
+    store = MemoryEventStore(max_events=10)
+    ids = await fill(store, "s", "a", 5)
+    assert await store.replay("s", ids[0]) == ("a", [(ids[n], {"n": n}) for n in range(1, 6)])  # priming not replayed
+    assert await store.replay("s", ids[3]) == ("a", [(ids[4], {"n": 4}), (ids[5], {"n": 5})])
+    assert await store.replay("s", ids[5]) == ("a", [])
+
+
+async def test_resuming_across_evicted_events_is_refused() -> None:
+    store = MemoryEventStore(max_events=3)
+    ids = await fill(store, "s", "a", 5)  # six events: the last three (n = 3, 4, 5) are kept
+    assert await store.replay("s", ids[0]) is None  # n = 1, 2 were evicted: replaying would lose them
+    assert await store.replay("s", ids[1]) is None  # n = 2 was evicted
+    # ids[2] (n = 2) is itself evicted, but every event after it is kept: the resume loses nothing and is served.
+    assert await store.replay("s", ids[2]) == ("a", [(ids[3], {"n": 3}), (ids[4], {"n": 4}), (ids[5], {"n": 5})])
+    assert await store.replay("s", ids[4]) == ("a", [(ids[5], {"n": 5})])
+
+
+async def test_eviction_counts_every_stream_of_the_session_and_no_other_session() -> None:
+    store = MemoryEventStore(max_events=3)
+    a = await fill(store, "s", "a", 1)  # s: a.1 (priming), a.2
+    other = await fill(store, "t", "a", 5)  # another session's events never push s's out
+    assert await store.replay("s", a[0]) == ("a", [(a[1], {"n": 1})])
+    b = await fill(store, "s", "b", 2)  # s: b.3, b.4, b.5 -> stream b's events push a.1 and a.2 out
+    assert await store.replay("s", a[0]) is None  # a.2 was lost
+    assert await store.replay("s", a[1]) == ("a", [])  # nothing after it was lost
+    assert await store.replay("s", b[0]) == ("b", [(b[1], {"n": 1}), (b[2], {"n": 2})])  # never another stream's
+    assert await store.replay("t", other[4]) == ("a", [(other[5], {"n": 5})])
+
+
+@pytest.mark.parametrize("last_event_id", ["a.7", "a.0x", "nonsense", ".1", "a."])
+async def test_ids_never_issued_are_refused(last_event_id: str) -> None:
+    store = MemoryEventStore(max_events=3)
+    await fill(store, "s", "a", 5)
+    assert await store.replay("s", last_event_id) is None
+    assert await store.replay("unknown-session", "a.1") is None
+
+
+async def test_forget_drops_a_session() -> None:
+    store = MemoryEventStore()
+    ids = await fill(store, "s", "a", 2)
+    await store.forget("s")
+    assert await store.replay("s", ids[0]) is None
+
+
+def test_max_events_must_be_positive() -> None:
+    with pytest.raises(ValueError, match="max_events must be at least 1"):
+        MemoryEventStore(max_events=0)
+
+
+# --- through the app ------------------------------------------------------------------------------------------------
+
+
+def counting_deck() -> Deck:
+    deck = Deck("events")
+
+    @deck.tool
+    async def count(n: int, ctx: Context) -> int:
+        for i in range(1, n + 1):
+            await ctx.report_progress(i, n)
+        return n
+
+    return deck
+
+
+async def resume(http: AsgiClient, session: str, last_event_id: str) -> Any:
+    headers = {"accept": "text/event-stream", "mcp-session-id": session, "last-event-id": last_event_id}
+    return await http.request("GET", headers=headers)
+
+
+async def test_the_app_resumes_from_kept_events_and_refuses_evicted_ones() -> None:
+    app = HttpApp(counting_deck(), event_store=MemoryEventStore(max_events=3))
+    http = AsgiClient(app)
+    session = await http.initialize()
+    call = await http.call(session, 7, "tools/call", {"name": "count", "arguments": {"n": 4},
+                                                      "_meta": {"progressToken": "c"}})  # fmt: skip
+    events = [event async for event in call.events()]  # priming, progress 1-4, the response: the last three kept
+    assert events[0].data == "" and [e.message.get("id") for e in events[1:]] == [None] * 4 + [7]
+
+    refused = await resume(http, session, events[0].id)  # type: ignore[arg-type]
+    assert refused.status == 404
+    assert "unknown or too old to resume" in orjson.loads(await refused.body())["error"]["message"]
+
+    resumed = await resume(http, session, events[3].id)  # type: ignore[arg-type]  # progress 3 was kept
+    assert resumed.status == 200
+    replayed = [event async for event in resumed.events()]
+    assert [(e.id, e.message) for e in replayed] == [(e.id, e.message) for e in events[4:]]
+    assert [m.get("params", {}).get("progress") for m in (e.message for e in replayed)] == [4, None]
+    await app.aclose()
