@@ -60,33 +60,60 @@ def parse_event(raw: bytes) -> Event | None:
     return event
 
 
+class BodyCheck:
+    """Feeds a checker the JSON-RPC in one response's body as the app sends it, whether the test reads it or not: a
+    JSON body of any status (error bodies included) once it has ended, each SSE event as its blank line arrives."""
+
+    def __init__(self, checker: WireChecker) -> None:
+        self.checker = checker
+        self.status = 0
+        self.sse = False
+        self.unchecked = b""  # SSE bytes not yet checked, or the JSON body so far
+
+    def feed(self, message: dict[str, Any]) -> None:
+        """Called from the app's ``send``: never raises into the app, which could swallow it."""
+        try:
+            self._feed(message)
+        except Exception as exc:
+            self.checker.record(f"unreadable HTTP {self.status} response ({exc!r})", message)
+
+    def _feed(self, message: dict[str, Any]) -> None:
+        if message["type"] == "http.response.start":
+            self.status = message["status"]
+            headers = {k.decode().lower(): v.decode() for k, v in message.get("headers", [])}
+            self.sse = headers.get("content-type", "").startswith("text/event-stream")
+            return
+        self.unchecked += bytes(message.get("body", b""))
+        if self.sse:
+            while b"\n\n" in self.unchecked:
+                raw, self.unchecked = self.unchecked.split(b"\n\n", 1)
+                event = parse_event(raw)
+                if event is not None and event.data:
+                    self.check(event.data.encode())
+        elif not message.get("more_body", False) and self.unchecked:
+            self.check(self.unchecked)
+            self.unchecked = b""
+
+    def check(self, data: bytes) -> None:
+        try:
+            message = orjson.loads(data)
+        except orjson.JSONDecodeError as exc:
+            self.checker.record(f"HTTP {self.status} body is not JSON ({exc})", data[:300])
+        else:
+            self.checker.received(message)
+
+
 class Response:
-    """One HTTP response; ``events()`` reads an SSE body as it arrives.
+    """One HTTP response; ``events()`` reads an SSE body as it arrives (its messages were checked as they were sent)."""
 
-    Every body chunk passes through ``_take``, which feeds the checker whatever JSON-RPC it completes: a JSON body
-    of any status (error bodies included) once it has ended, each SSE event as its blank line arrives. What the test
-    never reads is drained and checked at teardown (the client's ``WireChecker.on_flush``).
-    """
-
-    def __init__(
-        self,
-        task: asyncio.Task[None],
-        outbox: asyncio.Queue[Any],
-        disconnect: asyncio.Event,
-        checker: WireChecker,
-        unended: set[Response],
-    ) -> None:
+    def __init__(self, task: asyncio.Task[None], outbox: asyncio.Queue[Any], disconnect: asyncio.Event) -> None:
         self._task = task
         self._outbox = outbox
         self._disconnect = disconnect
         self.status = 0
         self.headers: dict[str, str] = {}
-        self._buffer = b""  # SSE bytes not yet yielded by events()
-        self._unchecked = b""  # SSE bytes not yet checked, or the JSON body so far
+        self._buffer = b""
         self.ended = False
-        self.checker = checker
-        self._unended = unended  # the client's responses whose body has not ended: drained at teardown
-        unended.add(self)
 
     async def _start(self) -> None:
         message = await asyncio.wait_for(self._outbox.get(), 10)
@@ -97,38 +124,11 @@ class Response:
     async def _chunk(self, timeout: float) -> bytes | None:
         if self.ended:
             return None
-        return self._take(await asyncio.wait_for(self._outbox.get(), timeout))
-
-    def _take(self, message: dict[str, Any]) -> bytes:
+        message = await asyncio.wait_for(self._outbox.get(), timeout)
         assert message["type"] == "http.response.body", message
-        data = bytes(message.get("body", b""))
         if not message.get("more_body", False):
             self.ended = True
-            self._unended.discard(self)
-        self._unchecked += data
-        if self.headers.get("content-type", "").startswith("text/event-stream"):
-            while b"\n\n" in self._unchecked:
-                raw, self._unchecked = self._unchecked.split(b"\n\n", 1)
-                event = parse_event(raw)
-                if event is not None and event.data:
-                    self._check(event.data.encode())
-        elif self.ended and self._unchecked:
-            self._check(self._unchecked)
-            self._unchecked = b""
-        return data
-
-    def _check(self, data: bytes) -> None:
-        try:
-            message = orjson.loads(data)
-        except orjson.JSONDecodeError as exc:
-            self.checker.record(f"HTTP {self.status} body is not JSON ({exc})", data[:300])
-        else:
-            self.checker.received(message)
-
-    def drain(self) -> None:
-        """Check the body chunks the test never read (run at teardown, after the event loop has gone)."""
-        while not self.ended and not self._outbox.empty():
-            self._take(self._outbox.get_nowait())
+        return bytes(message.get("body", b""))
 
     async def body(self, timeout: float = 10) -> bytes:
         data = b""
@@ -137,7 +137,7 @@ class Response:
         return data
 
     async def json(self) -> Any:
-        return orjson.loads(await self.body())  # checked by _take as the body ended
+        return orjson.loads(await self.body())
 
     async def events(self, timeout: float = 10) -> AsyncIterator[Event]:
         while True:
@@ -175,12 +175,6 @@ class AsgiClient:
         self.app = app
         self.host = host
         self.checker = WireChecker(name="AsgiClient")
-        self._unended: set[Response] = set()
-        self.checker.on_flush(self._drain)
-
-    def _drain(self) -> None:
-        for response in list(self._unended):
-            response.drain()
 
     async def request(
         self,
@@ -222,11 +216,14 @@ class AsgiClient:
             await disconnect.wait()
             return {"type": "http.disconnect"}
 
+        body_check = BodyCheck(self.checker)
+
         async def send(message: dict[str, Any]) -> None:
+            body_check.feed(message)
             await outbox.put(message)
 
         task = asyncio.get_running_loop().create_task(self.app(scope, receive, send))
-        response = Response(task, outbox, disconnect, self.checker, self._unended)
+        response = Response(task, outbox, disconnect)
         await response._start()
         return response
 

@@ -17,7 +17,7 @@ import copy
 import functools
 import json
 import threading
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -307,7 +307,6 @@ def verify(checkers: Iterable[WireChecker]) -> None:
     client sent no request (an unused driver, or one that only sent notifications) may see nothing."""
     problems: list[str] = []
     for checker in checkers:
-        checker.flush()
         problems += [f"{checker.name}: {v.where}" for v in checker.violations]
         if checker.count == 0 and checker.requests and checker.expect_messages:
             problems.append(
@@ -341,7 +340,7 @@ class WireChecker:
     """
 
     # With slots, replacing ``received``/``sent`` on an instance (switching the check off) raises AttributeError.
-    __slots__ = ("_every", "_flushers", "count", "expect_messages", "methods", "name", "requests", "version",
+    __slots__ = ("_every", "count", "expect_messages", "methods", "name", "requests", "version",
                  "violations")  # fmt: skip
 
     def __init__(self, version: str = LATEST, *, name: str = "WireChecker") -> None:
@@ -353,7 +352,6 @@ class WireChecker:
         self.violations: list[Recorded] = []
         self.expect_messages = True
         self._every = 1
-        self._flushers: list[Callable[[], None]] = []
         with _live_lock:
             _live.append(self)
 
@@ -365,18 +363,6 @@ class WireChecker:
         """Check one received message in ``n`` (the first, then every n-th); each is still parsed and counted."""
         assert n >= 1
         self._every = n
-
-    def on_flush(self, flush: Callable[[], None]) -> None:
-        """Run ``flush`` before the teardown verdict (a driver feeds what it received but nobody read)."""
-        self._flushers.append(flush)
-
-    def flush(self) -> None:
-        flushers, self._flushers = self._flushers, []
-        for flush in flushers:
-            try:
-                flush()
-            except Exception as exc:  # a flush that breaks must not hide the verdict
-                self.violations.append(Recorded(f"flushing the driver failed: {exc!r}", None))
 
     def sent(self, message: Any) -> None:
         """Record a client->server message (so its response can be checked against the right result type)."""
