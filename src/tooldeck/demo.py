@@ -9,7 +9,7 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Annotated, Any, Literal, TypedDict
+from typing import Annotated, Literal, TypedDict
 
 from . import Context, Deck, ToolError
 
@@ -21,54 +21,125 @@ deck = Deck(
 )
 
 # --- calculate ------------------------------------------------------------------------------------------------
+# The expression is parsed by Python's own parser and evaluated over floats without recursion: nothing under the
+# 1000-character limit can nest deep enough to exhaust a stack, and no float operation takes long (9**9**9
+# overflows instead of computing for hours). Whatever cannot be evaluated is a ToolError that says why.
 
-_BINARY: dict[type, Callable[[Any, Any], Any]] = {
+_BINARY: dict[type, Callable[[float, float], float]] = {
     ast.Add: operator.add,
     ast.Sub: operator.sub,
     ast.Mult: operator.mul,
     ast.Div: operator.truediv,
     ast.FloorDiv: operator.floordiv,
     ast.Mod: operator.mod,
-    ast.Pow: operator.pow,
+    ast.Pow: math.pow,  # not operator.pow: (-8) ** (1/3) is complex there, a domain error here
 }
-_UNARY: dict[type, Callable[[Any], Any]] = {ast.UAdd: operator.pos, ast.USub: operator.neg}
-_FUNCTIONS: dict[str, Callable[..., Any]] = {
-    "sqrt": math.sqrt,
-    "sin": math.sin,
-    "cos": math.cos,
-    "tan": math.tan,
-    "log": math.log,
-    "log10": math.log10,
-    "exp": math.exp,
-    "abs": abs,
-    "round": round,
-    "min": min,
-    "max": max,
-    "floor": math.floor,
-    "ceil": math.ceil,
+_UNARY: dict[type, Callable[[float], float]] = {ast.UAdd: operator.pos, ast.USub: operator.neg}
+
+
+def _round(x: float, digits: float = 0.0) -> float:
+    if not digits.is_integer():
+        raise ValueError(f"round() takes a whole number of digits, got {digits!r}")
+    return round(x, int(digits))  # round(x, 0), not round(x): a float, so round(1e308) builds no big int
+
+
+# name -> (function, fewest arguments, most arguments or None for any number)
+_FUNCTIONS: dict[str, tuple[Callable[..., float], int, int | None]] = {
+    "sqrt": (math.sqrt, 1, 1),
+    "sin": (math.sin, 1, 1),
+    "cos": (math.cos, 1, 1),
+    "tan": (math.tan, 1, 1),
+    "log": (math.log, 1, 2),
+    "log10": (math.log10, 1, 1),
+    "exp": (math.exp, 1, 1),
+    "abs": (abs, 1, 1),
+    "round": (_round, 1, 2),
+    "min": (min, 2, None),
+    "max": (max, 2, None),
+    "floor": (math.floor, 1, 1),
+    "ceil": (math.ceil, 1, 1),
 }
 _CONSTANTS = {"pi": math.pi, "e": math.e, "tau": math.tau}
+_GRAMMAR = f"numbers, + - * / // % **, ( ), {', '.join(_FUNCTIONS)}, {', '.join(_CONSTANTS)}"
 
 
-def _evaluate(node: ast.AST) -> float:
-    if isinstance(node, ast.Expression):
-        return _evaluate(node.body)
-    if isinstance(node, ast.Constant) and isinstance(node.value, int | float) and not isinstance(node.value, bool):
-        return float(node.value)  # floats throughout, so 9**9**9 overflows instead of computing for hours
-    if isinstance(node, ast.BinOp) and type(node.op) in _BINARY:
-        return float(_BINARY[type(node.op)](_evaluate(node.left), _evaluate(node.right)))
-    if isinstance(node, ast.UnaryOp) and type(node.op) in _UNARY:
-        return float(_UNARY[type(node.op)](_evaluate(node.operand)))
-    if isinstance(node, ast.Name) and node.id in _CONSTANTS:
+def _arity(name: str) -> str:
+    _, fewest, most = _FUNCTIONS[name]
+    if most is None:
+        return f"at least {fewest} arguments"
+    if fewest == most:
+        return f"{fewest} argument{'s' if fewest > 1 else ''}"
+    return f"{fewest} or {most} arguments"
+
+
+def _quote(source: str, node: ast.AST) -> str:
+    """The node's source text, quoted and shortened for a message (ast.unparse would recurse through a deep node)."""
+    text = ast.get_source_segment(source, node) or type(node).__name__
+    return repr(text if len(text) <= 80 else f"{text[:77]}...")
+
+
+def _cannot(source: str, node: ast.AST, reason: object) -> ToolError:
+    whole = ast.get_source_segment(source, node) == source.strip()
+    return ToolError(f"cannot evaluate {source!r}: {reason}{'' if whole else f' in {_quote(source, node)}'}")
+
+
+def _operands(source: str, node: ast.AST) -> list[ast.expr]:
+    """The sub-expressions ``node`` needs, once it is known to be allowed; ToolError for anything else."""
+    if isinstance(node, ast.Constant):
+        if isinstance(node.value, int | float) and not isinstance(node.value, bool):
+            return []
+    elif isinstance(node, ast.BinOp) and type(node.op) in _BINARY:
+        return [node.left, node.right]
+    elif isinstance(node, ast.UnaryOp) and type(node.op) in _UNARY:
+        return [node.operand]
+    elif isinstance(node, ast.Name):
+        if node.id in _CONSTANTS:
+            return []
+        raise _cannot(source, node, f"unknown name {node.id!r} (constants: {', '.join(_CONSTANTS)})")
+    elif isinstance(node, ast.Call) and isinstance(node.func, ast.Name):
+        name = node.func.id
+        if name not in _FUNCTIONS:
+            raise _cannot(source, node, f"unknown function {name!r} (functions: {', '.join(_FUNCTIONS)})")
+        if node.keywords or any(isinstance(arg, ast.Starred) for arg in node.args):
+            raise _cannot(source, node, f"{name}() takes plain arguments (no name=, no *)")
+        _, fewest, most = _FUNCTIONS[name]
+        if len(node.args) < fewest or (most is not None and len(node.args) > most):
+            raise _cannot(source, node, f"{name}() takes {_arity(name)}, got {len(node.args)}")
+        return list(node.args)
+    raise ToolError(f"unsupported syntax: {_quote(source, node)} (allowed: {_GRAMMAR})")
+
+
+def _apply(node: ast.AST, args: list[float]) -> float:
+    if isinstance(node, ast.Constant):
+        return float(node.value)
+    if isinstance(node, ast.BinOp):
+        return _BINARY[type(node.op)](*args)
+    if isinstance(node, ast.UnaryOp):
+        return _UNARY[type(node.op)](*args)
+    if isinstance(node, ast.Name):
         return _CONSTANTS[node.id]
-    if (
-        isinstance(node, ast.Call)
-        and isinstance(node.func, ast.Name)
-        and node.func.id in _FUNCTIONS
-        and not node.keywords
-    ):
-        return float(_FUNCTIONS[node.func.id](*(_evaluate(arg) for arg in node.args)))
-    raise ToolError(f"unsupported syntax: {ast.unparse(node)!r} (numbers, + - * / // % **, {', '.join(_FUNCTIONS)})")
+    assert isinstance(node, ast.Call) and isinstance(node.func, ast.Name)
+    return float(_FUNCTIONS[node.func.id][0](*args))
+
+
+def _evaluate(source: str, tree: ast.Expression) -> float:
+    """Post-order over an explicit stack, so the depth of the tree costs no Python frames."""
+    values: list[float] = []
+    todo: list[tuple[ast.AST, int | None]] = [(tree.body, None)]  # (node, operand count once they are queued)
+    while todo:
+        node, count = todo.pop()
+        if count is None:
+            operands = _operands(source, node)
+            todo.append((node, len(operands)))
+            todo.extend((operand, None) for operand in reversed(operands))
+            continue
+        args = values[len(values) - count :]
+        del values[len(values) - count :]
+        try:
+            values.append(_apply(node, args))
+        except (ArithmeticError, ValueError) as exc:  # division by zero, overflow, a math domain error
+            raise _cannot(source, node, exc) from None
+    return values[0]
 
 
 @deck.tool(annotations={"readOnlyHint": True, "openWorldHint": False, "idempotentHint": True})
@@ -83,10 +154,9 @@ def calculate(expression: Annotated[str, {"maxLength": 1000}]) -> float:
         tree = ast.parse(expression, mode="eval")
     except SyntaxError as exc:
         raise ToolError(f"not an expression: {exc.msg} at column {exc.offset}") from None
-    try:
-        result = _evaluate(tree)
-    except (ZeroDivisionError, OverflowError, ValueError) as exc:
-        raise ToolError(f"cannot evaluate {expression!r}: {exc}") from None
+    except (ValueError, RecursionError, MemoryError) as exc:  # null bytes; a parser stack exhausted
+        raise ToolError(f"not an expression: {exc or type(exc).__name__}") from None
+    result = _evaluate(expression, tree)
     if math.isnan(result) or math.isinf(result):
         raise ToolError(f"{expression!r} has no finite value")
     return result
@@ -148,6 +218,12 @@ def _from_kelvin(value: float, unit: str) -> float:
     return {"C": value - 273.15, "F": (value - 273.15) * 9 / 5 + 32, "K": value}[unit]
 
 
+def _finite(result: float, value: float, from_unit: str, to_unit: str) -> float:
+    if not math.isfinite(result):  # 1e308 km in mm: JSON has no infinity to answer with
+        raise ToolError(f"{value!r} {from_unit} in {to_unit} is out of the range of a float")
+    return result
+
+
 @deck.tool(annotations={"readOnlyHint": True, "openWorldHint": False, "idempotentHint": True})
 def convert_units(value: float, from_unit: str, to_unit: str) -> Conversion:
     """Convert a value between units of length, mass, time, data size or temperature.
@@ -161,15 +237,16 @@ def convert_units(value: float, from_unit: str, to_unit: str) -> Conversion:
     if from_unit in _TEMPERATURES or to_unit in _TEMPERATURES:
         if from_unit not in _TEMPERATURES or to_unit not in _TEMPERATURES:
             raise ToolError(f"cannot convert {from_unit} to {to_unit}: only C, F and K convert to temperatures")
-        result = _from_kelvin(_to_kelvin(value, from_unit), to_unit)
-        return Conversion(value, from_unit, to_unit, round(result, 10), "temperature")
+        result = round(_from_kelvin(_to_kelvin(value, from_unit), to_unit), 10)
+        return Conversion(value, from_unit, to_unit, _finite(result, value, from_unit, to_unit), "temperature")
     for unit in (from_unit, to_unit):
         if unit not in _UNITS:
             raise ToolError(f"unknown unit {unit!r}; known: {', '.join([*_UNITS, *_TEMPERATURES])}")
     (quantity, scale_from), (other, scale_to) = _UNITS[from_unit], _UNITS[to_unit]
     if quantity != other:
         raise ToolError(f"cannot convert {quantity} ({from_unit}) to {other} ({to_unit})")
-    return Conversion(value, from_unit, to_unit, round(value * scale_from / scale_to, 12), quantity)
+    result = round(value * scale_from / scale_to, 12)
+    return Conversion(value, from_unit, to_unit, _finite(result, value, from_unit, to_unit), quantity)
 
 
 # --- text_stats ---------------------------------------------------------------------------------------------
@@ -183,8 +260,11 @@ class TextStats(TypedDict):
     reading_time_seconds: float
 
 
-_WORD = re.compile(r"\b\w[\w'-]*\b")
-_SENTENCE_END = re.compile(r"[.!?]+(?:\s|$)")
+# Both patterns run in linear time on any text: each can start only where a run of its characters starts (the
+# lookbehind), so no run is rescanned from every position inside it, as `[.!?]+(?:\s|$)` did (quadratic: 32000 dots
+# and an "x" took seconds). A word is a run of word characters, apostrophes and hyphens holding a word character.
+_WORD = re.compile(r"(?<![\w'-])['-]*\w[\w'-]*")
+_SENTENCE_END = re.compile(r"(?<![.!?])[.!?]+(?=\s|\Z)")
 
 
 @deck.tool(annotations={"readOnlyHint": True, "openWorldHint": False, "idempotentHint": True})
