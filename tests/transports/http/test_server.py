@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import inspect
 import os
 import signal
 import socket
+import sqlite3
 import subprocess
 import sys
-import threading
+import tempfile
 import time
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -20,8 +23,11 @@ from mcp_schema import WireChecker
 from stdio_client import ROOT, TOOLDECK
 
 NOISY = "tests/transports/decks/noisy.py"
+HELD = "tests/transports/decks/held.py"
+TASKS = "tests/transports/decks/tasks_deck.py"
 HEADERS = {"content-type": "application/json", "accept": "application/json, text/event-stream"}
 INIT = {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "httpx-test", "version": "1"}}
+INITIALIZE = orjson.dumps({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": INIT})
 
 
 def free_port() -> int:
@@ -30,30 +36,61 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
+def wait_for_port(port: int, proc: subprocess.Popen[bytes]) -> None:
+    """Poll until the server accepts connections (or fail at once if it exited)."""
+    deadline = time.monotonic() + 20
+    while True:
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=0.2):
+                return
+        except OSError:
+            if proc.poll() is not None or time.monotonic() > deadline:
+                proc.kill()
+                raise RuntimeError(f"server did not start: {proc.communicate()[1].decode()}") from None
+            time.sleep(0.02)  # a poll interval, not a wait for something to happen
+
+
 class Server:
-    def __init__(self, *extra: str) -> None:
+    """A real server process on a free loopback port: ``tooldeck serve DECK --http`` by default, or ``command``.
+
+    Its stdin is a pipe (``release`` writes a line: the held deck's tools wait for one); tasks are kept under a
+    temporary ``XDG_STATE_HOME`` unless ``env`` names one, so no test writes to the real home directory.
+    """
+
+    def __init__(
+        self, *extra: str, deck: str = NOISY, env: dict[str, str] | None = None, command: list[str] | None = None
+    ) -> None:
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}/mcp"
+        self._state = tempfile.TemporaryDirectory(prefix="tooldeck-state-")
+        argv = command or [*TOOLDECK, "serve", deck, "--http", "--port", str(self.port), *extra]
         self.proc = subprocess.Popen(
-            [*TOOLDECK, "serve", NOISY, "--http", "--port", str(self.port), *extra],
-            stdout=subprocess.PIPE,
+            [arg.replace("{port}", str(self.port)) for arg in argv],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.DEVNULL,
             stderr=subprocess.PIPE,
             cwd=ROOT,
+            env={**os.environ, "XDG_STATE_HOME": self._state.name, **(env or {})},
         )
-        deadline = time.monotonic() + 20
-        while True:
-            try:
-                with socket.create_connection(("127.0.0.1", self.port), timeout=0.2):
-                    return
-            except OSError:
-                if self.proc.poll() is not None or time.monotonic() > deadline:
-                    raise RuntimeError(f"server did not start: {self.proc.stderr.read().decode()}") from None  # type: ignore[union-attr]
-                time.sleep(0.05)
+        try:
+            wait_for_port(self.port, self.proc)
+        except BaseException:
+            self.stop()
+            raise
+
+    def release(self, line: str = "go") -> None:
+        assert self.proc.stdin is not None
+        self.proc.stdin.write(line.encode() + b"\n")
+        self.proc.stdin.flush()
 
     def stop(self) -> None:
         if self.proc.poll() is None:
             self.proc.kill()
             self.proc.wait()
+        for stream in (self.proc.stdin, self.proc.stderr):
+            if stream is not None and not stream.closed:
+                stream.close()
+        self._state.cleanup()
 
 
 @pytest.fixture
@@ -63,15 +100,37 @@ def server() -> Iterator[Server]:
     running.stop()
 
 
-def sse_messages(lines: Iterator[str]) -> Iterator[Any]:
-    data: list[str] = []
+def initialize(client: httpx.Client, url: str, headers: dict[str, str] | None = None) -> httpx.Response:
+    return client.post(url, content=INITIALIZE, headers=HEADERS | (headers or {}))
+
+
+def session_headers(session: str) -> dict[str, str]:
+    return HEADERS | {"mcp-session-id": session, "mcp-protocol-version": "2025-11-25"}
+
+
+def call_body(request_id: Any, name: str, arguments: dict[str, Any], **params: Any) -> bytes:
+    return orjson.dumps({"jsonrpc": "2.0", "id": request_id, "method": "tools/call",
+                         "params": {"name": name, "arguments": arguments, **params}})  # fmt: skip
+
+
+def sse_events(lines: Iterator[str]) -> Iterator[dict[str, str]]:
+    """Each SSE event as its fields (``id``, ``data``, ...), including priming events (an id, empty data)."""
+    fields: dict[str, str] = {}
     for line in lines:
-        if line.startswith("data:"):
-            data.append(line[5:].strip())
-        elif line == "":
-            if data and data != [""]:
-                yield orjson.loads("\n".join(data))
-            data = []
+        if line == "":
+            if fields:
+                yield fields
+            fields = {}
+        elif not line.startswith(":"):
+            name, _, value = line.partition(":")
+            value = value[1:] if value.startswith(" ") else value
+            fields[name] = f"{fields[name]}\n{value}" if name in fields else value
+
+
+def sse_messages(lines: Iterator[str]) -> Iterator[Any]:
+    for event in sse_events(lines):
+        if event.get("data"):
+            yield orjson.loads(event["data"])
 
 
 def test_a_session_over_real_http(server: Server) -> None:
@@ -111,45 +170,158 @@ def test_a_session_over_real_http(server: Server) -> None:
         assert post(client, {"jsonrpc": "2.0", "id": 4, "method": "ping"}, session).status_code == 404
 
 
-def test_sigterm_drains_requests_in_flight_and_ends_get_streams(server: Server) -> None:
-    with httpx.Client(timeout=15) as client:
-        init = client.post(server.url, content=orjson.dumps({"jsonrpc": "2.0", "id": 1, "method": "initialize",
-                                                              "params": INIT}), headers=HEADERS)  # fmt: skip
-        session = init.headers["mcp-session-id"]
-        headers = HEADERS | {"mcp-session-id": session, "mcp-protocol-version": "2025-11-25"}
-        outcome: dict[str, Any] = {}
+RUN_HELD_WITH_GRACE_1 = [
+    sys.executable,
+    "-c",
+    "import sys; sys.path.insert(0, 'tests/transports/decks'); from held import deck; "
+    "deck.run(transport='http', port={port}, graceful_timeout=1)",
+]
+LAUNCHERS = {"tooldeck serve --http": None, "deck.run(graceful_timeout=1)": RUN_HELD_WITH_GRACE_1}
 
-        def slow_call() -> None:
-            body = {"jsonrpc": "2.0", "id": 2, "method": "tools/call",
-                    "params": {"name": "wait", "arguments": {"seconds": 1.0}}}  # fmt: skip
-            with httpx.Client(timeout=15) as other:
-                outcome["call"] = other.post(server.url, content=orjson.dumps(body), headers=headers)
 
-        def listen() -> None:
+@pytest.mark.parametrize("launcher", LAUNCHERS)
+def test_sigterm_ends_get_streams_at_once_and_a_post_in_flight_still_gets_its_response(launcher: str) -> None:
+    server = Server(deck=HELD, command=LAUNCHERS[launcher])
+    try:
+        with httpx.Client(timeout=10) as client:
+            session = initialize(client, server.url).headers["mcp-session-id"]
+            listen = {"accept": "text/event-stream", "mcp-session-id": session, "mcp-protocol-version": "2025-11-25"}
+            call = call_body(2, "held", {}, _meta={"progressToken": "h"})
             with (
-                httpx.Client(timeout=15) as other,
-                other.stream(
-                    "GET", server.url, headers={"accept": "text/event-stream", "mcp-session-id": session}
-                ) as stream,
+                client.stream("GET", server.url, headers=listen) as get,
+                client.stream("POST", server.url, content=call, headers=session_headers(session)) as post,
             ):
-                outcome["get_status"] = stream.status_code
-                for _ in stream.iter_lines():
-                    pass
-                outcome["get_ended"] = time.monotonic()
-
-        threads = [threading.Thread(target=slow_call), threading.Thread(target=listen)]
-        for thread in threads:
-            thread.start()
-        time.sleep(0.3)  # both requests are in flight
-        stopped = time.monotonic()
-        server.proc.send_signal(signal.SIGTERM)
-        for thread in threads:
-            thread.join(15)
+                assert get.status_code == 200 and post.status_code == 200
+                get_events = sse_events(get.iter_lines())
+                assert next(get_events)["data"] == ""  # the GET stream is open (its priming event)
+                messages = sse_messages(post.iter_lines())
+                assert next(messages)["method"] == "notifications/progress"  # the tool is running
+                server.proc.send_signal(signal.SIGTERM)
+                assert list(get_events) == []  # the GET stream ends (a read timeout otherwise) ...
+                server.release("after the GET ended")  # ... while the POST is still held: then the tool returns
+                rest = list(messages)
+        assert rest == [{"jsonrpc": "2.0", "id": 2, "result": {
+            "content": [{"type": "text", "text": "released: after the GET ended"}],
+            "structuredContent": {"result": "released: after the GET ended"}, "isError": False}}]  # fmt: skip
         assert server.proc.wait(15) == 0
-        assert outcome["call"].status_code == 200
-        assert outcome["call"].json()["result"]["structuredContent"] == {"result": "waited"}
-        assert outcome["get_status"] == 200
-        assert outcome["get_ended"] - stopped < 3.0  # the GET stream was ended, not waited out
+        assert b"Traceback" not in server.proc.stderr.read()  # type: ignore[union-attr]
+    finally:
+        server.stop()
+
+
+def test_graceful_timeout_defaults_to_10_seconds() -> None:
+    from tooldeck.transports.http.server import run_http
+
+    assert inspect.signature(run_http).parameters["graceful_timeout"].default == 10  # the README's "up to 10 s"
+
+
+def test_sigterm_cancels_a_post_that_outlasts_graceful_timeout_and_exits_0() -> None:
+    server = Server(deck=HELD, command=RUN_HELD_WITH_GRACE_1)
+    try:
+        with httpx.Client(timeout=10) as client:
+            session = initialize(client, server.url).headers["mcp-session-id"]
+            call = call_body(2, "stuck", {}, _meta={"progressToken": "s"})
+            with client.stream("POST", server.url, content=call, headers=session_headers(session)) as post:
+                messages = sse_messages(post.iter_lines())
+                assert next(messages)["method"] == "notifications/progress"  # the tool is running
+                signalled = time.monotonic()
+                server.proc.send_signal(signal.SIGTERM)
+                assert server.proc.wait(6) == 0  # 1 s of grace, then the work is cancelled: far sooner than 10 s
+                waited = time.monotonic() - signalled
+                try:
+                    rest = list(messages)
+                except httpx.HTTPError:  # the connection was dropped mid-stream
+                    rest = []
+        assert waited >= 1.0  # the POST was given its grace period first
+        assert [m for m in rest if "result" in m or "error" in m] == []  # cancelled work sends no response
+        assert b"timeout graceful shutdown exceeded" in server.proc.stderr.read()  # type: ignore[union-attr]
+    finally:
+        server.stop()
+
+
+# --- command-line flags ---------------------------------------------------------------------------------------------
+
+
+def test_allow_host_and_allow_origin_flags() -> None:
+    server = Server("--allow-host", "mcp.example.com", "--allow-origin", "https://app.example.com")
+    try:
+        with httpx.Client(timeout=10) as client:
+            assert initialize(client, server.url, {"host": f"mcp.example.com:{server.port}"}).status_code == 200
+            refused = initialize(client, server.url, {"host": f"evil.example.com:{server.port}"})
+            assert refused.status_code == 403
+            assert "Host 'evil.example.com" in refused.json()["error"]["message"]
+            assert initialize(client, server.url, {"origin": "https://app.example.com"}).status_code == 200
+            refused = initialize(client, server.url, {"origin": "https://evil.example.com"})
+            assert refused.status_code == 403
+            assert "Origin 'https://evil.example.com' is not allowed" in refused.json()["error"]["message"]
+    finally:
+        server.stop()
+
+
+def test_stateless_flag() -> None:
+    server = Server("--stateless")
+    checker = WireChecker()
+    try:
+        with httpx.Client(timeout=10) as client:
+            init = initialize(client, server.url)
+            assert init.status_code == 200 and "mcp-session-id" not in init.headers
+            message = {"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+                       "params": {"name": "add", "arguments": {"a": 40, "b": 2}}}  # fmt: skip
+            checker.sent(message)
+            headers = HEADERS | {"mcp-protocol-version": "2025-11-25"}  # no session, no initialize before it
+            call = client.post(server.url, content=orjson.dumps(message), headers=headers)
+            assert call.status_code == 200 and "mcp-session-id" not in call.headers
+            checker.received(call.json())
+            assert call.json()["result"]["structuredContent"] == {"result": 42}
+            get = client.get(server.url, headers={"accept": "text/event-stream"})
+            assert get.status_code == 405
+    finally:
+        server.stop()
+
+
+def test_json_response_flag_answers_json_even_when_progress_comes_first() -> None:
+    server = Server("--json-response")
+    checker = WireChecker()
+    try:
+        with httpx.Client(timeout=10) as client:
+            session = initialize(client, server.url).headers["mcp-session-id"]
+            message = {"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+                       "params": {"name": "wait", "arguments": {"seconds": 0}, "_meta": {"progressToken": "w"}}}  # fmt: skip
+            checker.sent(message)
+            call = client.post(server.url, content=orjson.dumps(message), headers=session_headers(session))
+            assert call.status_code == 200
+            assert call.headers["content-type"] == "application/json"
+            checker.received(call.json())
+            assert call.json()["result"]["structuredContent"] == {"result": "waited"}
+    finally:
+        server.stop()
+
+
+def test_serve_http_keeps_tasks_in_sqlite_under_xdg_state_home(tmp_path: Path) -> None:
+    server = Server(deck=TASKS, env={"XDG_STATE_HOME": str(tmp_path)})
+    checker = WireChecker()
+    try:
+        with httpx.Client(timeout=10) as client:
+            session = initialize(client, server.url).headers["mcp-session-id"]
+            message = {"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+                       "params": {"name": "quick", "arguments": {"n": 4}, "task": {}}}  # fmt: skip
+            checker.sent(message)
+            created = client.post(server.url, content=orjson.dumps(message), headers=session_headers(session)).json()
+            task_id = created["result"]["task"]["taskId"]
+            message = {"jsonrpc": "2.0", "id": 3, "method": "tasks/result", "params": {"taskId": task_id}}
+            checker.sent(message)
+            result = client.post(server.url, content=orjson.dumps(message), headers=session_headers(session)).json()
+            checker.received(result)
+            assert result["result"]["structuredContent"] == {"result": 40}
+        server.proc.send_signal(signal.SIGTERM)
+        assert server.proc.wait(15) == 0
+    finally:
+        server.stop()
+    path = tmp_path / "tooldeck" / "tasks-deck-tasks.sqlite3"
+    assert path.is_file(), sorted(str(p.relative_to(tmp_path)) for p in tmp_path.rglob("*"))
+    with sqlite3.connect(path) as db:
+        rows = db.execute("SELECT task_id, status, tool FROM tasks").fetchall()
+    assert rows == [(task_id, "completed", "quick")]
 
 
 def test_bad_flags_and_ports_are_one_clear_line() -> None:
@@ -168,25 +340,15 @@ def test_bad_flags_and_ports_are_one_clear_line() -> None:
 
 
 def test_deck_run_http_is_the_same_server() -> None:
-    port = free_port()
     code = (
         "import sys; sys.path.insert(0, 'tests/transports/decks'); from noisy import deck; "
-        f"deck.run(transport='http', port={port})"
+        "deck.run(transport='http', port={port})"
     )
-    proc = subprocess.Popen([sys.executable, "-c", code], cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    server = Server(command=[sys.executable, "-c", code])
     try:
-        deadline = time.monotonic() + 20
-        while True:
-            try:
-                response = httpx.post(f"http://127.0.0.1:{port}/mcp", content=orjson.dumps(
-                    {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": INIT}), headers=HEADERS)  # fmt: skip
-                break
-            except httpx.ConnectError:
-                assert time.monotonic() < deadline and proc.poll() is None
-                time.sleep(0.05)
+        response = httpx.post(server.url, content=INITIALIZE, headers=HEADERS)
         assert response.status_code == 200 and "mcp-session-id" in response.headers
-        os.kill(proc.pid, signal.SIGINT)
-        assert proc.wait(15) == 0
+        server.proc.send_signal(signal.SIGINT)
+        assert server.proc.wait(15) == 0
     finally:
-        if proc.poll() is None:
-            proc.kill()
+        server.stop()
