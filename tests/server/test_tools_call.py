@@ -426,23 +426,18 @@ async def test_max_threads_bounds_the_sync_tools_running_at_once() -> None:
         release[i].wait(10)
         return i
 
-    submitted: asyncio.Queue[None] = asyncio.Queue()
-    run_sync = deck.run_sync
+    @deck.tool
+    async def mark() -> str:
+        return "marked"
 
-    def observed_run_sync(fn: Any) -> Any:
-        future = run_sync(fn)  # handed to the worker pool by now
-        submitted.put_nowait(None)
-        return future
-
-    deck.run_sync = observed_run_sync  # type: ignore[method-assign]
     async with client(deck) as c:
         calls = [asyncio.ensure_future(c.call_tool("hold", {"i": i})) for i in range(n)]
         for i in range(n):
             assert await asyncio.to_thread(started[i].wait, 10)
-            await asyncio.wait_for(submitted.get(), 10)
         calls.append(asyncio.ensure_future(c.call_tool("hold", {"i": n})))
-        await asyncio.wait_for(submitted.get(), 10)  # call n+1 is in the pool while n calls hold every worker
-        assert not started[n].is_set()
+        # Sent after call n+1 and answered on the loop: by its reply, call n+1 has been handed to the pool.
+        await asyncio.wait_for(asyncio.ensure_future(c.call_tool("mark")), 10)
+        assert not started[n].is_set()  # every worker is held
         release[0].set()
         assert await asyncio.to_thread(started[n].wait, 10)
         assert worker[n] == worker[0]  # it ran on the worker call 0 gave back: the pool has no other
