@@ -45,10 +45,10 @@ if args == ["list", "--server"]:
     sys.exit(0)
 name, out = args[args.index("--scenario") + 1], Path(args[args.index("-o") + 1])
 results, status = CASES[name]
-if results is not None:
-    where = out / f"server-{{name}}-2026-01-01T00-00-00-000Z"  # as the real suite names its result directories
+for second, text in enumerate([] if results is None else results.split("\f")):  # \f: one more results file
+    where = out / f"server-{{name}}-2026-01-01T00-00-{{second:02}}-000Z"  # as the real suite names its directories
     where.mkdir(parents=True)
-    (where / "checks.json").write_text(results)
+    (where / "checks.json").write_text(text)
 sys.exit(status)
 """
 
@@ -62,7 +62,7 @@ def checks(*items: dict[str, str]) -> str:
 
 
 class Case(NamedTuple):
-    results: str | None  # the checks.json text; None: the runner writes none
+    results: str | None  # the checks.json text (a form feed starts another file); None: the runner writes none
     status: int  # the runner's exit status
     verdict: str  # PASS or FAIL, without --strict
     says: str  # a fragment of the scenario's line
@@ -84,6 +84,7 @@ CASES = {
     "passing-file-but-runner-failed": Case(checks(check("SUCCESS")), 1, "FAIL", "the runner exited 1"),
     "passing-file-but-runner-timed-out": Case(checks(check("SUCCESS")), 124, "FAIL", "timed out"),
     "no-results-file": Case(None, 0, "FAIL", "no results"),
+    "two-results-files": Case(f"{checks(check('SUCCESS'))}\f{checks(check('SUCCESS'))}", 0, "FAIL", "2 results files"),
     "failure": Case(
         checks(check("SUCCESS"), check("FAILURE", "bad", errorMessage="wrong\nsecond line")),
         1,
