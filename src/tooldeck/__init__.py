@@ -14,6 +14,7 @@ deck.run()
 
 from typing import Any
 
+from .deck import Deck
 from .model.content import Annotations, Audio, EmbeddedResource, Image, ResourceLink, Text
 from .protocol.errors import (
     ClientRequestError,
@@ -25,10 +26,9 @@ from .protocol.errors import (
     UrlElicitationRequiredError,
 )
 from .server.context import Context
-from .server.deck import Deck
 
 __version__ = "0.1.0"
-_LAZY = {"ElicitResult": ".server.requests", "Message": ".prompts.messages"}  # loaded when first asked for
+_LAZY = {"ElicitResult": ".server.elicitation", "Message": ".prompts.messages"}  # loaded when first asked for
 
 __all__ = [
     "Annotations",

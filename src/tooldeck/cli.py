@@ -70,6 +70,13 @@ def _parser() -> argparse.ArgumentParser:
         help="largest accepted message (default 4 MiB)",
     )
     serve.add_argument(
+        "--drain-timeout",
+        type=_positive_float,
+        default=None,
+        metavar="SECONDS",
+        help="stdio: after EOF, how long requests already received may take to finish (default 10)",
+    )
+    serve.add_argument(
         "--task-store",
         default=None,
         metavar="STORE",
@@ -121,6 +128,18 @@ def _port(text: str) -> int:
     return value
 
 
+def _positive_float(text: str) -> float:
+    import argparse
+
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a number of seconds, got {text!r}") from None
+    if not value > 0:
+        raise argparse.ArgumentTypeError("must be a positive number of seconds")
+    return value
+
+
 def _positive_int(text: str) -> int:
     import argparse
 
@@ -135,14 +154,14 @@ def _serve(args: argparse.Namespace) -> int:
 
     store = getattr(args, "task_store", None)
     if store is not None:
-        from .server.tasks import check_store_spec
+        from .server.task_manager import check_store_spec
 
         try:
             check_store_spec(store)
         except ValueError as exc:
             raise TargetError(str(exc)) from None
     if getattr(args, "http", False):
-        from .server.tasks import default_store_path
+        from .server.task_manager import default_store_path
         from .transports.http.server import run_http
 
         deck = load_deck(args.target)
@@ -166,7 +185,9 @@ def _serve(args: argparse.Namespace) -> int:
     deck = load_deck(args.target)
     if store is not None and deck.task_store is None:
         deck.task_store = store
-    run_stdio(deck, max_message_bytes=args.max_message_bytes, stdout_fd=out_fd)
+    drain = getattr(args, "drain_timeout", None)
+    run_stdio(deck, max_message_bytes=args.max_message_bytes, stdout_fd=out_fd,
+              **({"drain_timeout": drain} if drain is not None else {}))  # fmt: skip
     return 0
 
 

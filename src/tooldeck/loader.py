@@ -13,8 +13,8 @@ import traceback
 from types import ModuleType
 from typing import Any
 
+from .deck import Deck
 from .protocol.errors import TargetError
-from .server.deck import Deck
 
 DEMO = "tooldeck.demo"
 

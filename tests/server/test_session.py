@@ -7,6 +7,7 @@ from typing import Any
 import pytest
 
 from helpers import CLIENT_INFO, Harness, init_params
+from tooldeck.server.methods import Method, method_table
 from tooldeck import Deck
 
 
@@ -194,10 +195,10 @@ def test_stray_responses_are_ignored(harness: Harness) -> None:
 def test_a_failing_handler_is_an_internal_error_and_the_session_survives() -> None:
     deck = make_deck()
 
-    def broken(session: Any, request: Any, reply: Any) -> dict[str, Any]:
+    def broken(request: Any) -> dict[str, Any]:
         raise RuntimeError("boom")
 
-    deck.handlers["broken/method"] = broken
+    deck.methods["broken/method"] = Method("broken/method", broken)
     harness = Harness(deck)
     harness.initialize()
     reply = harness.request("broken/method", {}, id=1)
@@ -260,7 +261,7 @@ def test_empty_batch_is_invalid() -> None:
 def test_set_level(harness: Harness) -> None:
     harness.initialize()
     assert harness.request("logging/setLevel", {"level": "error"})["result"] == {}
-    assert harness.session.log_rank == 4
+    assert harness.session.state.log_rank == 4
 
 
 @pytest.mark.parametrize("level", ["verbose", None, 3, "INFO"])
@@ -336,10 +337,12 @@ def test_list_changed_reaches_initialized_sessions_only() -> None:
     assert ready.out == []
 
 
-def test_lazily_imported_handlers_match_their_modules() -> None:
-    # handlers.py names the feature methods without importing the modules that serve them: keep them in step.
-    from tooldeck.server import features, handlers, tasks
-
-    lazy = {m for m in handlers.HANDLERS if m.split("/")[0] in ("resources", "prompts", "completion", "tasks")}
-    assert lazy == set(features.HANDLERS) | set(tasks.HANDLERS)
-    assert {"resources/read", "prompts/get", "completion/complete", *tasks.HANDLERS} <= handlers.DEFERRED
+def test_every_method_of_the_table_resolves_to_its_handler() -> None:
+    # The table names handlers by module and function, imported on first use: each must exist and be callable, and
+    # the methods that run user code or wait on a store must be the ones answered later (never in the handshake).
+    table = method_table()
+    for name, method in table.items():
+        assert callable(method.handler), name
+    later = {name for name, method in table.items() if method.later}
+    assert later == {"tools/call", "resources/read", "prompts/get", "completion/complete", "tasks/get",
+                     "tasks/result", "tasks/list", "tasks/cancel"}  # fmt: skip

@@ -220,11 +220,17 @@ def start_a_slow_call(noisy: StdioServer) -> None:
     assert noisy.read()["method"] == "notifications/progress"
 
 
-def test_eof_cancels_work_in_flight_and_exits_cleanly(noisy: StdioServer) -> None:
-    start_a_slow_call(noisy)
-    noisy.close_stdin()
-    assert noisy.wait(timeout=10) == 0
-    assert noisy.rest_of_stdout() == b""  # no response for the cancelled call
+def test_eof_lets_work_in_flight_finish_within_the_drain_timeout_then_exits_cleanly() -> None:
+    # The slow call waits a minute: longer than the drain time-out (1 s), so it is cancelled and gets no response.
+    server = StdioServer("serve", "tests/transports/decks/noisy.py", "--drain-timeout", "1")
+    try:
+        start_a_slow_call(server)
+        server.close_stdin()
+        assert server.wait(timeout=10) == 0
+        assert server.rest_of_stdout() == b""  # no response for the cancelled call
+        assert b"still running after 1 s are cancelled" in server.proc.stderr.read()  # type: ignore[union-attr]
+    finally:
+        server.kill()
 
 
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])

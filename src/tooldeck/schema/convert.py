@@ -80,6 +80,8 @@ def _to_int(value: Any) -> Any:
     if kind is int:
         return value
     if kind is float and value.is_integer():
+        if abs(value) > 2**53:  # past this a double has lost digits: the int would not be the one the client sent
+            raise _fail(f"expected an integer, got {preview(value)}, which is too large to be exact")
         return int(value)
     raise _fail(f"expected an integer, got {preview(value)}")
 

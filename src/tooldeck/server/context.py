@@ -13,6 +13,8 @@ from collections.abc import Generator
 from typing import TYPE_CHECKING, Any
 
 from ..protocol import jsonrpc
+from ..protocol.errors import ClientRequestError
+from .options import LOG_LEVELS, LOG_RANK
 
 RELATED_TASK = "io.modelcontextprotocol/related-task"
 
@@ -20,13 +22,11 @@ ELICIT_TIMEOUT = 600.0  # a person is answering
 SAMPLE_TIMEOUT = 300.0  # a model is answering (and maybe a person approving)
 
 if TYPE_CHECKING:
-    from .requests import ElicitResult
-    from .session import Session
+    from .elicitation import ElicitResult
+    from .request import RequestContext
 
 log = logging.getLogger("tooldeck.context")
-
-LOG_LEVELS = ("debug", "info", "notice", "warning", "error", "critical", "alert", "emergency")
-LOG_RANK = {level: rank for rank, level in enumerate(LOG_LEVELS)}
+__all__ = ["DONE", "LOG_LEVELS", "LOG_RANK", "RELATED_TASK", "Context"]
 
 
 class _Done:
@@ -42,38 +42,32 @@ DONE = _Done()
 
 
 class Context:
-    """Passed to a tool that asks for it; valid while the call runs (calls after it ends are ignored)."""
+    """Passed to a tool (resource, prompt) that asks for it; valid while the call runs (calls after it are ignored).
 
-    __slots__ = (
-        "_last_progress",
-        "_loop",
-        "_loop_thread",
-        "_session",
-        "cancelled",
-        "finished",
-        "progress_token",
-        "request_id",
-        "task",
-        "tool_name",
-    )
+    Made and finished in one place, the call pipeline's run step (``server/pipeline.py``); cancellation is read from
+    the request (``RequestContext.cancelled``), which is the one place it is set.
+    """
 
-    def __init__(
-        self,
-        session: Session,
-        request_id: jsonrpc.RequestId,
-        tool_name: str,
-        progress_token: str | int | None,
-    ) -> None:
-        self._session = session
-        self.request_id = request_id
+    __slots__ = ("_last_progress", "_loop", "_loop_thread", "finished", "progress_token", "request", "task",
+                 "tool_name")  # fmt: skip
+
+    def __init__(self, request: RequestContext, tool_name: str, task: tuple[Any, str] | None = None) -> None:
+        self.request = request
         self.tool_name = tool_name
-        self.progress_token = progress_token
-        self._loop = session.loop()  # where messages go from a sync tool's worker thread
+        self.progress_token = request.progress_token()
+        self._loop = request.peer.loop()  # where messages go from a sync tool's worker thread
         self._loop_thread = threading.get_ident()
         self._last_progress: float | None = None
-        self.cancelled = False
         self.finished = False
-        self.task: tuple[Any, str] | None = None  # (TaskManager, task id) when the call runs as a task
+        self.task = task  # (TaskManager, task id) when the call runs as a task
+
+    @property
+    def request_id(self) -> jsonrpc.RequestId:
+        return self.request.request_id
+
+    @property
+    def cancelled(self) -> bool:
+        return self.request.cancelled
 
     # --- what the tool can read ---------------------------------------------------------------------------------
 
@@ -84,15 +78,20 @@ class Context:
 
     @property
     def client_info(self) -> dict[str, Any] | None:
-        return self._session.client_info
+        return self.request.client_info
 
     @property
     def client_capabilities(self) -> dict[str, Any]:
-        return self._session.client_capabilities
+        return self.request.client_capabilities
 
     @property
     def protocol_version(self) -> str | None:
-        return self._session.protocol_version
+        return self.request.revision
+
+    @property
+    def principal(self) -> Any:
+        """Who is calling: the authenticated principal, or None."""
+        return self.request.principal
 
     # --- what the tool can send ---------------------------------------------------------------------------------
 
@@ -106,6 +105,10 @@ class Context:
             return DONE
         if isinstance(progress, bool) or not isinstance(progress, int | float):
             raise TypeError(f"progress must be a number, got {type(progress).__name__}")
+        if total is not None and (isinstance(total, bool) or not isinstance(total, int | float)):
+            raise TypeError(f"total must be a number or None, got {type(total).__name__}")
+        if message is not None and not isinstance(message, str):
+            raise TypeError(f"message must be a string or None, got {type(message).__name__}")
         if self._last_progress is not None and progress <= self._last_progress:
             log.warning(
                 "tool %r: progress %r does not exceed %r; not sent", self.tool_name, progress, self._last_progress
@@ -127,7 +130,7 @@ class Context:
         """
         if level not in LOG_RANK:
             raise ValueError(f"unknown log level {level!r}; use one of {', '.join(LOG_LEVELS)}")
-        if self.finished or LOG_RANK[level] < self._session.log_rank:
+        if self.finished or LOG_RANK[level] < self.request.log_rank:
             return DONE
         params: dict[str, Any] = {"level": level, "data": message}
         if logger is not None:
@@ -156,20 +159,20 @@ class Context:
         ``schema`` is a flat JSON Schema object (strings, numbers, booleans, enums). An accepted answer is checked
         against it. Raises ``ClientRequestError`` if the client cannot elicit, refuses, answers badly or not in time.
         """
-        from . import requests  # loaded by the first tool that asks the client something
+        from . import elicitation  # loaded by the first tool that asks the client something
 
-        params, validator = requests.form_params(message, schema, self._session.client_capabilities)
+        params, validator = elicitation.form_params(message, schema, self.request.client_capabilities)
         result = await self._ask("elicitation/create", params, timeout)
-        return requests.elicit_result(result, validator)
+        return elicitation.elicit_result(result, validator)
 
     async def elicit_url(self, message: str, url: str, *, elicitation_id: str | None = None,
                          timeout: float = ELICIT_TIMEOUT) -> ElicitResult:  # fmt: skip
         """Ask the user to open ``url`` (elicitation/create, URL mode). "accept" means they agreed to open it."""
-        from . import requests
+        from . import elicitation
 
-        params = requests.url_params(message, url, elicitation_id, self._session.client_capabilities)
+        params = elicitation.url_params(message, url, elicitation_id, self.request.client_capabilities)
         result = await self._ask("elicitation/create", params, timeout)
-        return requests.elicit_result(result, None)
+        return elicitation.elicit_result(result, None)
 
     async def sample(
         self,
@@ -190,12 +193,12 @@ class Context:
 
         ``messages``: a string (one user message) or a list of ``{"role", "content"}`` dicts / prompt Messages.
         """
-        from . import requests
+        from . import sampling
 
-        params = requests.sampling_params(
+        params = sampling.sampling_params(
             messages,
             max_tokens,
-            self._session.client_capabilities,
+            self.request.client_capabilities,
             system_prompt=system_prompt,
             temperature=temperature,
             stop_sequences=stop_sequences,
@@ -206,42 +209,62 @@ class Context:
             tool_choice=tool_choice,
         )
         result = await self._ask("sampling/createMessage", params, timeout)
-        return requests.sampling_result(result)
+        return sampling.sampling_result(result)
 
     async def _ask(self, method: str, params: dict[str, Any], timeout: float) -> dict[str, Any]:
-        from . import requests
-
         if self.task is None:
-            return await requests.ask(self._session, method, params, self.request_id, timeout)
+            return await self._request(method, params, timeout)
         # In a task: the request names the task, and the task waits in "input_required" until it is answered.
         manager, task_id = self.task
         params["_meta"] = {RELATED_TASK: {"taskId": task_id}}
         await manager.settle(task_id, "input_required")
         try:
-            return await requests.ask(self._session, method, params, self.request_id, timeout)
+            return await self._request(method, params, timeout)
         finally:
             await manager.settle(task_id, "working")
+
+    async def _request(self, method: str, params: dict[str, Any], timeout: float) -> dict[str, Any]:
+        """Send ``method`` to the client and return its result; errors and time-outs become ClientRequestError."""
+        import asyncio
+
+        peer, related = self.request.peer, self.request.request_id
+        request_id, waiter = peer.ask(method, params, related)
+        try:
+            response = await asyncio.wait_for(asyncio.shield(waiter), timeout)
+        except TimeoutError:
+            peer.abandon(request_id, f"no answer within {timeout:g} s", related)
+            raise ClientRequestError(f"the client did not answer {method} within {timeout:g} s") from None
+        except asyncio.CancelledError:
+            peer.abandon(request_id, "the tool call was cancelled", related)
+            raise
+        except ConnectionError as exc:
+            raise ClientRequestError(f"{method} could not complete: {exc}") from None
+        if response.error is not None:
+            error = response.error
+            raise ClientRequestError(f"the client refused {method}: {error.get('message')} ({error.get('code')})",
+                                     code=error.get("code"))  # fmt: skip
+        return response.result  # type: ignore[no-any-return]
 
     # --- transport hints ----------------------------------------------------------------------------------------
 
     def close_sse_stream(self) -> None:
         """Over HTTP, end this request's SSE connection now; the client reconnects with ``Last-Event-ID`` and gets
         the rest (SEP-1699 polling), so a long call need not hold a connection open. Elsewhere it does nothing."""
-        hook = self._session.close_stream
-        if hook is None or self.finished:
+        if self.finished:
             return
+        peer = self.request.peer
         if threading.get_ident() == self._loop_thread:
-            hook(self.request_id)
+            peer.close_stream(self.request_id)
         else:
-            self._loop.call_soon_threadsafe(hook, self.request_id)
+            self._loop.call_soon_threadsafe(peer.close_stream, self.request_id)
 
     def _emit(self, message: dict[str, Any]) -> None:
         if threading.get_ident() == self._loop_thread:
-            self._session.send(message, self.request_id)
+            self.request.peer.send(message, self.request.request_id)
         else:
             self._loop.call_soon_threadsafe(self._send_unless_finished, message)
 
     def _send_unless_finished(self, message: dict[str, Any]) -> None:
         # A worker thread may report progress just as the call ends; nothing may follow the response.
-        if not self.finished:
-            self._session.send(message, self.request_id)
+        if not self.finished and not self.request.cancelled:
+            self.request.peer.send(message, self.request.request_id)

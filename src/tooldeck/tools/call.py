@@ -1,64 +1,42 @@
-"""One tools/call after lookup: validate the arguments, convert them, invoke the tool, shape the result.
+"""The tool-specific steps of a tools/call: validate and convert the arguments; word an unexpected failure.
 
 Everything that goes wrong here is a tool execution error (``isError: true``), never a JSON-RPC error: arguments
-that fail the inputSchema (SEP-1303), a ``ToolError`` (its message is shown), and any other exception (masked by
-default: the model sees a reference, the log gets the traceback).
+that fail the inputSchema (SEP-1303), and any exception of the tool's own (masked by default: the model sees a
+reference, the log gets the traceback). The rest of the call is the server's pipeline (``server/pipeline.py``).
 """
 
 from __future__ import annotations
 
-import functools
 import logging
 import os
-from collections.abc import Awaitable, Callable
 from typing import Any
 
-from ..protocol.errors import ConversionError, ToolError, UrlElicitationRequiredError
-from .result import build_result, error_result
+from ..protocol.errors import ConversionError, ToolError
 from .tool import Tool
 
 log = logging.getLogger("tooldeck.tools")
 
-SyncRunner = Callable[[Callable[[], Any]], Awaitable[Any]]
 
+def check_arguments(tool: Tool, arguments: dict[str, Any]) -> dict[str, Any]:
+    """The keyword arguments for ``tool.fn``: validated against the inputSchema and converted to the declared types.
 
-async def call_tool(
-    tool: Tool,
-    arguments: dict[str, Any],
-    injected: dict[str, Any] | None,
-    run_sync: SyncRunner,
-    *,
-    mask_errors: bool = True,
-) -> dict[str, Any]:
-    """The CallToolResult for one call. Cancellation (``CancelledError``) passes through untouched."""
+    Raises ``ToolError`` naming every problem (``$.a: expected number, got "x"``).
+    """
     if not tool.input_validator.is_valid(arguments):
         problems = "; ".join(tool.input_validator.errors(arguments))
-        return error_result(f"Invalid arguments for tool {tool.name!r}: {problems}")
-    kwargs = arguments
-    if tool.converters:
-        kwargs = dict(arguments)
-        for key, convert in tool.converters.items():
-            if key in kwargs:
-                try:
-                    kwargs[key] = convert(kwargs[key])
-                except ConversionError as exc:  # names the path itself: "$.when: expected an ISO 8601 date..."
-                    return error_result(f"Invalid arguments for tool {tool.name!r}: {exc}")
-                except (TypeError, ValueError) as exc:
-                    return error_result(f"Invalid arguments for tool {tool.name!r}: $.{key}: {exc}")
-    if injected:
-        kwargs = {**kwargs, **injected}
-    try:
-        if tool.is_async:
-            value = await tool.fn(**kwargs)
-        else:
-            value = await run_sync(functools.partial(tool.fn, **kwargs))
-        return build_result(tool, value)
-    except ToolError as exc:
-        return error_result(str(exc) or f"Tool {tool.name!r} failed")
-    except UrlElicitationRequiredError:
-        raise  # answered as JSON-RPC error -32042: the one protocol error a tool may raise
-    except Exception as exc:  # the tool's own bug or failure; BaseException (cancellation, exit) passes through
-        return error_result(describe_failure(f"tool {tool.name!r}", exc, mask_errors))
+        raise ToolError(f"Invalid arguments for tool {tool.name!r}: {problems}")
+    if not tool.converters:
+        return arguments
+    kwargs = dict(arguments)
+    for key, convert in tool.converters.items():
+        if key in kwargs:
+            try:
+                kwargs[key] = convert(kwargs[key])
+            except ConversionError as exc:  # names the path itself: "$.when: expected an ISO 8601 date..."
+                raise ToolError(f"Invalid arguments for tool {tool.name!r}: {exc}") from None
+            except (TypeError, ValueError) as exc:
+                raise ToolError(f"Invalid arguments for tool {tool.name!r}: $.{key}: {exc}") from None
+    return kwargs
 
 
 def describe_failure(what: str, exc: BaseException, mask_errors: bool) -> str:

@@ -22,7 +22,7 @@ from ..protocol.codec import encode
 from ..server.session import Session
 
 if TYPE_CHECKING:
-    from ..server.deck import Deck
+    from ..server.core import Server as Deck
 
 Observer = Callable[[bytes, Any], None]
 

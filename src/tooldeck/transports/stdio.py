@@ -2,8 +2,11 @@
 
 ``run_stdio`` takes the real stdout for protocol messages and points file descriptor 1 at stderr, so a stray
 ``print()`` in a tool, a C extension or a child process cannot corrupt the stream. A line longer than the limit is
-answered with an error and discarded without being buffered. EOF on stdin, SIGTERM or SIGINT end the server: work
-in flight is cancelled, pending output is flushed, and the process exits with status 0.
+answered with an error and discarded without being buffered. EOF on stdin ends the server the way the spec's stdio
+shutdown expects (the client closes stdin and waits for the server to exit): the requests already received are
+finished, within ``drain_timeout`` seconds, then the process exits with status 0. SIGTERM or SIGINT cancel work in
+flight at once and exit with status 0, even while a sync tool is running (its late result is dropped). stdin and
+stdout may be pipes, sockets, terminals or regular files (``tooldeck serve < requests.jsonl > replies.jsonl``).
 
 Start-up is two-phase. The sans-IO session answers the handshake (initialize, ping, tools/list, ...) with plain
 blocking reads and writes, before asyncio is even imported; the event loop starts when a message needs it (a
@@ -17,6 +20,7 @@ import logging
 import os
 import select
 import signal
+import stat
 import sys
 import threading
 from collections.abc import Callable
@@ -31,21 +35,30 @@ from ..server.session import Session
 if TYPE_CHECKING:
     import asyncio
 
-    from ..server.deck import Deck
+    from ..server.core import Server
 
 log = logging.getLogger("tooldeck.stdio")
 _SHUTDOWN_GRACE = 5.0  # seconds to let cancelled work unwind before exiting
+DRAIN_TIMEOUT = 10.0  # seconds to finish the requests already received after EOF
 _CHUNK = 65536
 
 
-def run_stdio(deck: Deck, *, max_message_bytes: int | None = None, stdout_fd: int | None = None) -> None:
+def run_stdio(
+    deck: Server,
+    *,
+    max_message_bytes: int | None = None,
+    stdout_fd: int | None = None,
+    drain_timeout: float = DRAIN_TIMEOUT,
+    stdin_fd: int = 0,
+) -> None:
     """Serve ``deck`` on this process's stdin/stdout until EOF or a termination signal.
 
     ``stdout_fd``: the protocol's output if ``claim_stdout`` was already called (the CLI claims it before it
-    imports the user's module, so even import-time prints stay off the protocol stream).
+    imports the user's module, so even import-time prints stay off the protocol stream). ``drain_timeout``: how
+    long the requests received before EOF may take to finish.
     """
     out_fd = stdout_fd if stdout_fd is not None else claim_stdout()
-    connection = Connection(deck, 0, out_fd, max_message_bytes)
+    connection = Connection(deck, stdin_fd, out_fd, max_message_bytes, drain_timeout)
     previous = signal.signal(signal.SIGTERM, _stop_handshake)  # until the event loop installs its own handler
     try:
         if not connection.handshake():
@@ -90,12 +103,14 @@ def _loop_factory() -> Any:
 class Connection:
     """One stdio client: the session, the line reader and the output, across both phases."""
 
-    def __init__(self, deck: Deck, stdin_fd: int, stdout_fd: int, max_message_bytes: int | None) -> None:
+    def __init__(self, server: Server, stdin_fd: int, stdout_fd: int, max_message_bytes: int | None,
+                 drain_timeout: float = DRAIN_TIMEOUT) -> None:  # fmt: skip
         self.stdin_fd = stdin_fd
         self.output = Output(stdout_fd)
-        self.session = Session(deck, self.output.send)
-        limit = max_message_bytes if max_message_bytes is not None else deck.max_message_bytes
+        self.session = Session(server, self.output.send)
+        limit = max_message_bytes if max_message_bytes is not None else server.options.max_message_bytes
         self.reader = LineReader(self.session, limit)
+        self.drain_timeout = drain_timeout
         self._deferred: list[Any] = []
 
     def handshake(self) -> bool:
@@ -122,15 +137,17 @@ class Connection:
         return True
 
     async def serve(self) -> None:
-        """Serve on the event loop until EOF, SIGTERM or SIGINT."""
+        """Serve on the event loop until EOF (then finish what was asked), SIGTERM or SIGINT (then stop at once)."""
         import asyncio
 
         loop = asyncio.get_running_loop()
-        stop = asyncio.Event()
+        stop = asyncio.Event()  # a termination signal
+        eof = asyncio.Event()  # the client closed stdin
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, stop.set)
-        self.session.deck.attach(self.session)  # now with a running loop
-        self.reader.on_eof = stop.set
+        server = self.session.server
+        server.bind_loop()  # list changes from other threads are announced on this loop from now on
+        self.reader.on_eof = eof.set
         closer: Any = _nothing
         try:
             await self.output.start(loop, self.reader)
@@ -138,15 +155,39 @@ class Connection:
             for message in deferred:
                 self.session.receive(message)
             closer = await _open_reader(loop, self.stdin_fd, self.reader)
-            await stop.wait()
+            await _first(stop.wait(), eof.wait())
+            if not stop.is_set():
+                await self._drain(stop)
         finally:
             closer()
             tasks = self.session.close()
             if tasks:
                 await asyncio.wait(tasks, timeout=_SHUTDOWN_GRACE)
+            await server.aclose()
             await self.output.close()
             for fd in (self.stdin_fd, self.output.fd):
                 _restore_blocking(fd)
+
+    async def _drain(self, stop: Any) -> None:
+        """After EOF: let the requests already received finish (answers included), unless a signal or the drain
+        time-out comes first."""
+        import asyncio
+
+        running = self.session.drain()
+        if not running:
+            return
+        log.debug("stdin closed: finishing %d request(s) in flight", len(running))
+        done = asyncio.ensure_future(asyncio.wait(running))
+        signalled = asyncio.ensure_future(stop.wait())
+        try:
+            finished, _ = await asyncio.wait({done, signalled}, timeout=self.drain_timeout,
+                                             return_when=asyncio.FIRST_COMPLETED)  # fmt: skip
+            if not finished:
+                log.warning("stdin closed: %d request(s) still running after %g s are cancelled",
+                            len(self.session.drain()), self.drain_timeout)  # fmt: skip
+        finally:
+            done.cancel()
+            signalled.cancel()
 
 
 class LineReader:
@@ -271,11 +312,13 @@ class Output:
         self.reader = reader
         self._loop = loop
         self._closed = loop.create_future()
+        if not pollable(self.fd):
+            return  # a regular file cannot be polled (uvloop aborts on one): plain blocking writes are right for it
         try:
             pipe = os.fdopen(self.fd, "wb", buffering=0, closefd=False)
             await loop.connect_write_pipe(lambda: self, pipe)  # type: ignore[type-var]
         except (ValueError, OSError):
-            self.transport = None  # a regular file cannot be polled: plain blocking writes are right for it
+            self.transport = None
 
     # asyncio.Protocol interface
     def connection_made(self, transport: Any) -> None:
@@ -308,12 +351,27 @@ class Output:
             self.transport.abort()
 
 
+def pollable(fd: int) -> bool:
+    """Whether the event loop can watch ``fd``: a pipe, a socket or a terminal, not a regular file or a directory.
+
+    Asked before connecting, because uvloop aborts the process (it does not raise) when handed a regular file.
+    """
+    try:
+        mode = os.fstat(fd).st_mode
+    except OSError:
+        return False
+    return stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode) or stat.S_ISCHR(mode)
+
+
 async def _open_reader(loop: asyncio.AbstractEventLoop, fd: int, reader: LineReader) -> Any:
+    """Start reading ``fd`` into ``reader``; the function that stops it."""
+    if not pollable(fd):
+        return _read_in_thread(loop, fd, reader)  # stdin redirected from a regular file
     try:
         pipe = os.fdopen(fd, "rb", buffering=0, closefd=False)
         transport, _ = await loop.connect_read_pipe(lambda: reader, pipe)  # type: ignore[type-var]
     except (ValueError, OSError):
-        return _read_in_thread(loop, fd, reader)  # stdin redirected from a regular file
+        return _read_in_thread(loop, fd, reader)
     return transport.close
 
 
@@ -321,13 +379,16 @@ def _read_in_thread(loop: asyncio.AbstractEventLoop, fd: int, reader: LineReader
     stopped = threading.Event()
 
     def pump() -> None:
-        while not stopped.is_set():
-            chunk = os.read(fd, _CHUNK)
-            if not chunk:
-                break
-            loop.call_soon_threadsafe(reader.data_received, chunk)
-        if not stopped.is_set():
-            loop.call_soon_threadsafe(reader.eof_received)
+        try:
+            while not stopped.is_set():
+                chunk = os.read(fd, _CHUNK)
+                if not chunk:
+                    break
+                loop.call_soon_threadsafe(reader.data_received, chunk)
+            if not stopped.is_set():
+                loop.call_soon_threadsafe(reader.eof_received)
+        except (OSError, RuntimeError):  # stdin closed under us, or the loop ended first: the server is going
+            pass
 
     threading.Thread(target=pump, name="tooldeck-stdin", daemon=True).start()
     return stopped.set
@@ -335,6 +396,18 @@ def _read_in_thread(loop: asyncio.AbstractEventLoop, fd: int, reader: LineReader
 
 def _nothing() -> None:
     return None
+
+
+async def _first(*waits: Any) -> None:
+    """Wait until the first of ``waits`` is done; cancel the others."""
+    import asyncio
+
+    tasks = [asyncio.ensure_future(w) for w in waits]
+    try:
+        await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for task in tasks:
+            task.cancel()
 
 
 def _readable(fd: int) -> bool:

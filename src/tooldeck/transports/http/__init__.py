@@ -1,6 +1,8 @@
-"""The Streamable HTTP transport: an ASGI app (``HttpApp``), its sessions and channels, the event store, uvicorn."""
+"""The Streamable HTTP transport: an ASGI app (``HttpApp``) assembled from layers (guard, authentication, routes, the
+MCP endpoint), its session registry, channels and SSE writer, the event store, and serving under uvicorn."""
 
 from .app import HttpApp
+from .auth import AnonymousBackend, AuthenticationBackend
 from .events import EventStore, MemoryEventStore
 
-__all__ = ["EventStore", "HttpApp", "MemoryEventStore"]
+__all__ = ["AnonymousBackend", "AuthenticationBackend", "EventStore", "HttpApp", "MemoryEventStore"]

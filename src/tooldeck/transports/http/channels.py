@@ -14,9 +14,10 @@ from collections import deque
 from typing import TYPE_CHECKING, Any
 
 from ...server.session import Session
+from ...server.state import SessionState
 
 if TYPE_CHECKING:
-    from ...server.deck import Deck
+    from ...server.core import Server
 
 STANDALONE = "0"
 _STANDALONE_BACKLOG = 1000  # messages kept for a GET stream that is not connected
@@ -79,12 +80,18 @@ class Channel:
 class HttpSession:
     """An MCP session over HTTP: the sans-IO Session plus the channels its messages are routed to."""
 
-    def __init__(self, deck: Deck, session_id: str | None) -> None:
+    def __init__(
+        self, server: Server, session_id: str | None, *, principal: Any = None, state: SessionState | None = None
+    ) -> None:
         self.id = session_id
-        self.session = Session(deck, self.route)
-        self.session.identifies_requestor = False  # anyone holding a session id is not an identity
-        self.session.close_stream = self._close_stream
+        # Anyone holding a session id is not an identity: tasks are bound to a principal, or to nothing.
+        self.session = Session(server, self.route, state=state, identifies_requestor=False, principal=principal,
+                               listen=session_id is not None)  # fmt: skip
+        self.session.close_stream_hook = self._close_stream
         self.session.request_dropped = self._dropped
+        self.session.request_refused = self._refused
+        self.status: dict[Any, int] = {}  # HTTP status of requests refused by the pipeline (none: 200)
+        self.saved = -1  # the state's change count when it was last stored
         self.channels: dict[str, Channel] = {}
         self.by_request: dict[Any, Channel] = {}
         self.standalone: Channel | None = None
@@ -136,6 +143,9 @@ class HttpSession:
         if channel is not None:
             channel.settle(request_id)  # cancelled: no response will come
             channel.wake()
+
+    def _refused(self, request_id: Any, status: int) -> None:
+        self.status[request_id] = status
 
     def _close_stream(self, request_id: Any) -> None:
         channel = self.by_request.get(request_id)

@@ -11,11 +11,12 @@ from typing import TYPE_CHECKING, Any
 
 import uvicorn
 
-from .app import LOOPBACK, HttpApp
+from .app import HttpApp
 from .cork import corked_protocol
+from .guard import LOOPBACK
 
 if TYPE_CHECKING:
-    from ...server.deck import Deck
+    from ...server.core import Server as Deck
 
 log = logging.getLogger("tooldeck.http")
 _WILDCARDS = ("0.0.0.0", "::", "")

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from tooldeck.server.eager import Resume
+from tooldeck.server.runner import Resume
 
 
 def start(coro: Any) -> Any:

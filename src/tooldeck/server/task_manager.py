@@ -1,9 +1,11 @@
-"""Task-augmented tools/call (spec §7): the TaskManager that runs tools as tasks, and the tasks/* methods.
+"""Task-augmented tools/call (spec §7): the TaskManager that runs tools as tasks and answers the tasks/* methods.
 
-A call with ``params.task`` answers at once with a CreateTaskResult and runs the tool in the background; the outcome
+A call with ``params.task`` answers at once with a CreateTaskResult and runs the tool in the background, through
+the same call pipeline as a plain call (admitted before the task is created, so a refusal is immediate); the outcome
 goes to the TaskStore, so tasks/get, tasks/result, tasks/list and tasks/cancel work from any session that holds the
 id (or, with an authenticated principal, only from that principal's sessions: another's task is "not found").
-Every status change is announced with notifications/tasks/status to the session that created the task.
+Every status change is announced with notifications/tasks/status to the session that created the task, through the
+server's bus (topic ``session/<key>``).
 """
 
 from __future__ import annotations
@@ -13,26 +15,24 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from ..protocol.errors import InternalError, InvalidParamsError, MethodNotFoundError, ProtocolError
-from ..protocol.jsonrpc import Request
+from ..protocol import jsonrpc
+from ..protocol.errors import InternalError, InvalidParamsError, ProtocolError, TaskLimitError
 from ..tasks.memory import MemoryTaskStore
 from ..tasks.record import TaskRecord, new_task_id
 from ..tasks.store import TaskStore
-from ..tools.call import call_tool
-from .context import RELATED_TASK, Context
-from .handlers import progress_token
+from .context import RELATED_TASK
+from .pipeline import Call, Pipeline
 
 if TYPE_CHECKING:
     import asyncio
 
     from ..tools.tool import Tool
-    from .deck import Deck
-    from .session import Reply, Session
+    from .bus import Bus
+    from .request import RequestContext
 
 log = logging.getLogger("tooldeck.tasks")
 
 IMMEDIATE_RESPONSE = "io.modelcontextprotocol/model-immediate-response"
-TASK_LIMIT = -32000  # implementation-defined: the requestor has too many tasks running
 NOT_FOUND = "Failed to retrieve task: Task not found"
 
 
@@ -41,7 +41,10 @@ class TaskManager:
 
     def __init__(
         self,
-        deck: Deck,
+        pipeline: Pipeline,
+        bus: Bus,
+        cursors: Any,
+        page_size: int | None,
         store: TaskStore | str | None = None,
         *,
         default_ttl_ms: int = 3_600_000,
@@ -50,7 +53,10 @@ class TaskManager:
         max_active: int = 100,
         clock: Callable[[], float] = time.time,
     ) -> None:
-        self.deck = deck
+        self.pipeline = pipeline
+        self.bus = bus
+        self.cursors = cursors
+        self.page_size = page_size
         self._spec = store if isinstance(store, str) else None  # "sqlite:PATH": opened on first use
         self.store: TaskStore = MemoryTaskStore() if store is None or isinstance(store, str) else store
         self.default_ttl_ms = default_ttl_ms
@@ -60,7 +66,8 @@ class TaskManager:
         self.clock = clock
         self.running: dict[str, asyncio.Task[Any]] = {}
         self._finished: dict[str, asyncio.Event] = {}
-        self._owners: dict[str, Session] = {}  # the session that created each running task (for notifications)
+        self._owners: dict[str, Any] = {}  # the bus key of the session that created each running task
+        self._requests: dict[str, RequestContext] = {}  # the request each running task was created by
         self._started = False
         self._purger: asyncio.Task[None] | None = None
 
@@ -89,6 +96,8 @@ class TaskManager:
                 log.exception("purging expired tasks failed")
 
     async def aclose(self) -> None:
+        for request in list(self._requests.values()):
+            request.cancel()
         for task in list(self.running.values()):
             task.cancel()
         if self._purger is not None:
@@ -98,14 +107,16 @@ class TaskManager:
     # --- creating and running -----------------------------------------------------------------------------------
 
     async def create(
-        self, session: Session, request: Request, tool: Tool, arguments: dict[str, Any], task: dict[str, Any]
+        self, rctx: RequestContext, tool: Tool, arguments: dict[str, Any], task: dict[str, Any]
     ) -> dict[str, Any]:
+        if self.pipeline.admits:  # authorize and limits before anything is created: a refusal is immediate
+            await self.pipeline.admit(rctx, Call("tool", tool.name, tool, arguments))
         if not self._started:
             await self.start()
         now = self.clock()
-        owner = _owner(session)
+        owner = rctx.owner()
         if await self.store.count_active(owner, now) >= self.max_active:
-            raise ProtocolError(f"Too many active tasks: the limit is {self.max_active} per requestor", code=TASK_LIMIT)
+            raise TaskLimitError(f"Too many active tasks: the limit is {self.max_active} per requestor")
         requested = task.get("ttl")
         ttl = self.default_ttl_ms if requested is None else min(requested, self.max_ttl_ms)
         record = TaskRecord(
@@ -119,29 +130,22 @@ class TaskManager:
             tool=tool.name,
         )
         await self.store.create(record)
-        injected = None
-        if tool.injected:
-            context = Context(session, request.id, tool.name, progress_token(request.params))
-            context.task = (self, record.task_id)
-            injected = dict.fromkeys(tool.injected, context)
-        self._owners[record.task_id] = session
-        work = self._run(record.task_id, tool, arguments, injected)
-        self.running[record.task_id] = session.loop().create_task(work)
+        task_id = record.task_id
+        self._owners[task_id] = getattr(rctx.peer, "key", None)
+        self._requests[task_id] = rctx
+        work = self._run(rctx, task_id, tool, arguments)
+        self.running[task_id] = rctx.peer.loop().create_task(work)
         result: dict[str, Any] = {"task": record.to_wire()}
         if tool.immediate_response is not None:
             result["_meta"] = {IMMEDIATE_RESPONSE: tool.immediate_response}
         return result
 
-    async def _run(self, task_id: str, tool: Tool, arguments: dict[str, Any], injected: dict[str, Any] | None) -> None:
+    async def _run(self, rctx: RequestContext, task_id: str, tool: Tool, arguments: dict[str, Any]) -> None:
         import asyncio
 
-        deck = self.deck
         try:
-            result = await call_tool(tool, arguments, injected, deck.run_sync, mask_errors=deck.mask_errors)
+            result = await self.pipeline.call_tool(rctx, tool, arguments, task=(self, task_id), admitted=True)
         except asyncio.CancelledError:  # tasks/cancel (which recorded "cancelled" first) or shutdown
-            if injected:  # a sync tool in the worker pool is not stopped by the cancellation: it polls for it
-                for context in injected.values():
-                    context.cancelled = True
             return
         except ProtocolError as exc:
             await self.settle(task_id, "failed", status_message=exc.message, error=exc.to_error())
@@ -156,10 +160,8 @@ class TaskManager:
             else:
                 await self.settle(task_id, "completed", result=result)
         finally:
-            if injected:
-                for context in injected.values():
-                    context.finished = True
             self.running.pop(task_id, None)
+            self._requests.pop(task_id, None)
             event = self._finished.pop(task_id, None)  # made only if a tasks/result is waiting
             if event is not None:
                 event.set()
@@ -172,31 +174,32 @@ class TaskManager:
             task_id, status=status, now=self.clock(), status_message=status_message, result=result, error=error
         )
         if record is not None and record.status == status:
-            session = self._owners.get(task_id)
-            if session is not None:
-                session.notify("notifications/tasks/status", record.to_wire())
+            key = self._owners.get(task_id)
+            if key is not None:
+                note = jsonrpc.notification("notifications/tasks/status", record.to_wire())
+                self.bus.publish(f"session/{key}", note)
         return record
 
     # --- tasks/* ------------------------------------------------------------------------------------------------
 
-    async def _find(self, session: Session, params: dict[str, Any]) -> TaskRecord:
+    async def _find(self, rctx: RequestContext, params: dict[str, Any]) -> TaskRecord:
         task_id = params.get("taskId")
         if type(task_id) is not str:
             raise InvalidParamsError('Invalid params: "taskId" must be a string')
         if not self._started:
             await self.start()
         record = await self.store.get(task_id, self.clock())
-        if record is None or record.owner != _owner(session):
+        if record is None or record.owner != rctx.owner():
             raise InvalidParamsError(NOT_FOUND)  # another principal's task is indistinguishable from none
         return record
 
-    async def get(self, session: Session, params: dict[str, Any]) -> dict[str, Any]:
-        return (await self._find(session, params)).to_wire()
+    async def get(self, rctx: RequestContext, params: dict[str, Any]) -> dict[str, Any]:
+        return (await self._find(rctx, params)).to_wire()
 
-    async def result(self, session: Session, params: dict[str, Any]) -> dict[str, Any]:
+    async def result(self, rctx: RequestContext, params: dict[str, Any]) -> dict[str, Any]:
         import asyncio
 
-        record = await self._find(session, params)
+        record = await self._find(rctx, params)
         while not record.is_terminal:
             if record.task_id in self.running:  # running here: wake exactly when it ends
                 event = self._finished.get(record.task_id)
@@ -205,7 +208,7 @@ class TaskManager:
                 await event.wait()
             else:  # running elsewhere (another process sharing the store): poll
                 await asyncio.sleep((record.poll_interval_ms or self.poll_interval_ms) / 1000)
-            record = await self._find(session, params)
+            record = await self._find(rctx, params)
         related = {RELATED_TASK: {"taskId": record.task_id}}
         if record.error is not None:
             raise ProtocolError(record.error.get("message", "Task failed"), record.error.get("data"),
@@ -217,20 +220,20 @@ class TaskManager:
         text = record.status_message or f"The task was {record.status} before it finished."
         return {"content": [{"type": "text", "text": text}], "isError": True, "_meta": related}
 
-    async def list(self, session: Session, params: dict[str, Any]) -> dict[str, Any]:
+    async def list(self, rctx: RequestContext, params: dict[str, Any]) -> dict[str, Any]:
         await self.start()
         cursor = params.get("cursor")
-        codec = self.deck.cursors
+        codec = self.cursors
         after = None if cursor is None else codec.decode_key("tasks", cursor)
-        page = self.deck.page_size or 50
-        records = await self.store.list(_owner(session), self.clock(), after=after, limit=page + 1)
+        page = self.page_size or 50
+        records = await self.store.list(rctx.owner(), self.clock(), after=after, limit=page + 1)
         result: dict[str, Any] = {"tasks": [r.to_wire() for r in records[:page]]}
         if len(records) > page:
             result["nextCursor"] = codec.encode_key("tasks", records[page - 1].task_id)
         return result
 
-    async def cancel(self, session: Session, params: dict[str, Any]) -> dict[str, Any]:
-        record = await self._find(session, params)
+    async def cancel(self, rctx: RequestContext, params: dict[str, Any]) -> dict[str, Any]:
+        record = await self._find(rctx, params)
         if record.is_terminal:
             raise InvalidParamsError(f"Cannot cancel task: it is already {record.status}")
         updated = await self.settle(record.task_id, "cancelled", status_message="Cancelled by the client")
@@ -239,6 +242,9 @@ class TaskManager:
             raise InvalidParamsError(f"Cannot cancel task: it is already {status}")
         running = self.running.get(record.task_id)
         if running is not None:
+            request = self._requests.get(record.task_id)
+            if request is not None:
+                request.cancel()  # a sync tool in the worker pool polls ctx.is_cancelled: it sees this
             running.cancel()  # "cancelled" is recorded first, so the work's own ending cannot overwrite it
         return updated.to_wire()
 
@@ -277,45 +283,8 @@ def default_store_path(deck_name: str) -> str:
     return os.path.join(directory, re.sub(r"[^A-Za-z0-9_.-]", "_", deck_name) + "-tasks.sqlite3")
 
 
-def _owner(session: Session) -> str | None:
-    principal = session.principal
-    if principal is None:
-        return None
-    return str(getattr(principal, "id", principal))
-
-
 def _text(result: dict[str, Any]) -> str:
     for block in result.get("content", ()):
         if block.get("type") == "text":
             return str(block["text"])[:500]
     return "The tool reported an error"
-
-
-# --- handlers ---------------------------------------------------------------------------------------------------
-
-
-def _manager(session: Session, method: str) -> TaskManager:
-    capability = session.server_capabilities.get("tasks")
-    if capability is None:
-        raise MethodNotFoundError(f"Method not found: {method} (this server offers no tasks)")
-    if method == "tasks/list" and "list" not in capability:
-        raise MethodNotFoundError("Method not found: tasks/list (tasks are not bound to an identifiable requestor)")
-    return session.deck.task_manager()
-
-
-def _spawned(method: str, action: str) -> Callable[[Session, Request, Reply], None]:
-    def handler(session: Session, request: Request, reply: Reply) -> None:
-        manager = _manager(session, method)
-        session.run_eagerly(request, reply, getattr(manager, action)(session, request.params))
-
-    handler.__name__ = action
-    return handler
-
-
-HANDLERS = {
-    "tasks/get": _spawned("tasks/get", "get"),
-    "tasks/result": _spawned("tasks/result", "result"),
-    "tasks/list": _spawned("tasks/list", "list"),
-    "tasks/cancel": _spawned("tasks/cancel", "cancel"),
-}
-__all__ = ["HANDLERS", "RELATED_TASK", "TaskManager"]

@@ -1,0 +1,167 @@
+"""The Deck: the public face of a tooldeck server — decorators to register tools, resources and prompts, and the
+ways to serve them (``run`` over stdio or HTTP, ``http_app`` as an ASGI app).
+
+A ``Deck`` is a ``server.core.Server`` (registries, options, method table, pipeline) with the facade on top; it sits
+above the transports, which serve any ``Server``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, TypeVar, Unpack, overload
+
+from .server.context import Context
+from .server.core import Server
+from .server.options import ServerSettings, split_settings
+from .tools.function import tool_from_function
+from .tools.options import ToolOptions
+
+if TYPE_CHECKING:
+    from .prompts.prompt import Prompt
+    from .resources.resource import Resource
+    from .tools.tool import Tool
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+class Deck(Server):
+    """A named set of tools served over MCP: ``Deck("weather", version="1.0.0", instructions=..., page_size=...)``.
+
+    Options (``server/options.py`` lists and checks them): ``title``, ``description``, ``instructions``,
+    ``website_url``, ``icons`` (what initialize says of the server); ``page_size`` (items per list page; None: one
+    page), ``mask_errors`` (hide the text of unexpected exceptions from clients), ``max_threads`` (worker threads
+    for sync tools), ``log_level`` (the lowest level sent as notifications/message until the client sets one),
+    ``tool_timeout`` (seconds a tool call may run; None: no limit), ``max_message_bytes``, ``max_batch``,
+    ``cursor_secret``, ``task_store``, ``task_ttl``, ``max_task_ttl``, ``max_tasks_per_requestor``.
+    """
+
+    def __init__(self, name: str, version: str = "0.1.0", **options: Unpack[ServerSettings]) -> None:
+        info, checked = split_settings(dict(options))
+        super().__init__(name, version, info, checked)
+
+    # --- tools --------------------------------------------------------------------------------------------------
+
+    @overload
+    def tool(self, fn: F, /) -> F: ...
+
+    @overload
+    def tool(self, **options: Unpack[ToolOptions]) -> Callable[[F], F]: ...
+
+    def tool(self, fn: Any = None, /, **options: Any) -> Any:
+        """Register a function as a tool: ``@deck.tool`` or ``@deck.tool(name=..., title=...)`` (the options of
+        ``tools/options.py``). The function is returned unchanged, so it stays an ordinary, testable function."""
+        return _decorator(self.add_tool, fn, options)
+
+    def add_tool(self, fn: Callable[..., Any], **options: Unpack[ToolOptions]) -> Tool:
+        """Register ``fn`` as a tool and return its record; connected clients are told the list changed.
+
+        ``input_schema`` / ``output_schema`` replace the schemas built from the signature (see the README).
+        """
+        return self.tools.register(tool_from_function(fn, injectable=(Context,), **options))
+
+    def remove_tool(self, name: str) -> None:
+        """Unregister a tool; connected clients get notifications/tools/list_changed."""
+        self.tools.unregister(name)
+
+    # --- resources ----------------------------------------------------------------------------------------------
+
+    def resource(self, uri: str, **options: Any) -> Callable[[F], F]:
+        """Register a function as the resource at ``uri``: ``@deck.resource("config://app")``.
+
+        Options: ``name``, ``title``, ``description``, ``mime_type``, ``size``, ``annotations``, ``icons``,
+        ``meta``. The function returns str (text), bytes (a blob), a JSON-able value, or EmbeddedResources.
+        """
+
+        from .resources.resource import resource_from_function
+
+        def register(fn: F) -> F:
+            self.resources.register(resource_from_function(fn, uri, injectable=(Context,), **options))
+            return fn
+
+        return register
+
+    def add_resource(self, uri: str, value: str | bytes, **options: Any) -> Resource:
+        """Register static content (text or bytes) as the resource at ``uri``."""
+        from .resources.resource import resource_from_value
+
+        return self.resources.register(resource_from_value(uri, value, **options))
+
+    def resource_template(self, uri_template: str, **options: Any) -> Callable[[F], F]:
+        """Register a function for every URI matching an RFC 6570 template: ``@deck.resource_template(
+        "users://{user_id}/profile")``; the variables are the function's parameters (converted to their types).
+
+        ``complete={"user_id": [...] or fn}`` offers completions for a variable (completion/complete).
+        """
+
+        from .resources.resource import template_from_function
+
+        def register(fn: F) -> F:
+            self.templates.register(template_from_function(fn, uri_template, injectable=(Context,), **options))
+            return fn
+
+        return register
+
+    def remove_resource(self, uri: str) -> None:
+        """Unregister a resource (or a template, by its template text); clients get resources/list_changed."""
+        if uri in self.resources:
+            self.resources.unregister(uri)
+        else:
+            self.templates.unregister(uri)
+
+    # --- prompts ------------------------------------------------------------------------------------------------
+
+    def prompt(self, fn: Any = None, /, **options: Any) -> Any:
+        """Register a function as a prompt: ``@deck.prompt`` or ``@deck.prompt(name=..., complete={...})``.
+
+        Its parameters are the prompt's arguments (required when they have no default); it returns a str (one
+        user message), Messages, or a list of them.
+        """
+        return _decorator(self.add_prompt, fn, options)
+
+    def add_prompt(self, fn: Callable[..., Any], **options: Any) -> Prompt:
+        from .prompts.prompt import prompt_from_function
+
+        return self.prompts.register(prompt_from_function(fn, injectable=(Context,), **options))
+
+    def remove_prompt(self, name: str) -> None:
+        self.prompts.unregister(name)
+
+    # --- running ------------------------------------------------------------------------------------------------
+
+    def run(self, transport: str = "stdio", **options: Any) -> None:
+        """Serve until the client goes away (stdio: EOF on stdin) or SIGTERM/SIGINT arrives.
+
+        ``transport="http"`` serves Streamable HTTP at ``http://host:port/mcp`` (``host="127.0.0.1"``,
+        ``port=8000``, and the options of ``http_app``).
+        """
+        # Transports sit above the server layer: they are imported on demand.
+        if transport == "stdio":
+            from .transports.stdio import run_stdio
+
+            run_stdio(self, **options)
+        elif transport == "http":
+            from .transports.http.server import run_http
+
+            run_http(self, **options)
+        else:
+            raise ValueError(f"unknown transport {transport!r}; use 'stdio' or 'http'")
+
+    def http_app(self, **options: Any) -> Any:
+        """The deck as an ASGI application (Streamable HTTP, endpoint ``/mcp``), mountable in Starlette/FastAPI.
+
+        Options: ``path``, ``json_response``, ``stateless``, ``allowed_hosts``, ``allowed_origins``,
+        ``session_idle_timeout``, ``max_sessions``, ``max_body_bytes``, ``event_store``, ``retry_ms``.
+        """
+        from .transports.http.app import HttpApp
+
+        return HttpApp(self, **options)
+
+
+def _decorator(add: Callable[..., Any], fn: Any, options: dict[str, Any]) -> Any:
+    """``@deck.x`` and ``@deck.x(...)`` alike: register with ``add`` and hand the function back unchanged."""
+
+    def register(func: F) -> F:
+        add(func, **options)
+        return func
+
+    return register if fn is None else register(fn)

@@ -1,0 +1,82 @@
+"""The ``Bus`` seam: fan-out of server events to the sessions that care, wherever they live.
+
+Topics in use (``server.core`` publishes, sessions subscribe):
+
+- ``list_changed``: payload ``"tools" | "resources" | "prompts"``; every session with that capability announces
+  ``notifications/<kind>/list_changed``.
+- ``resource_updated``: payload the URI; subscribed sessions send ``notifications/resources/updated``.
+- ``session/<key>``: a message addressed to one session (a task's status notification, today), delivered to that
+  session's ``deliver`` callback.
+
+``MemoryBus`` delivers synchronously, in publish order, on the publisher's thread; the server makes sure it
+publishes on the event loop's thread. A networked bus implements the same three methods and passes the same contract
+suite (tests/server/test_bus.py).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, Protocol
+
+Subscriber = Callable[[Any], None]
+
+
+class Subscription(Protocol):
+    def cancel(self) -> None: ...
+
+
+class Bus(Protocol):
+    def publish(self, topic: str, payload: Any) -> None:
+        """Deliver ``payload`` to every current subscriber of ``topic`` (none is fine)."""
+        ...
+
+    def subscribe(self, topic: str, subscriber: Subscriber) -> Subscription:
+        """Call ``subscriber(payload)`` for each later publication on ``topic`` until the subscription is cancelled."""
+        ...
+
+    def subscribers(self, topic: str) -> int:
+        """How many subscriptions ``topic`` has now."""
+        ...
+
+
+class _Entry:
+    __slots__ = ("_bus", "_topic", "subscriber")
+
+    def __init__(self, bus: MemoryBus, topic: str, subscriber: Subscriber) -> None:
+        self._bus = bus
+        self._topic = topic
+        self.subscriber = subscriber
+
+    def cancel(self) -> None:
+        entries = self._bus._topics.get(self._topic)
+        if entries is not None:
+            entries.pop(self, None)
+            if not entries:
+                del self._bus._topics[self._topic]
+
+
+class MemoryBus:
+    """Subscribers in a dict per topic; a subscriber that raises is logged and does not stop the others."""
+
+    def __init__(self) -> None:
+        self._topics: dict[str, dict[_Entry, None]] = {}  # an ordered set: delivery follows subscription order
+
+    def publish(self, topic: str, payload: Any) -> None:
+        entries = self._topics.get(topic)
+        if not entries:
+            return
+        for entry in list(entries):
+            try:
+                entry.subscriber(payload)
+            except Exception:
+                import logging
+
+                logging.getLogger("tooldeck.bus").exception("a subscriber of %r failed", topic)
+
+    def subscribe(self, topic: str, subscriber: Subscriber) -> _Entry:
+        entry = _Entry(self, topic, subscriber)
+        self._topics.setdefault(topic, {})[entry] = None
+        return entry
+
+    def subscribers(self, topic: str) -> int:
+        return len(self._topics.get(topic, ()))

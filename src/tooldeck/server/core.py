@@ -1,0 +1,222 @@
+"""The core server: registries, options, capabilities, the method table, the call pipeline and lifespan services.
+
+``Server`` is everything a transport needs to serve a deck; ``tooldeck.Deck`` (deck.py, above the transports) adds
+the decorators, ``run`` and ``http_app``. The server holds no live sessions: a session subscribes to the server's
+bus when it is made (``attach``) and hears list changes, resource updates and task status from there.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import TYPE_CHECKING, Any
+
+from ..prompts.registry import PromptRegistry
+from ..protocol.cursor import CursorCodec
+from ..resources.registry import ResourceRegistry, TemplateRegistry
+from ..tools.registry import ToolRegistry
+from .bus import Bus, MemoryBus, Subscription
+from .methods import Method, method_table
+from .options import ServerOptions, server_info
+from .pipeline import Pipeline
+
+if TYPE_CHECKING:
+    import asyncio
+
+    from .task_manager import TaskManager
+    from .workers import WorkerPool
+
+
+class Server:
+    """A named set of tools, resources and prompts, and how to serve them over MCP."""
+
+    def __init__(
+        self, name: str, version: str, info: dict[str, Any], options: ServerOptions, *, bus: Bus | None = None
+    ) -> None:
+        self.name = name
+        self.version = version
+        self.server_info = server_info(name, version, info)
+        self.instructions: str | None = info.get("instructions")
+        self.options = options
+        self.cursors = CursorCodec(options.cursor_secret)
+        self.tools = ToolRegistry()
+        self.resources = ResourceRegistry()
+        self.templates = TemplateRegistry()
+        self.prompts = PromptRegistry()
+        for kind, catalog in (("tools", self.tools), ("resources", self.resources), ("resources", self.templates),
+                              ("prompts", self.prompts)):  # fmt: skip
+            catalog.subscribe(_announcer(self, kind))
+        self.methods: dict[str, Method] = method_table()
+        self.pipeline = Pipeline(self.workers, mask_errors=options.mask_errors, tool_timeout=options.tool_timeout)
+        self.policies = self.pipeline.authorizers  # access control: async-capable steps (request, call)
+        self.bus: Bus = bus if bus is not None else MemoryBus()
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._workers: WorkerPool | None = None
+        self._pending_changes: set[str] = set()
+        self._init_results: dict[tuple[str, bool], dict[str, Any]] = {}
+        self._tasks: TaskManager | None = None
+
+    # --- compatibility with the options as attributes -----------------------------------------------------------
+
+    @property
+    def page_size(self) -> int | None:
+        return self.options.page_size
+
+    @property
+    def mask_errors(self) -> bool:
+        return self.options.mask_errors
+
+    @property
+    def max_threads(self) -> int:
+        return self.options.max_threads
+
+    @property
+    def log_level(self) -> str:
+        return self.options.log_level
+
+    @property
+    def max_message_bytes(self) -> int:
+        return self.options.max_message_bytes
+
+    @property
+    def task_store(self) -> Any:
+        return self.options.task_store
+
+    @task_store.setter
+    def task_store(self, value: Any) -> None:
+        self.options.task_store = value
+
+    # --- what initialize answers --------------------------------------------------------------------------------
+
+    def capabilities(self, identifies_requestor: bool = True) -> dict[str, Any]:
+        """What this server offers: tools and logging always; resources, prompts, completions and tasks when it has
+        them. ``tasks.list`` only where the requestor is known (stdio, or an authenticated principal): otherwise
+        listing would show every unbound task to anyone."""
+        capabilities: dict[str, Any] = {"logging": {}, "tools": {"listChanged": True}}
+        if any(t.task_support != "forbidden" for t in self.tools):
+            capabilities["tasks"] = {"cancel": {}, "requests": {"tools": {"call": {}}}}
+            if identifies_requestor:
+                capabilities["tasks"]["list"] = {}
+        if len(self.resources) or len(self.templates):
+            capabilities["resources"] = {"subscribe": True, "listChanged": True}
+        if len(self.prompts):
+            capabilities["prompts"] = {"listChanged": True}
+        if any(p.completers for p in self.prompts) or any(t.completers for t in self.templates):
+            capabilities["completions"] = {}
+        return capabilities
+
+    def initialize_result(self, protocol_version: str, identifies_requestor: bool = True) -> dict[str, Any]:
+        key = (protocol_version, identifies_requestor)
+        cached = self._init_results.get(key)  # emptied whenever a registry changes
+        if cached is None:
+            cached = {
+                "protocolVersion": protocol_version,
+                "capabilities": self.capabilities(identifies_requestor),
+                "serverInfo": self.server_info,
+            }
+            if self.instructions is not None:
+                cached["instructions"] = self.instructions
+            self._init_results[key] = cached
+        return cached
+
+    # --- lifespan services --------------------------------------------------------------------------------------
+
+    def task_manager(self) -> TaskManager:
+        """The TaskManager (created on first use, with ``task_store`` or an in-memory store)."""
+        if self._tasks is None:
+            from .task_manager import TaskManager
+
+            options = self.options
+            self._tasks = TaskManager(
+                self.pipeline,
+                self.bus,
+                self.cursors,
+                options.page_size,
+                options.task_store,
+                default_ttl_ms=int(options.task_ttl * 1000),
+                max_ttl_ms=int(options.max_task_ttl * 1000),
+                max_active=options.max_tasks_per_requestor,
+            )
+        return self._tasks
+
+    def workers(self) -> WorkerPool:
+        """The worker pool sync functions run in (created when the first one runs)."""
+        if self._workers is None:
+            from .workers import WorkerPool
+
+            self._workers = WorkerPool(self.options.max_threads)
+        return self._workers
+
+    async def aclose(self) -> None:
+        """Stop the lifespan services: running tasks are cancelled, the task store closed, the workers released."""
+        if self._tasks is not None:
+            await self._tasks.aclose()
+            self._tasks = None
+        if self._workers is not None:
+            self._workers.close()
+            self._workers = None
+
+    # --- sessions and the bus -----------------------------------------------------------------------------------
+
+    def attach(self, session: Any) -> tuple[Subscription, ...]:
+        """Subscribe a new session to what the server announces; it cancels the subscriptions when it closes."""
+        if self._loop is None or self._loop.is_closed():
+            self._loop = _running_loop()  # None for a session driven without a loop: changes are then sent at once
+        bus = self.bus
+        return (
+            bus.subscribe("list_changed", session.list_changed),
+            bus.subscribe("resource_updated", session.resource_updated),
+            bus.subscribe(f"session/{session.key}", session.deliver),
+        )
+
+    def bind_loop(self) -> None:
+        """Announce changes made from other threads on the running loop from now on (a transport calls this once its
+        loop runs)."""
+        self._loop = _running_loop()
+
+    def notify_resource_updated(self, uri: str) -> None:
+        """Tell the clients that subscribed to ``uri`` (or to a resource it is under) that it changed.
+
+        Safe to call from any thread; sends notifications/resources/updated only to subscribers.
+        """
+        loop = self._loop
+        if loop is not None and not loop.is_closed() and _running_loop() is not loop:
+            loop.call_soon_threadsafe(self.bus.publish, "resource_updated", uri)
+        else:
+            self.bus.publish("resource_updated", uri)
+
+    def changed(self, kind: str) -> None:
+        """A registry of ``kind`` changed: one list_changed per burst of changes, published on the loop's thread."""
+        self._init_results.clear()  # capabilities may change with what is registered
+        if not self.bus.subscribers("list_changed"):
+            return
+        loop = self._loop
+        if loop is None or loop.is_closed():
+            self._pending_changes.add(kind)
+            self._announce()
+            return
+        if kind in self._pending_changes:
+            return
+        self._pending_changes.add(kind)
+        if _running_loop() is loop:
+            loop.call_soon(self._announce)
+        else:
+            loop.call_soon_threadsafe(self._announce)
+
+    def _announce(self) -> None:
+        kinds, self._pending_changes = self._pending_changes, set()
+        for kind in sorted(kinds):
+            self.bus.publish("list_changed", kind)
+
+
+def _announcer(server: Server, kind: str) -> Any:
+    return lambda: server.changed(kind)
+
+
+def _running_loop() -> asyncio.AbstractEventLoop | None:
+    asyncio = sys.modules.get("asyncio")  # no loop can be running if asyncio was never imported
+    if asyncio is None:
+        return None
+    try:
+        return asyncio.get_running_loop()
+    except RuntimeError:
+        return None

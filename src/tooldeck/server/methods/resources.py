@@ -1,0 +1,82 @@
+"""resources/list, resources/templates/list, resources/read, resources/subscribe and unsubscribe (spec:
+server/resources). Served only when the server declared the capability (else -32601). Reading runs user code, so it
+goes through the call pipeline; an unknown URI is -32002 with ``data.uri``.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from ...protocol.errors import InternalError, ResourceNotFoundError
+from ...resources.contents import contents_for
+from ..pipeline import Call
+from ..request import RequestContext, Work
+from .listing import listing, require, string_param
+
+log = logging.getLogger("tooldeck.resources")
+
+
+def list_resources(rctx: RequestContext) -> dict[str, Any]:
+    require(rctx, "resources")
+    return listing(rctx, rctx.server.resources, "resources")
+
+
+def list_templates(rctx: RequestContext) -> dict[str, Any]:
+    require(rctx, "resources")
+    return listing(rctx, rctx.server.templates, "resourceTemplates")
+
+
+def read_resource(rctx: RequestContext) -> Work:
+    require(rctx, "resources")
+    uri = string_param(rctx.params, "uri", rctx.method)
+    server = rctx.server
+    source: Any = server.resources.get(uri)
+    arguments: dict[str, Any] = {}
+    if source is None:
+        found = server.templates.match(uri)
+        if found is None:
+            raise ResourceNotFoundError(f"Resource not found: {uri}", {"uri": uri})
+        source, arguments = found
+    rctx.progress_token()  # a malformed progress token is a -32602 now
+    return Work(_read(rctx, Call("resource", uri, source, arguments)), streams=bool(source.injected))
+
+
+async def _read(rctx: RequestContext, call: Call) -> dict[str, Any]:
+    source, uri = call.item, call.name
+    pipeline = rctx.server.pipeline
+    if source.fn is None:  # static content (templates always have a function)
+        if pipeline.admits:
+            await pipeline.admit(rctx, call)
+        value = source.value
+    else:
+        value = await pipeline.invoke(rctx, call, call.arguments, f"resource {uri!r}")
+    try:
+        result = {"contents": contents_for(uri, value, source.mime_type)}
+    except TypeError as exc:
+        log.error("resource %r returned an unusable value: %s", uri, exc)
+        raise InternalError(
+            f"Internal error: resource {uri!r} returned a value that is not resource contents"
+        ) from None
+    return await pipeline.finish(rctx, call, result)
+
+
+def subscribe(rctx: RequestContext) -> dict[str, Any]:
+    require(rctx, "resources")
+    uri = string_param(rctx.params, "uri", rctx.method)
+    server = rctx.server
+    if uri not in server.resources and server.templates.match(uri) is None:
+        raise ResourceNotFoundError(f"Resource not found: {uri}", {"uri": uri})
+    if rctx.state is not None:
+        rctx.state.subscriptions.add(uri)
+        rctx.state.changed()
+    return {}
+
+
+def unsubscribe(rctx: RequestContext) -> dict[str, Any]:
+    require(rctx, "resources")
+    uri = string_param(rctx.params, "uri", rctx.method)
+    if rctx.state is not None and uri in rctx.state.subscriptions:
+        rctx.state.subscriptions.discard(uri)
+        rctx.state.changed()
+    return {}

@@ -1,0 +1,47 @@
+"""tools/list and tools/call (spec: server/tools), plain or task-augmented (spec §7)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ...protocol.errors import InvalidParamsError, MethodNotFoundError
+from ..request import RequestContext, Work
+from .listing import listing
+
+
+def list_tools(rctx: RequestContext) -> dict[str, Any]:
+    return listing(rctx, rctx.server.tools, "tools")
+
+
+def call_tool(rctx: RequestContext) -> Work:
+    """Look the tool up (unknown: -32602 at once) and hand the rest of the call to the pipeline."""
+    params = rctx.params
+    name = params.get("name")
+    if type(name) is not str:
+        raise InvalidParamsError('Invalid params: tools/call needs "name" (a string)')
+    server = rctx.server
+    tool = server.tools.get(name)
+    if tool is None:
+        raise InvalidParamsError(f"Unknown tool: {name}")
+    arguments = params.get("arguments")
+    if arguments is None:
+        arguments = {}
+    elif type(arguments) is not dict:
+        raise InvalidParamsError('Invalid params: tools/call "arguments" must be an object')
+    rctx.progress_token()  # a malformed progress token is a -32602 now, not a failure later
+    if "tasks" in rctx.capabilities:  # without the capability a "task" field is ignored (MUST)
+        task = params.get("task")
+        if task is not None:
+            if tool.task_support == "forbidden":
+                raise MethodNotFoundError(f"Tool {name!r} does not support task-augmented calls")
+            if type(task) is not dict or not _valid_ttl(task.get("ttl")):
+                raise InvalidParamsError('Invalid params: "task" must be an object with an optional integer "ttl" >= 0')
+            # tooldeck's own code up to the point where the tool runs in a task of its own: it may start eagerly
+            return Work(server.task_manager().create(rctx, tool, arguments, task), own=True)
+        if tool.task_support == "required":
+            raise MethodNotFoundError(f'Tool {name!r} must be called as a task (add "task": {{}} to the params)')
+    return Work(server.pipeline.call_tool(rctx, tool, arguments), streams=bool(tool.injected))
+
+
+def _valid_ttl(ttl: Any) -> bool:
+    return ttl is None or (type(ttl) is int and ttl >= 0)

@@ -1,0 +1,122 @@
+"""How a server behaves, listed once: ``Deck(name, version, **options)`` takes exactly these keywords.
+
+``ServerSettings`` names them (for type checkers: ``**options: Unpack[ServerSettings]``); ``ServerOptions`` is the
+checked record the server keeps. A new option is added to both, here, and nowhere else.
+"""
+
+from __future__ import annotations
+
+from typing import Any, TypedDict
+
+from ..model.metadata import normalize_icons
+from ..protocol.errors import RegistrationError
+from ..protocol.record import Record
+
+LOG_LEVELS = ("debug", "info", "notice", "warning", "error", "critical", "alert", "emergency")
+LOG_RANK = {level: rank for rank, level in enumerate(LOG_LEVELS)}
+
+
+class ServerSettings(TypedDict, total=False):
+    title: str
+    description: str
+    instructions: str
+    website_url: str
+    icons: list[dict[str, Any]]
+    page_size: int | None
+    mask_errors: bool
+    max_threads: int
+    log_level: str
+    max_message_bytes: int
+    max_batch: int
+    cursor_secret: bytes | None
+    tool_timeout: float | None
+    task_store: Any
+    task_ttl: float
+    max_task_ttl: float
+    max_tasks_per_requestor: int
+
+
+class ServerOptions(Record):
+    """The checked options of one server.
+
+    ``page_size``: items per list page (None: one page). ``mask_errors``: hide the text of unexpected exceptions
+    from clients. ``max_threads``: worker threads for sync tools. ``log_level``: the lowest level sent as
+    notifications/message before the client picks one. ``max_batch``: messages in a 2025-03-26 batch at most.
+    ``tool_timeout``: seconds a tool call may run (None: no limit; a tool's own ``timeout`` wins).
+    """
+
+    __slots__ = (
+        "page_size", "mask_errors", "max_threads", "log_level", "max_message_bytes", "max_batch", "cursor_secret",
+        "tool_timeout", "task_store", "task_ttl", "max_task_ttl", "max_tasks_per_requestor",
+    )  # fmt: skip
+
+    def __init__(
+        self,
+        *,
+        page_size: int | None = None,
+        mask_errors: bool = True,
+        max_threads: int = 40,
+        log_level: str = "info",
+        max_message_bytes: int = 4 * 1024 * 1024,
+        max_batch: int = 1000,
+        cursor_secret: bytes | None = None,
+        tool_timeout: float | None = None,
+        task_store: Any = None,
+        task_ttl: float = 3600.0,
+        max_task_ttl: float = 86400.0,
+        max_tasks_per_requestor: int = 100,
+    ) -> None:
+        if page_size is not None and not _positive_int(page_size):
+            raise RegistrationError(f"page_size must be a positive integer or None, got {page_size!r}")
+        if log_level not in LOG_RANK:
+            raise RegistrationError(f"log_level must be one of {', '.join(LOG_LEVELS)}, got {log_level!r}")
+        for name, value in (("max_threads", max_threads), ("max_message_bytes", max_message_bytes),
+                            ("max_batch", max_batch), ("max_tasks_per_requestor", max_tasks_per_requestor)):  # fmt: skip
+            if not _positive_int(value):
+                raise RegistrationError(f"{name} must be a positive integer, got {value!r}")
+        if tool_timeout is not None and (isinstance(tool_timeout, bool) or not isinstance(tool_timeout, int | float)
+                                         or not tool_timeout > 0):  # fmt: skip
+            raise RegistrationError(f"tool_timeout must be a positive number of seconds or None, got {tool_timeout!r}")
+        self.page_size = page_size
+        self.mask_errors = mask_errors
+        self.max_threads = max_threads
+        self.log_level = log_level
+        self.max_message_bytes = max_message_bytes
+        self.max_batch = max_batch
+        self.cursor_secret = cursor_secret
+        self.tool_timeout = None if tool_timeout is None else float(tool_timeout)
+        self.task_store = task_store  # None: chosen by the transport (memory on stdio, SQLite for `serve --http`)
+        self.task_ttl = task_ttl
+        self.max_task_ttl = max_task_ttl
+        self.max_tasks_per_requestor = max_tasks_per_requestor
+
+
+def server_info(name: str, version: str, settings: dict[str, Any]) -> dict[str, Any]:
+    """The ``serverInfo`` of initialize (an Implementation object), from the deck's name, version and settings."""
+    if not isinstance(name, str) or not name:
+        raise RegistrationError("a Deck needs a non-empty name")
+    info: dict[str, Any] = {"name": name, "version": version}
+    for key, wire in (("title", "title"), ("description", "description"), ("website_url", "websiteUrl")):
+        if settings.get(key) is not None:
+            info[wire] = settings[key]
+    icons = normalize_icons(settings.get("icons"), f"deck {name!r}")
+    if icons:
+        info["icons"] = list(icons)
+    return info
+
+
+INFO_SETTINGS = frozenset({"title", "description", "instructions", "website_url", "icons"})
+
+
+def split_settings(settings: dict[str, Any]) -> tuple[dict[str, Any], ServerOptions]:
+    """The settings that describe the server (serverInfo, instructions) and the checked options, apart."""
+    unknown = sorted(set(settings) - set(ServerSettings.__annotations__))
+    if unknown:
+        known = ", ".join(sorted(ServerSettings.__annotations__))
+        raise RegistrationError(f"Deck: unknown option {unknown[0]!r} (options: {known})")
+    info = {k: v for k, v in settings.items() if k in INFO_SETTINGS}
+    return info, ServerOptions(**{k: v for k, v in settings.items() if k not in INFO_SETTINGS})
+
+
+def _positive_int(value: Any) -> bool:
+    return type(value) is int and value >= 1

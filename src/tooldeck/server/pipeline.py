@@ -1,0 +1,167 @@
+"""The call pipeline: the one path by which user code runs — tools/call (plain or as a task), resources/read and
+prompts/get — so no entry point can skip a check.
+
+    look up  ->  authorize  ->  limits  ->  validate and convert  ->  run  ->  output  ->  sanitise  ->  audit
+    methods/     admit()        admit()     tools/call.py            _run()   tools/      sanitisers     auditors
+                 (policies)     (limiters)  prompts/, resources/     (the     result.py
+                                                                      Context)
+
+Lookup happens in the method handlers (an unknown name is a -32602 before any work starts). ``admit`` runs the
+authorize and limit steps: each is an async-capable callable ``step(request, call)`` that may await (a key set, a
+rate limiter, a confirmation) and refuses by raising (``RefusedError`` carries the HTTP status a transport answers
+with; any ``ProtocolError`` is answered as itself; a ``ToolError`` becomes an isError result). ``_run`` is the one
+place a ``Context`` is made and finished, sync functions go to the worker pool, and time-outs apply. Sanitisers
+``(request, call, result) -> result`` and auditors ``(request, call, result)`` see every result. A step list that is
+empty costs one truth test.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from ..protocol.errors import InternalError, ProtocolError, ToolError, UrlElicitationRequiredError
+from ..protocol.record import Record
+from ..tools.call import check_arguments, describe_failure
+from ..tools.result import build_result, error_result
+from .context import Context
+
+if TYPE_CHECKING:
+    from ..tools.tool import Tool
+    from .request import RequestContext
+    from .workers import WorkerPool
+
+log = logging.getLogger("tooldeck.pipeline")
+
+Step = Callable[["RequestContext", "Call"], Any]  # may return an awaitable
+Sanitiser = Callable[["RequestContext", "Call", dict[str, Any]], dict[str, Any]]
+Auditor = Callable[["RequestContext", "Call", dict[str, Any]], Any]
+
+
+class Call(Record):
+    """What one invocation is about: ``kind`` ("tool", "resource", "prompt"), its ``name`` (a tool or prompt name, a
+    resource URI), the registered ``item`` and the ``arguments`` as the client sent them."""
+
+    __slots__ = ("kind", "name", "item", "arguments")
+
+    def __init__(self, kind: str, name: str, item: Any, arguments: dict[str, Any]) -> None:
+        self.kind = kind
+        self.name = name
+        self.item = item
+        self.arguments = arguments
+
+
+class Pipeline:
+    """The steps every call goes through, configured per server (``Deck.policies`` is the authorize list)."""
+
+    def __init__(self, workers: Callable[[], WorkerPool], *, mask_errors: bool, tool_timeout: float | None) -> None:
+        self._workers = workers  # the pool is made when the first sync function runs
+        self.mask_errors = mask_errors
+        self.tool_timeout = tool_timeout
+        self.authorizers: list[Step] = []
+        self.limiters: list[Step] = []
+        self.sanitisers: list[Sanitiser] = []
+        self.auditors: list[Auditor] = []
+
+    # --- authorize, limits --------------------------------------------------------------------------------------
+
+    async def admit(self, rctx: RequestContext, call: Call) -> None:
+        """The authorize and limit steps, in that order; the first refusal ends the call."""
+        for step in (*self.authorizers, *self.limiters):
+            outcome = step(rctx, call)
+            if hasattr(outcome, "__await__"):
+                await outcome
+
+    @property
+    def admits(self) -> bool:
+        return bool(self.authorizers or self.limiters)
+
+    # --- tools --------------------------------------------------------------------------------------------------
+
+    async def call_tool(self, rctx: RequestContext, tool: Tool, arguments: dict[str, Any], *,
+                        task: tuple[Any, str] | None = None, admitted: bool = False) -> dict[str, Any]:  # fmt: skip
+        """The CallToolResult of one call. Tool failures are isError results; cancellation passes through."""
+        call = None
+        if not admitted and self.admits:
+            call = Call("tool", tool.name, tool, arguments)
+            try:
+                await self.admit(rctx, call)  # a ProtocolError refusal is the call's error response
+            except ToolError as exc:
+                return await self._finish(rctx, call, error_result(str(exc) or f"Tool {tool.name!r} was refused"))
+        timeout = tool.timeout if tool.timeout is not None else self.tool_timeout
+        try:
+            value = await self._run(rctx, tool, check_arguments(tool, arguments), tool.name, task, timeout)
+            result = build_result(tool, value)
+        except ToolError as exc:  # raised by the tool, or invalid arguments
+            result = error_result(str(exc) or f"Tool {tool.name!r} failed")
+        except UrlElicitationRequiredError:
+            raise  # answered as JSON-RPC error -32042: the one protocol error a tool may raise
+        except TimeoutError as exc:
+            if timeout is None:  # the tool's own time-out, not ours
+                result = error_result(describe_failure(f"tool {tool.name!r}", exc, self.mask_errors))
+            else:
+                log.warning("tool %r timed out after %g s", tool.name, timeout)
+                result = error_result(f"Tool {tool.name!r} timed out after {timeout:g} s and was stopped")
+        except Exception as exc:  # the tool's own bug or failure; BaseException (cancellation, exit) passes through
+            result = error_result(describe_failure(f"tool {tool.name!r}", exc, self.mask_errors))
+        if self.sanitisers or self.auditors:
+            result = await self._finish(rctx, call or Call("tool", tool.name, tool, arguments), result)
+        return result
+
+    # --- resources and prompts ----------------------------------------------------------------------------------
+
+    async def invoke(self, rctx: RequestContext, call: Call, kwargs: dict[str, Any], label: str) -> Any:
+        """Run a resource's or prompt's function (after ``admit``); its failures are JSON-RPC errors."""
+        if self.admits:
+            try:
+                await self.admit(rctx, call)
+            except ToolError as exc:  # no isError result here: a refusal is an error response
+                raise ProtocolError(str(exc) or f"{label} refused") from None
+        try:
+            return await self._run(rctx, call.item, kwargs, label, None, None)
+        except ProtocolError:
+            raise
+        except Exception as exc:
+            raise InternalError(describe_failure(label, exc, self.mask_errors)) from None
+
+    async def finish(self, rctx: RequestContext, call: Call, result: dict[str, Any]) -> dict[str, Any]:
+        """The sanitise and audit steps of a resource or prompt result."""
+        if self.sanitisers or self.auditors:
+            return await self._finish(rctx, call, result)
+        return result
+
+    # --- run, sanitise, audit -----------------------------------------------------------------------------------
+
+    async def _run(self, rctx: RequestContext, item: Any, kwargs: dict[str, Any], name: str,
+                   task: tuple[Any, str] | None, timeout: float | None) -> Any:  # fmt: skip
+        """Call ``item.fn`` with ``kwargs`` (and its Context, if it takes one): on the loop if it is async, in the
+        worker pool if not, within ``timeout`` seconds if one is given."""
+        context = None
+        if item.injected:
+            context = Context(rctx, name, task)
+            kwargs = {**kwargs, **dict.fromkeys(item.injected, context)}
+        try:
+            if timeout is None:
+                if item.is_async:
+                    return await item.fn(**kwargs)
+                return await self._workers().run(functools.partial(item.fn, **kwargs))
+            import asyncio
+
+            async with asyncio.timeout(timeout):
+                if item.is_async:
+                    return await item.fn(**kwargs)
+                return await self._workers().run(functools.partial(item.fn, **kwargs))
+        finally:
+            if context is not None:
+                context.finished = True  # nothing may follow the response
+
+    async def _finish(self, rctx: RequestContext, call: Call, result: dict[str, Any]) -> dict[str, Any]:
+        for sanitise in self.sanitisers:
+            result = sanitise(rctx, call, result)
+        for audit in self.auditors:
+            outcome = audit(rctx, call, result)
+            if hasattr(outcome, "__await__"):
+                await outcome
+        return result

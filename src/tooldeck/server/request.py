@@ -1,0 +1,148 @@
+"""The request context: everything one request carries and its handler may read, never the connection itself.
+
+A 2025-era request takes the revision, client capabilities and log level from its session (``RequestContext`` with
+``state``); a stateless request (2026-07-28, or stateless HTTP) carries them itself and has no ``state``. Handlers,
+the call pipeline and ``Context`` read only this object, so they work the same either way.
+
+``Peer`` is what a request can say to the client while it runs: notifications tied to it, requests of its own
+(elicitation, sampling), and transport hints. A session is a peer; so is the exchange of one stateless request.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Coroutine
+from typing import TYPE_CHECKING, Any, Protocol
+
+from ..protocol.errors import InvalidParamsError
+from ..protocol.jsonrpc import RequestId, is_request_id
+from .options import LOG_RANK
+
+if TYPE_CHECKING:
+    import asyncio
+
+    from .state import SessionState
+
+Send = Callable[[Any, Any], None]
+
+
+class Peer(Protocol):
+    """The other end of a request (the session it arrived on, or one stateless exchange)."""
+
+    def send(self, message: Any, related: Any) -> None:
+        """Send ``message``; ``related`` is the id of the client request it belongs to (HTTP routes on it)."""
+        ...
+
+    def ask(self, method: str, params: dict[str, Any], related: RequestId | None) -> tuple[RequestId, Awaitable[Any]]:
+        """Send a request to the client: its id, and an awaitable of its ``Response``."""
+        ...
+
+    def abandon(self, request_id: RequestId, reason: str, related: RequestId | None) -> None:
+        """Stop waiting for a request sent to the client, and tell it so (notifications/cancelled)."""
+        ...
+
+    def close_stream(self, request_id: RequestId) -> None:
+        """Over HTTP, end the SSE connection of this request now (the client resumes it); elsewhere nothing."""
+        ...
+
+    def loop(self) -> asyncio.AbstractEventLoop:
+        """The event loop the peer's work runs in."""
+        ...
+
+
+class RequestContext:
+    """One request as its handler sees it.
+
+    ``cancelled`` is set once, by ``cancel()`` (the client's notifications/cancelled, tasks/cancel, shutdown, a
+    time-out), and read everywhere else.
+    """
+
+    __slots__ = ("cancelled", "capabilities", "client_capabilities", "client_info", "identifies_requestor", "method",
+                 "params", "peer", "principal", "request_id", "revision", "server", "state", "_log_rank")  # fmt: skip
+
+    def __init__(
+        self,
+        server: Any,
+        peer: Peer,
+        request_id: RequestId,
+        method: str,
+        params: dict[str, Any],
+        *,
+        state: SessionState | None = None,
+        revision: str | None = None,
+        client_capabilities: dict[str, Any] | None = None,
+        client_info: dict[str, Any] | None = None,
+        capabilities: dict[str, Any] | None = None,
+        principal: Any = None,
+        log_level: str | None = None,
+        identifies_requestor: bool = True,
+    ) -> None:
+        self.server = server
+        self.peer = peer
+        self.request_id = request_id
+        self.method = method
+        self.params = params
+        self.state = state
+        self.cancelled = False
+        if state is not None:  # a session's request: its negotiated state (read once, here)
+            self.revision = state.revision
+            self.client_capabilities = state.client_capabilities
+            self.client_info = state.client_info
+            self.capabilities = state.capabilities
+            self.principal = state.principal
+            self.identifies_requestor = state.identifies_requestor or state.principal is not None
+            self._log_rank = -1
+        else:  # a request that stands alone carries all of it
+            self.revision = revision
+            self.client_capabilities = client_capabilities or {}
+            self.client_info = client_info
+            self.capabilities = capabilities or {}
+            self.principal = principal
+            self.identifies_requestor = identifies_requestor or principal is not None
+            self._log_rank = LOG_RANK[log_level or server.options.log_level]
+
+    @property
+    def log_rank(self) -> int:
+        """The lowest log level the client wants, as a rank (the session's, which logging/setLevel may change)."""
+        state = self.state
+        return state.log_rank if state is not None else self._log_rank
+
+    def cancel(self) -> None:
+        self.cancelled = True
+
+    def progress_token(self) -> str | int | None:
+        """``params._meta.progressToken``, checked: -32602 if it is not a string or an integer."""
+        meta = self.params.get("_meta")
+        if meta is None:
+            return None
+        if type(meta) is not dict:
+            raise InvalidParamsError('Invalid params: "_meta" must be an object')
+        token = meta.get("progressToken")
+        if token is not None and not is_request_id(token):
+            raise InvalidParamsError('Invalid params: "_meta.progressToken" must be a string or an integer')
+        return token
+
+    def owner(self) -> str | None:
+        """Who the request's tasks belong to: the principal's id, or None (unauthenticated)."""
+        principal = self.principal
+        if principal is None:
+            return None
+        return str(getattr(principal, "id", principal))
+
+    def __repr__(self) -> str:
+        return f"RequestContext({self.method} id={self.request_id!r}, revision={self.revision})"
+
+
+class Work:
+    """What a handler hands to the runner: a coroutine that makes the result (or raises a ``ProtocolError``).
+
+    ``streams``: the work may send messages tied to its request while it runs (it has a ``Context``), so a
+    transport must not await it in the place that would write them. ``own``: tooldeck's own code, never user code,
+    which the runner may start eagerly (see runner.py).
+    """
+
+    __slots__ = ("coro", "own", "streams")
+
+    def __init__(self, coro: Coroutine[Any, Any, Any], *, streams: bool = False, own: bool = False) -> None:
+        self.coro = coro
+        self.streams = streams
+        self.own = own

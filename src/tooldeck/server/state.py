@@ -1,0 +1,113 @@
+"""What a session remembers between requests, as plain data, and the ``SessionStore`` seam that keeps it.
+
+``SessionState`` is everything a later request of the same session needs: the negotiated revision, the client's
+info and capabilities, its log level, its resource subscriptions and the principal it authenticated as. It is
+JSON-able (``to_dict``/``from_dict``), so a store can live outside the process: a server that finds a session id in
+the store but not in memory can rebuild the session from it. ``MemorySessionStore`` is the in-process store; a
+networked one implements the same four methods and passes the same contract suite (tests/server/test_state.py).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Protocol
+
+from .options import LOG_RANK
+
+
+class SessionState:
+    """One session's negotiated state. ``changes`` counts every change, so a driver knows when to store it again."""
+
+    __slots__ = ("capabilities", "changes", "client_capabilities", "client_info", "identifies_requestor",
+                 "log_rank", "principal", "revision", "subscriptions")  # fmt: skip
+
+    def __init__(self, log_level: str = "info", *, identifies_requestor: bool = True) -> None:
+        self.revision: str | None = None
+        self.client_info: dict[str, Any] | None = None
+        self.client_capabilities: dict[str, Any] = {}
+        self.capabilities: dict[str, Any] = {}  # what the server declared at initialize: features are served by these
+        self.log_rank = LOG_RANK[log_level]
+        self.subscriptions: set[str] = set()  # resource URIs the client subscribed to
+        self.principal: Any = None
+        # Whether the transport can tell requestors apart (stdio: one local client). Without that, tasks are bound to
+        # nothing but their unguessable ids, and tasks/list is not offered.
+        self.identifies_requestor = identifies_requestor
+        self.changes = 0
+
+    @property
+    def log_level(self) -> str:
+        return next(level for level, rank in LOG_RANK.items() if rank == self.log_rank)
+
+    def changed(self) -> None:
+        self.changes += 1
+
+    def to_dict(self) -> dict[str, Any]:
+        principal = self.principal
+        if principal is not None and not isinstance(principal, str | dict):
+            principal = str(getattr(principal, "id", principal))
+        return {
+            "revision": self.revision,
+            "clientInfo": self.client_info,
+            "clientCapabilities": self.client_capabilities,
+            "capabilities": self.capabilities,
+            "logLevel": self.log_level,
+            "subscriptions": sorted(self.subscriptions),
+            "principal": principal,
+            "identifiesRequestor": self.identifies_requestor,
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> SessionState:
+        state = cls(data.get("logLevel", "info"), identifies_requestor=bool(data.get("identifiesRequestor", True)))
+        state.revision = data.get("revision")
+        state.client_info = data.get("clientInfo")
+        state.client_capabilities = dict(data.get("clientCapabilities") or {})
+        state.capabilities = dict(data.get("capabilities") or {})
+        state.subscriptions = set(data.get("subscriptions") or ())
+        state.principal = data.get("principal")
+        return state
+
+
+class SessionStore(Protocol):
+    """Session states by session id, for servers whose sessions outlive a connection (Streamable HTTP)."""
+
+    async def get(self, session_id: str) -> dict[str, Any] | None:
+        """The stored state (``SessionState.to_dict()``), or None for an unknown or deleted session."""
+        ...
+
+    async def put(self, session_id: str, state: dict[str, Any]) -> None:
+        """Create or replace the state of ``session_id``."""
+        ...
+
+    async def delete(self, session_id: str) -> None:
+        """Forget a session that ended; deleting an unknown id is not an error."""
+        ...
+
+    async def count(self) -> int:
+        """How many sessions are stored."""
+        ...
+
+
+class MemorySessionStore:
+    """Session states in a dict of this process (copied in and out, as a networked store would)."""
+
+    def __init__(self) -> None:
+        self._states: dict[str, dict[str, Any]] = {}
+
+    async def get(self, session_id: str) -> dict[str, Any] | None:
+        state = self._states.get(session_id)
+        return None if state is None else _copy(state)
+
+    async def put(self, session_id: str, state: dict[str, Any]) -> None:
+        self._states[session_id] = _copy(state)
+
+    async def delete(self, session_id: str) -> None:
+        self._states.pop(session_id, None)
+
+    async def count(self) -> int:
+        return len(self._states)
+
+
+def _copy(state: dict[str, Any]) -> dict[str, Any]:
+    import orjson  # a real copy, and proof the state is JSON-able
+
+    return dict(orjson.loads(orjson.dumps(state)))

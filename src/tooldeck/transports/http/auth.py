@@ -1,0 +1,45 @@
+"""Authentication: an ASGI layer that turns each request into a principal, through a backend.
+
+``AuthenticationBackend.authenticate(scope)`` returns the principal (who is asking) or None (anonymous), or raises
+``HttpError`` (401 with a ``WWW-Authenticate`` header, say) to refuse the request before it reaches the protocol.
+The principal is put in ``scope["tooldeck.principal"]``, where the MCP endpoint reads it: a session is bound to the
+principal that opened it, and tasks to the principal that created them. The default backend lets everyone in as
+anonymous.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Protocol
+
+from ...protocol.errors import HttpError
+from .responses import App, Receive, Scope, Send, error
+
+PRINCIPAL = "tooldeck.principal"
+
+
+class AuthenticationBackend(Protocol):
+    async def authenticate(self, scope: Scope) -> Any:
+        """The principal of this request, None for anonymous, or raise ``HttpError`` to refuse it."""
+        ...
+
+
+class AnonymousBackend:
+    """Everyone is anonymous: no principal, no refusal."""
+
+    async def authenticate(self, scope: Scope) -> Any:
+        return None
+
+
+class AuthenticationLayer:
+    def __init__(self, app: App, backend: AuthenticationBackend | None = None) -> None:
+        self.app = app
+        self.backend = backend
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http" and self.backend is not None:
+            try:
+                scope[PRINCIPAL] = await self.backend.authenticate(scope)
+            except HttpError as refusal:
+                await error(send, refusal.status, refusal.code, refusal.message, refusal.headers)
+                return
+        await self.app(scope, receive, send)

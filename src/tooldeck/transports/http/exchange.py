@@ -1,0 +1,284 @@
+"""The MCP endpoint: POST (one message or a 2025-03-26 batch, answered as JSON or SSE), GET (the session's own
+stream, or a resumed one) and DELETE (end the session).
+
+A POSTed request gets JSON when its response is the first thing it produces, and an SSE stream when something else
+comes first (progress, a log line, a request to the client); ``json_response=True`` always answers JSON.
+Notifications and responses get 202. Work that cannot stream (no Context) runs in the POST's own task, and its
+response is written from there.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ...protocol import codec, jsonrpc, versions
+from ...protocol.errors import INVALID_REQUEST, SESSION_NOT_FOUND, HttpError, ProtocolError
+from ...protocol.jsonrpc import Invalid, Request
+from .auth import PRINCIPAL
+from .channels import Channel, HttpSession
+from .responses import JSON, NO_HEADERS, SSE, Headers, Receive, Scope, Send, error, respond, respond_json, start
+from .sessions import SessionRegistry
+from .sse import SseWriter
+
+_VERSIONS = {version.encode(): version for version in versions.SUPPORTED}
+_ACCEPTS: dict[bytes | None, tuple[bool, bool]] = {None: (True, True)}
+_MEDIA: dict[bytes | None, bool] = {}
+
+
+class Endpoint:
+    """The ASGI app behind the MCP path."""
+
+    def __init__(
+        self,
+        registry: SessionRegistry,
+        sse: SseWriter,
+        *,
+        json_response: bool = False,
+        stateless: bool = False,
+        max_body_bytes: int,
+    ) -> None:
+        self.registry = registry
+        self.sse = sse
+        self.json_response = json_response
+        self.stateless = stateless
+        self.max_body_bytes = max_body_bytes
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        try:
+            method = scope["method"]
+            headers: Headers = dict(scope["headers"])  # ASGI names are lower-case; values are decoded when read
+            if method == "POST":
+                await self.post(scope, headers, receive, send)
+            elif method == "GET":
+                await self.get(scope, headers, receive, send)
+            elif method == "DELETE":
+                await self.delete(scope, headers, send)
+            else:
+                raise HttpError(
+                    405, INVALID_REQUEST, f"Method not allowed: {method}", [(b"allow", b"GET, POST, DELETE")]
+                )
+        except HttpError as refusal:  # raised only before anything was sent
+            await error(send, refusal.status, refusal.code, refusal.message, refusal.headers)
+
+    # --- POST ---------------------------------------------------------------------------------------------------
+
+    async def post(self, scope: Scope, headers: Headers, receive: Receive, send: Send) -> None:
+        if not _is_json(headers.get(b"content-type")):
+            raise HttpError(415, INVALID_REQUEST, "Unsupported Media Type: POST bodies must be application/json")
+        json_ok, sse_ok = _accepts(headers.get(b"accept"))
+        if not (json_ok or sse_ok):
+            raise HttpError(406, INVALID_REQUEST, "Not Acceptable: accept application/json or text/event-stream")
+        body = await _read_body(receive, self.max_body_bytes)
+        try:
+            obj = codec.decode(body)
+        except ProtocolError as exc:
+            request_id = getattr(exc, "request_id", None)
+            if request_id is None:
+                raise HttpError(400, exc.code, exc.message) from None
+            await respond_json(send, 400, jsonrpc.error(request_id, exc))
+            return
+        principal = scope.get(PRINCIPAL)
+        if type(obj) is list:
+            await self._post_batch(headers, principal, obj, json_ok, sse_ok, receive, send)
+            return
+        message = jsonrpc.parse(obj)
+        if type(message) is Invalid:
+            await respond_json(send, 400, jsonrpc.error(message.id, message.error))
+            return
+        if type(message) is not Request:  # a notification or a response
+            http_session = await self._session_of(headers, principal)
+            http_session.session.receive_parsed(message)
+            http_session.touch()
+            await respond(send, 202, b"", NO_HEADERS)
+            return
+        initialize = message.method == "initialize"
+        if initialize and not self.stateless:
+            http_session = self.registry.create(principal)
+        else:
+            http_session = await self._session_of(headers, principal)
+        await self._exchange(http_session, message, (message.id,), json_ok, sse_ok, initialize, receive, send)
+
+    async def _post_batch(self, headers: Headers, principal: Any, batch: list[Any], json_ok: bool, sse_ok: bool,
+                          receive: Receive, send: Send) -> None:  # fmt: skip
+        """A 2025-03-26 JSON-RPC batch: one POST, its responses as one array (or one SSE stream)."""
+        if not batch:
+            raise HttpError(400, INVALID_REQUEST, "Invalid request: empty batch")
+        http_session = await self._session_of(headers, principal)
+        revision = http_session.session.protocol_version
+        if not versions.accepts_batches(revision):
+            raise HttpError(400, INVALID_REQUEST, f"Invalid request: JSON-RPC batches are not supported in {revision}")
+        limit = http_session.session.server.options.max_batch
+        if len(batch) > limit:
+            raise HttpError(400, INVALID_REQUEST, f"Invalid request: a batch of {len(batch)} messages exceeds the "
+                                                  f"limit of {limit}; send it in smaller batches")  # fmt: skip
+        messages = [jsonrpc.parse(item) for item in batch]
+        request_ids = tuple(m.id for m in messages if type(m) is Request)
+        if not request_ids:
+            http_session.session.receive_batch(messages)
+            http_session.touch()
+            await respond(send, 202, b"", NO_HEADERS)
+            return
+        await self._exchange(http_session, messages, request_ids, json_ok, sse_ok, False, receive, send)
+
+    async def _session_of(self, headers: Headers, principal: Any) -> HttpSession:
+        """The session a non-initialize POST belongs to (a transient one when stateless)."""
+        revision = _version(headers)
+        if self.stateless:
+            return self.registry.transient(revision, principal)  # each request stands alone: no handshake
+        return await self.registry.lookup(headers.get(b"mcp-session-id"), principal)
+
+    async def _exchange(
+        self,
+        http_session: HttpSession,
+        message: Request | list[jsonrpc.Message],
+        request_ids: tuple[Any, ...],
+        json_ok: bool,
+        sse_ok: bool,
+        initialize: bool,
+        receive: Receive,
+        send: Send,
+    ) -> None:
+        channel = http_session.open_channel(request_ids)
+        http_session.connections += 1
+        session = http_session.session
+        try:
+            if isinstance(message, list):
+                session.receive_batch(message)
+            else:  # work that can only end in its response runs here, in this request's own task
+                work = session.receive_inline(message)
+                if work is not None:
+                    await work
+            json_only = not sse_ok or (self.json_response and json_ok)
+            while not channel.finished and not http_session.closed:
+                if channel.queue and not json_only:
+                    break  # something came before the response: this answer is a stream
+                if channel.sse and sse_ok:
+                    break
+                channel.wakeup.clear()
+                await channel.wakeup.wait()
+            extra = NO_HEADERS
+            if initialize and http_session.id is not None and _initialized(http_session, channel):
+                await self.registry.register(http_session)
+                extra = [(b"mcp-session-id", http_session.id.encode())]
+            if http_session.closed and not channel.queue:
+                gone = "Session not found: it was deleted or expired while this request ran"
+                await error(send, 404, SESSION_NOT_FOUND, gone)
+            elif json_only or (channel.finished and not channel.sse and len(channel.queue) <= 1):
+                await self._answer_json(http_session, channel, send, extra)
+            else:
+                await start(send, 200, [*SSE, *extra])
+                await self.sse.stream(http_session, channel, receive, send, prime=True)
+        finally:
+            http_session.connections -= 1
+            http_session.touch()
+            if http_session.id is None:
+                http_session.close()  # stateless: nothing outlives the request
+            elif not initialize:
+                await self.registry.save(http_session)  # logging/setLevel, resources/subscribe change the state
+
+    async def _answer_json(self, http_session: HttpSession, channel: Channel, send: Send, extra: list[Any]) -> None:
+        response = None
+        for message in channel.queue:  # notifications cannot reach a JSON-only client: only the response is kept
+            if type(message) is list or "method" not in message:
+                response = message
+        channel.queue.clear()
+        http_session.retire(channel)
+        if response is None:  # cancelled by the client, or the session ended: there is no response to give
+            await respond(send, 202, b"", extra)
+            return
+        status = 200
+        if http_session.status and type(response) is dict:
+            status = http_session.status.pop(response.get("id"), 200)  # refused by the pipeline: 401/403/429
+        await respond(send, status, codec.encode(response), JSON + extra)
+
+    # --- GET ----------------------------------------------------------------------------------------------------
+
+    async def get(self, scope: Scope, headers: Headers, receive: Receive, send: Send) -> None:
+        if self.stateless:
+            raise HttpError(405, INVALID_REQUEST, "Method not allowed: a stateless server has no GET stream",
+                            [(b"allow", b"POST")])  # fmt: skip
+        if not _accepts(headers.get(b"accept"))[1]:
+            raise HttpError(406, INVALID_REQUEST, "Not Acceptable: GET needs Accept: text/event-stream")
+        _version(headers)
+        http_session = await self.registry.lookup(headers.get(b"mcp-session-id"), scope.get(PRINCIPAL))
+        last_event_id = headers.get(b"last-event-id")
+        http_session.connections += 1
+        try:
+            if last_event_id is not None:
+                await self.sse.resume(http_session, last_event_id.decode("latin-1"), receive, send)
+                return
+            channel = http_session.open_standalone()
+            if channel.attached:
+                await error(send, 409, INVALID_REQUEST, "Conflict: this session's GET stream is already open")
+                return
+            await start(send, 200, SSE)
+            await self.sse.stream(http_session, channel, receive, send, prime=True)
+        finally:
+            http_session.connections -= 1
+            http_session.touch()
+
+    # --- DELETE -------------------------------------------------------------------------------------------------
+
+    async def delete(self, scope: Scope, headers: Headers, send: Send) -> None:
+        if self.stateless:
+            raise HttpError(405, INVALID_REQUEST, "Method not allowed: a stateless server has no sessions",
+                            [(b"allow", b"POST")])  # fmt: skip
+        http_session = await self.registry.lookup(headers.get(b"mcp-session-id"), scope.get(PRINCIPAL))
+        await self.registry.close(http_session)
+        await respond(send, 200, b"", NO_HEADERS)
+
+
+def _initialized(http_session: HttpSession, channel: Channel) -> bool:
+    return bool(channel.queue) and "result" in channel.queue[-1] and http_session.session.initialized
+
+
+def _version(headers: Headers) -> str:
+    """The revision the request speaks by its MCP-Protocol-Version header."""
+    raw = headers.get(b"mcp-protocol-version")
+    if raw is None:
+        return "2025-03-26"  # what the spec says to assume when the header is absent
+    version = _VERSIONS.get(raw)
+    if version is None:
+        supported = ", ".join(versions.SUPPORTED)
+        message = f"Bad Request: unsupported MCP-Protocol-Version {raw.decode('latin-1')!r} (supported: {supported})"
+        raise HttpError(400, INVALID_REQUEST, message)
+    return version
+
+
+def _is_json(content_type: bytes | None) -> bool:
+    found = _MEDIA.get(content_type)
+    if found is None:
+        found = (content_type or b"").partition(b";")[0].strip().lower() == b"application/json"
+        if len(_MEDIA) < 256:
+            _MEDIA[content_type] = found
+    return found
+
+
+def _accepts(accept: bytes | None) -> tuple[bool, bool]:
+    """(JSON acceptable, SSE acceptable) from an Accept header; none at all accepts both."""
+    found = _ACCEPTS.get(accept)
+    if found is None:
+        types = {part.partition(";")[0].strip().lower() for part in accept.decode("latin-1").split(",")}  # type: ignore[union-attr]
+        anything = "*/*" in types
+        found = (anything or "application/json" in types or "application/*" in types,
+                 anything or "text/event-stream" in types or "text/*" in types)  # fmt: skip
+        if len(_ACCEPTS) < 256:
+            _ACCEPTS[accept] = found
+    return found
+
+
+async def _read_body(receive: Receive, limit: int) -> bytes:
+    message = await receive()
+    body: bytes = message.get("body", b"")
+    if message.get("more_body"):  # the body came in pieces (the usual case is one message)
+        chunks = [body]
+        size = len(body)
+        while message.get("more_body") and size <= limit:
+            message = await receive()
+            piece = message.get("body", b"")
+            size += len(piece)
+            chunks.append(piece)
+        body = b"".join(chunks)
+    if len(body) > limit:
+        raise HttpError(413, INVALID_REQUEST, f"Payload Too Large: the limit is {limit} bytes")
+    return body
