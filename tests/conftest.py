@@ -66,7 +66,6 @@ def pytest_pyfunc_call(pyfuncitem: pytest.Function) -> Any:
 @pytest.fixture(autouse=True)
 def wire_and_loop_watch() -> Iterator[None]:
     """Fail the test at teardown for anything recorded while it ran (see the module docstring)."""
-    mcp_schema.collect()  # checkers left from before this test (a module-level driver) are not its business
     loop_errors.clear()
     thread_errors.clear()
     previous = threading.excepthook

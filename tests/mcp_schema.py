@@ -17,6 +17,7 @@ import copy
 import functools
 import json
 import threading
+import weakref
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
@@ -289,25 +290,29 @@ def check_error_message(message: dict[str, Any]) -> None:
     check(LATEST, "JSONRPCErrorResponse", message)
 
 
-_live: list[WireChecker] = []
-_live_lock = threading.Lock()
+_new: list[WireChecker] = []  # created since the last collect()
+_alive: weakref.WeakSet[WireChecker] = weakref.WeakSet()  # every checker still in use (a driver shared by tests)
+_lock = threading.Lock()
 
 
 def collect() -> list[WireChecker]:
-    """Every checker created since the last ``collect()`` (the registry is emptied)."""
-    with _live_lock:
-        taken = list(_live)
-        _live.clear()
+    """The checkers the next verdict covers: those created since the last ``collect()``, and any older one (a
+    module-scoped driver) that recorded violations no verdict has reported yet."""
+    with _lock:
+        taken = list(_new)
+        _new.clear()
+        taken += [c for c in list(_alive) if c.reported < len(c.violations) and c not in taken]
     return taken
 
 
 def verify(checkers: Iterable[WireChecker]) -> None:
-    """Raise AssertionError naming every violation the checkers recorded, and every checker that saw no message
-    although its client sent a request (every request is answered, so an answer went unchecked). A checker whose
-    client sent no request (an unused driver, or one that only sent notifications) may see nothing."""
+    """Raise AssertionError naming every violation the checkers recorded (each is reported once), and every checker
+    that saw no message although its client sent a request (every request is answered, so an answer went unchecked).
+    A checker whose client sent no request (an unused driver, or one that only sent notifications) may see nothing."""
     problems: list[str] = []
     for checker in checkers:
-        problems += [f"{checker.name}: {v.where}" for v in checker.violations]
+        problems += [f"{checker.name}: {v.where}" for v in checker.violations[checker.reported :]]
+        checker.reported = len(checker.violations)
         if checker.count == 0 and checker.requests and checker.expect_messages:
             problems.append(
                 f"{checker.name}: sent {checker.requests} request(s) but saw no server message, so the check did not "
@@ -340,8 +345,8 @@ class WireChecker:
     """
 
     # With slots, replacing ``received``/``sent`` on an instance (switching the check off) raises AttributeError.
-    __slots__ = ("_every", "count", "expect_messages", "methods", "name", "requests", "version",
-                 "violations")  # fmt: skip
+    __slots__ = ("__weakref__", "_every", "count", "expect_messages", "methods", "name", "reported", "requests",
+                 "version", "violations")  # fmt: skip
 
     def __init__(self, version: str = LATEST, *, name: str = "WireChecker") -> None:
         self.version = version
@@ -352,8 +357,10 @@ class WireChecker:
         self.violations: list[Recorded] = []
         self.expect_messages = True
         self._every = 1
-        with _live_lock:
-            _live.append(self)
+        self.reported = 0  # violations already reported by a verdict
+        with _lock:
+            _new.append(self)
+            _alive.add(self)
 
     def expect_no_messages(self) -> None:
         """Opt out of the teardown rule that a checker whose client sent a request must have seen a message."""

@@ -230,7 +230,6 @@ def test_the_check_cannot_be_switched_off_by_replacing_it() -> None:
         checker.received = lambda message: None  # type: ignore[method-assign]
     with pytest.raises(AttributeError):
         checker.sent = lambda message: None  # type: ignore[method-assign]
-    collect()
 
 
 def test_check_every_samples_but_counts_all() -> None:
@@ -240,7 +239,21 @@ def test_check_every_samples_but_counts_all() -> None:
         checker.sent({**LIST_TOOLS, "id": i})
         checker.received({"jsonrpc": "2.0", "id": i, "result": {"tools": "not a list"}})
     assert checker.count == 5 and len(checker.violations) == 2  # the 1st and the 4th
-    collect()
+    with pytest.raises(AssertionError):
+        verify(collect())
+
+
+def test_a_checker_shared_by_tests_is_judged_for_what_each_test_saw() -> None:
+    shared = WireChecker(name="shared")  # as a module-scoped driver's would be
+    shared.sent(LIST_TOOLS)
+    shared.received({"jsonrpc": "2.0", "id": 1, "result": {"tools": []}})
+    verify(collect())  # the first test's teardown: clean
+    assert collect() == []
+    shared.received({"jsonrpc": "2.0", "id": 1, "result": {"tools": 7}})  # in a later test
+    assert collect() == [shared]
+    with pytest.raises(AssertionError, match=r"shared: ListToolsResult .* invalid at \$\.tools"):
+        verify([shared])
+    assert collect() == []  # reported once
 
 
 @pytest.mark.parametrize(
