@@ -19,6 +19,7 @@ import httpx
 import orjson
 import pytest
 
+from http_client import HttpClient, free_port
 from mcp_schema import WireChecker
 from stdio_client import ROOT, TOOLDECK
 
@@ -27,13 +28,6 @@ HELD = "tests/transports/decks/held.py"
 TASKS = "tests/transports/decks/tasks_deck.py"
 HEADERS = {"content-type": "application/json", "accept": "application/json, text/event-stream"}
 INIT = {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "httpx-test", "version": "1"}}
-INITIALIZE = orjson.dumps({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": INIT})
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def wait_for_port(port: int, proc: subprocess.Popen[bytes]) -> None:
@@ -100,17 +94,13 @@ def server() -> Iterator[Server]:
     running.stop()
 
 
-def initialize(client: httpx.Client, url: str, headers: dict[str, str] | None = None) -> httpx.Response:
-    return client.post(url, content=INITIALIZE, headers=HEADERS | (headers or {}))
+def initialize_message() -> dict[str, Any]:
+    return {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": INIT}
 
 
-def session_headers(session: str) -> dict[str, str]:
-    return HEADERS | {"mcp-session-id": session, "mcp-protocol-version": "2025-11-25"}
-
-
-def call_body(request_id: Any, name: str, arguments: dict[str, Any], **params: Any) -> bytes:
-    return orjson.dumps({"jsonrpc": "2.0", "id": request_id, "method": "tools/call",
-                         "params": {"name": name, "arguments": arguments, **params}})  # fmt: skip
+def tool_call(request_id: Any, name: str, arguments: dict[str, Any], **params: Any) -> dict[str, Any]:
+    return {"jsonrpc": "2.0", "id": request_id, "method": "tools/call",
+            "params": {"name": name, "arguments": arguments, **params}}  # fmt: skip
 
 
 def sse_events(lines: Iterator[str]) -> Iterator[dict[str, str]]:
@@ -183,18 +173,14 @@ LAUNCHERS = {"tooldeck serve --http": None, "deck.run(graceful_timeout=1)": RUN_
 def test_sigterm_ends_get_streams_at_once_and_a_post_in_flight_still_gets_its_response(launcher: str) -> None:
     server = Server(deck=HELD, command=LAUNCHERS[launcher])
     try:
-        with httpx.Client(timeout=10) as client:
-            session = initialize(client, server.url).headers["mcp-session-id"]
-            listen = {"accept": "text/event-stream", "mcp-session-id": session, "mcp-protocol-version": "2025-11-25"}
-            call = call_body(2, "held", {}, _meta={"progressToken": "h"})
-            with (
-                client.stream("GET", server.url, headers=listen) as get,
-                client.stream("POST", server.url, content=call, headers=session_headers(session)) as post,
-            ):
+        with HttpClient(server.url) as http:
+            session = http.initialize()
+            call = tool_call(2, "held", {}, _meta={"progressToken": "h"})
+            with http.stream(method="GET", session=session) as get, http.stream(call, session=session) as post:
                 assert get.status_code == 200 and post.status_code == 200
-                get_events = sse_events(get.iter_lines())
+                get_events = sse_events(get.response.iter_lines())
                 assert next(get_events)["data"] == ""  # the GET stream is open (its priming event)
-                messages = sse_messages(post.iter_lines())
+                messages = post.messages()
                 assert next(messages)["method"] == "notifications/progress"  # the tool is running
                 server.proc.send_signal(signal.SIGTERM)
                 assert list(get_events) == []  # the GET stream ends (a read timeout otherwise) ...
@@ -218,11 +204,10 @@ def test_graceful_timeout_defaults_to_10_seconds() -> None:
 def test_sigterm_cancels_a_post_that_outlasts_graceful_timeout_and_exits_0() -> None:
     server = Server(deck=HELD, command=RUN_HELD_WITH_GRACE_1)
     try:
-        with httpx.Client(timeout=10) as client:
-            session = initialize(client, server.url).headers["mcp-session-id"]
-            call = call_body(2, "stuck", {}, _meta={"progressToken": "s"})
-            with client.stream("POST", server.url, content=call, headers=session_headers(session)) as post:
-                messages = sse_messages(post.iter_lines())
+        with HttpClient(server.url) as http:
+            session = http.initialize()
+            with http.stream(tool_call(2, "stuck", {}, _meta={"progressToken": "s"}), session=session) as post:
+                messages = post.messages()
                 assert next(messages)["method"] == "notifications/progress"  # the tool is running
                 signalled = time.monotonic()
                 server.proc.send_signal(signal.SIGTERM)
@@ -245,13 +230,17 @@ def test_sigterm_cancels_a_post_that_outlasts_graceful_timeout_and_exits_0() -> 
 def test_allow_host_and_allow_origin_flags() -> None:
     server = Server("--allow-host", "mcp.example.com", "--allow-origin", "https://app.example.com")
     try:
-        with httpx.Client(timeout=10) as client:
-            assert initialize(client, server.url, {"host": f"mcp.example.com:{server.port}"}).status_code == 200
-            refused = initialize(client, server.url, {"host": f"evil.example.com:{server.port}"})
+        with HttpClient(server.url) as http:
+
+            def initialize(headers: dict[str, str]) -> httpx.Response:
+                return http.post(initialize_message(), version=None, headers=headers)
+
+            assert initialize({"host": f"mcp.example.com:{server.port}"}).status_code == 200
+            refused = initialize({"host": f"evil.example.com:{server.port}"})
             assert refused.status_code == 403
             assert "Host 'evil.example.com" in refused.json()["error"]["message"]
-            assert initialize(client, server.url, {"origin": "https://app.example.com"}).status_code == 200
-            refused = initialize(client, server.url, {"origin": "https://evil.example.com"})
+            assert initialize({"origin": "https://app.example.com"}).status_code == 200
+            refused = initialize({"origin": "https://evil.example.com"})
             assert refused.status_code == 403
             assert "Origin 'https://evil.example.com' is not allowed" in refused.json()["error"]["message"]
     finally:
@@ -260,20 +249,14 @@ def test_allow_host_and_allow_origin_flags() -> None:
 
 def test_stateless_flag() -> None:
     server = Server("--stateless")
-    checker = WireChecker()
     try:
-        with httpx.Client(timeout=10) as client:
-            init = initialize(client, server.url)
+        with HttpClient(server.url) as http:
+            init = http.post(initialize_message(), version=None)
             assert init.status_code == 200 and "mcp-session-id" not in init.headers
-            message = {"jsonrpc": "2.0", "id": 2, "method": "tools/call",
-                       "params": {"name": "add", "arguments": {"a": 40, "b": 2}}}  # fmt: skip
-            checker.sent(message)
-            headers = HEADERS | {"mcp-protocol-version": "2025-11-25"}  # no session, no initialize before it
-            call = client.post(server.url, content=orjson.dumps(message), headers=headers)
+            call = http.post(tool_call(2, "add", {"a": 40, "b": 2}))  # no session, no initialize before it
             assert call.status_code == 200 and "mcp-session-id" not in call.headers
-            checker.received(call.json())
             assert call.json()["result"]["structuredContent"] == {"result": 42}
-            get = client.get(server.url, headers={"accept": "text/event-stream"})
+            get = http.client.get(server.url, headers={"accept": "text/event-stream"})
             assert get.status_code == 405
     finally:
         server.stop()
@@ -281,17 +264,12 @@ def test_stateless_flag() -> None:
 
 def test_json_response_flag_answers_json_even_when_progress_comes_first() -> None:
     server = Server("--json-response")
-    checker = WireChecker()
     try:
-        with httpx.Client(timeout=10) as client:
-            session = initialize(client, server.url).headers["mcp-session-id"]
-            message = {"jsonrpc": "2.0", "id": 2, "method": "tools/call",
-                       "params": {"name": "wait", "arguments": {"seconds": 0}, "_meta": {"progressToken": "w"}}}  # fmt: skip
-            checker.sent(message)
-            call = client.post(server.url, content=orjson.dumps(message), headers=session_headers(session))
+        with HttpClient(server.url) as http:
+            session = http.initialize()
+            call = http.post(tool_call(2, "wait", {"seconds": 0}, _meta={"progressToken": "w"}), session=session)
             assert call.status_code == 200
             assert call.headers["content-type"] == "application/json"
-            checker.received(call.json())
             assert call.json()["result"]["structuredContent"] == {"result": "waited"}
     finally:
         server.stop()
@@ -299,19 +277,13 @@ def test_json_response_flag_answers_json_even_when_progress_comes_first() -> Non
 
 def test_serve_http_keeps_tasks_in_sqlite_under_xdg_state_home(tmp_path: Path) -> None:
     server = Server(deck=TASKS, env={"XDG_STATE_HOME": str(tmp_path)})
-    checker = WireChecker()
     try:
-        with httpx.Client(timeout=10) as client:
-            session = initialize(client, server.url).headers["mcp-session-id"]
-            message = {"jsonrpc": "2.0", "id": 2, "method": "tools/call",
-                       "params": {"name": "quick", "arguments": {"n": 4}, "task": {}}}  # fmt: skip
-            checker.sent(message)
-            created = client.post(server.url, content=orjson.dumps(message), headers=session_headers(session)).json()
+        with HttpClient(server.url) as http:
+            session = http.initialize()
+            created = http.post(tool_call(2, "quick", {"n": 4}, task={}), session=session).json()
             task_id = created["result"]["task"]["taskId"]
             message = {"jsonrpc": "2.0", "id": 3, "method": "tasks/result", "params": {"taskId": task_id}}
-            checker.sent(message)
-            result = client.post(server.url, content=orjson.dumps(message), headers=session_headers(session)).json()
-            checker.received(result)
+            result = http.post(message, session=session).json()
             assert result["result"]["structuredContent"] == {"result": 40}
         server.proc.send_signal(signal.SIGTERM)
         assert server.proc.wait(15) == 0
@@ -346,8 +318,8 @@ def test_deck_run_http_is_the_same_server() -> None:
     )
     server = Server(command=[sys.executable, "-c", code])
     try:
-        response = httpx.post(server.url, content=INITIALIZE, headers=HEADERS)
-        assert response.status_code == 200 and "mcp-session-id" in response.headers
+        with HttpClient(server.url) as http:
+            http.initialize()
         server.proc.send_signal(signal.SIGINT)
         assert server.proc.wait(15) == 0
     finally:
