@@ -110,7 +110,8 @@ def _operands(source: str, node: ast.AST) -> list[ast.expr]:
 
 
 def _apply(node: ast.AST, args: list[float]) -> float:
-    if isinstance(node, ast.Constant):
+    """The value of an allowed node (see _operands) given its operands' values."""
+    if isinstance(node, ast.Constant) and isinstance(node.value, int | float):
         return float(node.value)
     if isinstance(node, ast.BinOp):
         return _BINARY[type(node.op)](*args)
@@ -147,8 +148,8 @@ def calculate(expression: Annotated[str, {"maxLength": 1000}]) -> float:
     """Evaluate an arithmetic expression safely (no names, no code).
 
     Args:
-        expression: e.g. "2 * (3 + 4) ** 0.5" or "sqrt(2) * pi"; functions: sqrt, sin, cos, tan, log, log10,
-            exp, abs, round, min, max, floor, ceil; constants: pi, e, tau.
+        expression: e.g. "2 * (3 + 4) ** 0.5" or "sqrt(2) * pi"; functions: sqrt, sin, cos, tan, log (x[, base]),
+            log10, exp, abs, round (x[, digits]), min and max (of two or more), floor, ceil; constants: pi, e, tau.
     """
     try:
         tree = ast.parse(expression, mode="eval")
