@@ -30,7 +30,7 @@ class FakeSession:
     def receive(self, message: Any) -> None:
         self.messages.append(message)
 
-    def receive_error(self, error: ProtocolError) -> None:
+    def receive_error(self, error: ProtocolError, request_id: Any = None) -> None:
         self.errors.append(error)
 
 
