@@ -7,8 +7,8 @@ from typing import Any
 import pytest
 
 from helpers import CLIENT_INFO, Harness, init_params
-from tooldeck.server.methods import Method, method_table
 from tooldeck import Deck
+from tooldeck.server.methods import Method, method_table
 
 
 def make_deck(**options: Any) -> Deck:

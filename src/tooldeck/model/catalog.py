@@ -12,6 +12,7 @@ from typing import Any, Generic, TypeVar
 
 import orjson
 
+from ..protocol import revisions
 from ..protocol.codec import Fragment
 from ..protocol.cursor import CursorCodec
 from ..protocol.errors import RegistrationError
@@ -45,6 +46,7 @@ class Catalog(Generic[T]):
         self._listeners: list[Callable[[], None]] = []
         self._cache: list[Any] | None = None
         self._cache_json: Fragment | None = None
+        self._older: dict[str, tuple[list[Any], Fragment]] = {}  # listings cut down for older revisions
 
     def __len__(self) -> int:
         return len(self._items)
@@ -99,31 +101,45 @@ class Catalog(Generic[T]):
     def subscribe(self, listener: Callable[[], None]) -> None:
         self._listeners.append(listener)
 
-    def listing(self) -> list[Any]:
-        """Every item's wire form, in order (cached until the next change)."""
+    def listing(self, revision: str | None = None) -> list[Any]:
+        """Every item's wire form, in order, as ``revision`` defines it (cached until the next change)."""
         if self._cache is None:
             self._cache = [self._wire(item) for item in self._items.values()]
-        return self._cache
+        if revisions.is_latest(revision):
+            return self._cache
+        return self._for(revision)[0]  # type: ignore[arg-type]
 
-    def listing_json(self) -> Fragment:
+    def listing_json(self, revision: str | None = None) -> Fragment:
         """``listing()`` pre-encoded, so an unpaginated list costs one copy per request, not one encoding."""
+        if not revisions.is_latest(revision):
+            return self._for(revision)[1]  # type: ignore[arg-type]
         if self._cache_json is None:
             self._cache_json = Fragment(orjson.dumps(self.listing()))
         return self._cache_json
 
-    def page(self, cursor: Any, page_size: int | None, codec: CursorCodec) -> tuple[list[Any] | Fragment, str | None]:
-        """One page of wire items and the cursor of the next page (None on the last)."""
+    def _for(self, revision: str) -> tuple[list[Any], Fragment]:
+        found = self._older.get(revision)
+        if found is None:
+            items = [revisions.listing_item(self.kind, wire, revision) for wire in self.listing()]
+            found = self._older[revision] = (items, Fragment(orjson.dumps(items)))
+        return found
+
+    def page(
+        self, cursor: Any, page_size: int | None, codec: CursorCodec, revision: str | None = None
+    ) -> tuple[list[Any] | Fragment, str | None]:
+        """One page of wire items (as ``revision`` defines them) and the cursor of the next page (None on the last)."""
         if page_size is None:
             if cursor is not None:
                 codec.decode(self.kind, cursor)  # still refuse garbage, even when everything fits on one page
-            return self.listing_json(), None
+            return self.listing_json(revision), None
         start = 0 if cursor is None else bisect.bisect_right(self._order, codec.decode(self.kind, cursor))
         end = start + page_size
-        items = self.listing()[start:end]
+        items = self.listing(revision)[start:end]
         return items, codec.encode(self.kind, self._order[end - 1]) if end < len(self._order) and items else None
 
     def _changed(self) -> None:
         self._cache = None
         self._cache_json = None
+        self._older.clear()
         for listener in self._listeners:
             listener()

@@ -166,7 +166,7 @@ def _encode_exactly(message: Any) -> bytes:
 def _repaired(value: Any) -> Any:
     """``value`` with lone surrogates replaced (U+FFFD), so that it can be encoded as UTF-8."""
     if type(value) is str:
-        return value.encode("utf-8", "surrogatepass").decode("utf-8", "replace") if _has_surrogate(value) else value
+        return value.encode("utf-16", "surrogatepass").decode("utf-16", "replace") if _has_surrogate(value) else value
     if type(value) is dict:
         return {_repaired(k): _repaired(v) for k, v in value.items()}
     if type(value) is list or type(value) is tuple:

@@ -11,6 +11,7 @@ import sys
 from typing import TYPE_CHECKING, Any
 
 from ..prompts.registry import PromptRegistry
+from ..protocol import revisions
 from ..protocol.cursor import CursorCodec
 from ..resources.registry import ResourceRegistry, TemplateRegistry
 from ..tools.registry import ToolRegistry
@@ -115,6 +116,7 @@ class Server:
             }
             if self.instructions is not None:
                 cached["instructions"] = self.instructions
+            cached = revisions.initialize_result(cached, protocol_version)  # what that revision defines, no more
             self._init_results[key] = cached
         return cached
 

@@ -8,11 +8,13 @@ value as text: JSON for objects and lists, the plain text for a wrapped scalar (
 from __future__ import annotations
 
 import logging
+import math
 from typing import Any
 
 import orjson
 
 from ..model.content import CONTENT_TYPES
+from ..protocol.paths import format_path
 from ..schema.convert import json_default
 from .tool import Tool
 
@@ -31,6 +33,7 @@ def build_result(tool: Tool, value: Any) -> dict[str, Any]:
 
 
 def _structured(tool: Tool, value: Any) -> dict[str, Any]:
+    returned = value
     if tool.wraps_output and type(value) in _SCALARS:
         structured: Any = {"result": value}  # fast path: already plain JSON, nothing to round-trip
         text = value if type(value) is str else orjson.dumps(value).decode()
@@ -49,6 +52,11 @@ def _structured(tool: Tool, value: Any) -> dict[str, Any]:
             structured = value
     validator = tool.output_validator
     if not validator.is_valid(structured):  # type: ignore[union-attr]
+        found = _non_finite(returned, [])
+        if found is not None:  # JSON has no NaN or infinity: the encoder wrote null, so say what the tool produced
+            path, number = found
+            return _violation(tool, f"{format_path(path) if not tool.wraps_output else format_path(['result', *path])}:"
+                                    f" {number!r} is not a JSON number (JSON has no NaN or infinity)")  # fmt: skip
         problems = "; ".join(validator.errors(structured))  # type: ignore[union-attr]
         return _violation(tool, problems)
     return {"content": [{"type": "text", "text": text}], "structuredContent": structured, "isError": False}
@@ -58,6 +66,25 @@ def _violation(tool: Tool, problems: str) -> dict[str, Any]:
     # The tool broke its own contract; the client must never see structuredContent that contradicts the schema.
     log.error("tool %r returned output that does not match its outputSchema: %s", tool.name, problems)
     return error_result(f"Tool {tool.name!r} returned output that does not match its outputSchema: {problems}")
+
+
+def _non_finite(value: Any, path: list[str | int]) -> tuple[list[str | int], float] | None:
+    """Where a NaN or an infinity is in what a tool returned (before JSON encoding turned it into null)."""
+    if type(value) is float:
+        return None if math.isfinite(value) else (path, value)
+    if isinstance(value, dict):
+        items: Any = value.items()
+    elif isinstance(value, list | tuple):
+        items = enumerate(value)
+    elif hasattr(value, "__dict__") or hasattr(value, "__slots__"):
+        items = ((k, getattr(value, k, None)) for k in (getattr(value, "__dataclass_fields__", None) or ()))
+    else:
+        return None
+    for key, item in items:
+        found = _non_finite(item, [*path, key])
+        if found is not None:
+            return found
+    return None
 
 
 def to_content(value: Any) -> list[dict[str, Any]]:

@@ -28,8 +28,8 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
-from ..protocol.codec import encode_line
-from ..protocol.errors import InvalidRequestError, ParseError
+from ..protocol.codec import decode, encode_line
+from ..protocol.errors import InvalidRequestError, ProtocolError
 from ..server.session import Session
 
 if TYPE_CHECKING:
@@ -253,10 +253,21 @@ class LineReader:
     def _line(self, line: bytes) -> None:
         try:
             message = orjson.loads(line)
-        except orjson.JSONDecodeError as exc:
-            if line.strip():  # blank lines between messages are tolerated
-                self.session.receive_error(ParseError(f"Parse error: {exc}"))
-            return
+        except orjson.JSONDecodeError:
+            if not line.strip():
+                return  # blank lines between messages are tolerated
+            try:
+                message = decode(line)  # the exact reader: says which number is out of range, and keeps the id
+            except ProtocolError as exc:
+                self.session.receive_error(exc, getattr(exc, "request_id", None))
+                return
+        else:
+            if type(message) is dict and type(message.get("id")) is float:
+                try:
+                    message = decode(line)  # an integer id past 64 bits came out as a float: read it exactly
+                except ProtocolError as exc:
+                    self.session.receive_error(exc, getattr(exc, "request_id", None))
+                    return
         self.deliver(message)
 
     def eof_received(self) -> bool:

@@ -311,7 +311,7 @@ async def test_idle_sessions_are_reaped_but_not_while_connected() -> None:
     # The app's own reaper task runs app.reap every 50 ms; it is held at a gate until both sessions exist (busy with
     # its stream open), and each run it finishes is announced, so the test waits on the outcome, never on a clock.
     gate, reaped = asyncio.Event(), asyncio.Condition()
-    reap = app.reap
+    reap = app.registry.reap
 
     async def gated_reap() -> int:
         await gate.wait()
@@ -320,7 +320,7 @@ async def test_idle_sessions_are_reaped_but_not_while_connected() -> None:
             reaped.notify_all()
         return closed
 
-    app.reap = gated_reap  # type: ignore[method-assign]
+    app.registry.reap = gated_reap  # type: ignore[method-assign]
     idle = await client.initialize()
     busy = await client.initialize()
     stream = await client.request("GET", headers={"accept": "text/event-stream", "mcp-session-id": busy})
@@ -354,7 +354,7 @@ async def test_delete_cancels_work_in_flight_and_releases_the_session() -> None:
     response = await asyncio.wait_for(call, 5)
     assert response.status == 404  # the work was cancelled with its session
     assert "deleted or expired while this request ran" in error_of(await response.body())["message"]
-    assert app.sessions == {} and app.deck.sessions == set()
+    assert app.sessions == {} and app.deck.bus.subscribers("list_changed") == 0
     await app.aclose()
 
 
@@ -447,7 +447,7 @@ async def test_stateless_mode_answers_each_post_on_its_own() -> None:
     assert (await call.json())["result"]["structuredContent"] == {"result": 2}
     assert (await client.request("GET", headers={"accept": "text/event-stream"})).status == 405
     assert (await client.request("DELETE")).status == 405
-    assert app.sessions == {} and app.deck.sessions == set()
+    assert app.sessions == {} and app.deck.bus.subscribers("list_changed") == 0
     await app.aclose()
 
 
@@ -492,7 +492,7 @@ async def test_a_thousand_concurrent_sessions_lose_nothing_and_leave_nothing() -
     for round in range(3):  # the first rounds grow asyncio's and the allocator's caches to their working size
         results = await asyncio.gather(*(one(i) for i in range(1000)))
         assert results == [i + 1 for i in range(1000)]
-        assert app.sessions == {} and app.deck.sessions == set()
+        assert app.sessions == {} and app.deck.bus.subscribers("list_changed") == 0
         del results
         gc.collect()
         if round == 1:

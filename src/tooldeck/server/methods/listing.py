@@ -11,7 +11,8 @@ from ..request import RequestContext
 def listing(rctx: RequestContext, catalog: Any, key: str) -> dict[str, Any]:
     """``{key: [...], "nextCursor"?: ...}`` for the page the request's cursor names."""
     server = rctx.server
-    items, next_cursor = catalog.page(rctx.params.get("cursor"), server.options.page_size, server.cursors)
+    items, next_cursor = catalog.page(rctx.params.get("cursor"), server.options.page_size, server.cursors,
+                                      rctx.revision)  # fmt: skip
     if next_cursor is None:
         return {key: items}
     return {key: items, "nextCursor": next_cursor}

@@ -9,6 +9,7 @@ from typing import Any
 
 from ...prompts.messages import render
 from ...prompts.prompt import check_arguments
+from ...protocol import revisions
 from ...protocol.errors import InternalError, InvalidParamsError
 from ..pipeline import Call
 from ..request import RequestContext, Work
@@ -46,4 +47,4 @@ async def _get(rctx: RequestContext, call: Call, arguments: dict[str, Any]) -> d
     result: dict[str, Any] = {"messages": messages}
     if prompt.description is not None:
         result["description"] = prompt.description
-    return await pipeline.finish(rctx, call, result)
+    return revisions.prompt_result(await pipeline.finish(rctx, call, result), rctx.revision)

@@ -8,6 +8,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+from ...protocol import revisions
 from ...protocol.errors import InternalError, ResourceNotFoundError
 from ...resources.contents import contents_for
 from ..pipeline import Call
@@ -58,7 +59,7 @@ async def _read(rctx: RequestContext, call: Call) -> dict[str, Any]:
         raise InternalError(
             f"Internal error: resource {uri!r} returned a value that is not resource contents"
         ) from None
-    return await pipeline.finish(rctx, call, result)
+    return revisions.read_result(await pipeline.finish(rctx, call, result), rctx.revision)
 
 
 def subscribe(rctx: RequestContext) -> dict[str, Any]:

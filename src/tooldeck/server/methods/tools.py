@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+from collections.abc import Coroutine
 from typing import Any
 
+from ...protocol import revisions
 from ...protocol.errors import InvalidParamsError, MethodNotFoundError
 from ..request import RequestContext, Work
 from .listing import listing
@@ -40,7 +42,15 @@ def call_tool(rctx: RequestContext) -> Work:
             return Work(server.task_manager().create(rctx, tool, arguments, task), own=True)
         if tool.task_support == "required":
             raise MethodNotFoundError(f'Tool {name!r} must be called as a task (add "task": {{}} to the params)')
-    return Work(server.pipeline.call_tool(rctx, tool, arguments), streams=bool(tool.injected))
+    work = server.pipeline.call_tool(rctx, tool, arguments)
+    if not revisions.is_latest(rctx.revision):
+        work = _for_revision(work, rctx.revision)
+    return Work(work, streams=bool(tool.injected))
+
+
+async def _for_revision(work: Coroutine[Any, Any, dict[str, Any]], revision: str | None) -> dict[str, Any]:
+    """The result cut down to what an older revision defines (no structuredContent in 2025-03-26, say)."""
+    return revisions.call_result(await work, revision)
 
 
 def _valid_ttl(ttl: Any) -> bool:

@@ -1,0 +1,92 @@
+"""The Bus contract every bus (memory today, networked later) must pass, and the server's use of it."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from helpers import Harness
+from tooldeck import Deck
+from tooldeck.server.bus import Bus, MemoryBus
+
+BUSES: dict[str, Callable[[], Bus]] = {"memory": MemoryBus}
+
+
+@pytest.fixture(params=sorted(BUSES))
+def bus(request: pytest.FixtureRequest) -> Bus:
+    return BUSES[request.param]()
+
+
+def test_subscribers_get_what_is_published_in_order(bus: Bus) -> None:
+    got: list[tuple[str, Any]] = []
+    bus.subscribe("t", lambda payload: got.append(("a", payload)))
+    bus.subscribe("t", lambda payload: got.append(("b", payload)))
+    bus.publish("t", 1)
+    bus.publish("t", 2)
+    assert got == [("a", 1), ("b", 1), ("a", 2), ("b", 2)]
+
+
+def test_topics_are_apart(bus: Bus) -> None:
+    got: list[Any] = []
+    bus.subscribe("one", got.append)
+    bus.publish("two", "x")
+    assert got == []
+    assert bus.subscribers("one") == 1 and bus.subscribers("two") == 0
+
+
+def test_a_cancelled_subscription_hears_nothing_more(bus: Bus) -> None:
+    got: list[Any] = []
+    subscription = bus.subscribe("t", got.append)
+    bus.publish("t", 1)
+    subscription.cancel()
+    subscription.cancel()  # twice is harmless
+    bus.publish("t", 2)
+    assert got == [1]
+    assert bus.subscribers("t") == 0
+
+
+def test_publishing_to_nobody_is_fine(bus: Bus) -> None:
+    bus.publish("empty", {"x": 1})
+
+
+def test_a_failing_subscriber_does_not_stop_the_others(bus: Bus, caplog: pytest.LogCaptureFixture) -> None:
+    got: list[Any] = []
+
+    def broken(payload: Any) -> None:
+        raise RuntimeError("subscriber bug")
+
+    bus.subscribe("t", broken)
+    bus.subscribe("t", got.append)
+    bus.publish("t", "p")
+    assert got == ["p"]
+    assert "subscriber bug" in caplog.text
+
+
+def test_a_subscriber_may_cancel_itself_while_being_called(bus: Bus) -> None:
+    got: list[Any] = []
+    holder: list[Any] = []
+
+    def once(payload: Any) -> None:
+        got.append(payload)
+        holder[0].cancel()
+
+    holder.append(bus.subscribe("t", once))
+    bus.publish("t", 1)
+    bus.publish("t", 2)
+    assert got == [1]
+
+
+def test_list_changed_reaches_sessions_through_the_bus_and_closing_unsubscribes() -> None:
+    deck = Deck("bus")
+    deck.add_tool(lambda: "x", name="x")
+    harness = Harness(deck)
+    harness.initialize()
+    assert deck.bus.subscribers("list_changed") == 1
+    harness.out.clear()
+    deck.add_tool(lambda: "y", name="y")
+    assert harness.out == [{"jsonrpc": "2.0", "method": "notifications/tools/list_changed"}]
+    harness.session.close()
+    assert deck.bus.subscribers("list_changed") == 0
+    assert deck.bus.subscribers(f"session/{harness.session.key}") == 0

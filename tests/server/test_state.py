@@ -1,0 +1,77 @@
+"""SessionState as data, and the SessionStore contract every store (memory today, networked later) must pass."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from tooldeck.server.state import MemorySessionStore, SessionState, SessionStore
+
+STORES: dict[str, Callable[[], SessionStore]] = {"memory": MemorySessionStore}
+
+
+def sample_state() -> SessionState:
+    state = SessionState("warning", identifies_requestor=False)
+    state.revision = "2025-06-18"
+    state.client_info = {"name": "c", "version": "1"}
+    state.client_capabilities = {"sampling": {}}
+    state.capabilities = {"tools": {"listChanged": True}}
+    state.subscriptions = {"b://2", "a://1"}
+    state.principal = "alice"
+    return state
+
+
+def test_state_round_trips_through_json_data() -> None:
+    state = sample_state()
+    data = state.to_dict()
+    assert data["subscriptions"] == ["a://1", "b://2"]  # sorted: the same state is the same data
+    again = SessionState.from_dict(data)
+    assert again.to_dict() == data
+    assert again.log_level == "warning" and again.identifies_requestor is False
+
+
+def test_every_change_is_counted() -> None:
+    state = SessionState()
+    before = state.changes
+    state.changed()
+    assert state.changes == before + 1
+
+
+@pytest.fixture(params=sorted(STORES))
+def store(request: pytest.FixtureRequest) -> SessionStore:
+    return STORES[request.param]()
+
+
+async def test_a_stored_state_comes_back_equal(store: SessionStore) -> None:
+    data = sample_state().to_dict()
+    await store.put("s1", data)
+    assert await store.get("s1") == data
+    assert await store.count() == 1
+
+
+async def test_the_store_keeps_a_copy_not_the_caller_s_object(store: SessionStore) -> None:
+    data: dict[str, Any] = sample_state().to_dict()
+    await store.put("s1", data)
+    data["logLevel"] = "debug"
+    got = await store.get("s1")
+    assert got is not None and got["logLevel"] == "warning"
+    got["logLevel"] = "error"
+    again = await store.get("s1")
+    assert again is not None and again["logLevel"] == "warning"
+
+
+async def test_put_replaces_and_delete_forgets(store: SessionStore) -> None:
+    await store.put("s1", sample_state().to_dict())
+    newer = {**sample_state().to_dict(), "logLevel": "error"}
+    await store.put("s1", newer)
+    assert await store.get("s1") == newer
+    await store.delete("s1")
+    assert await store.get("s1") is None
+    await store.delete("s1")  # deleting an unknown id is not an error
+    assert await store.count() == 0
+
+
+async def test_unknown_ids_are_none(store: SessionStore) -> None:
+    assert await store.get("never") is None
