@@ -153,9 +153,33 @@ def switch_rates(before: tuple[int, int], after: tuple[int, int], calls: int) ->
     }
 
 
-def pipelined(server: StdioServer, plan: Plan) -> dict[str, Any]:
-    """Keep `plan.inflight` echo calls outstanding: write ahead, read a reply, write the next. The client stays a
-    normal process: over a pipe it preempts no server mid-burst (see the README's *CPU placement*)."""
+def pipelined(server: StdioServer, plan: Plan, tool: str = "echo") -> dict[str, Any]:
+    """Keep `plan.inflight` calls of `tool` outstanding: write ahead, read a reply, write the next; calls/s and the
+    server's CPU per call, after `plan.warmup` untimed calls the same way (a server's worker threads are started by
+    then, so the CPU time comes from schedstat). The client stays a normal process: over a pipe it preempts no
+    server mid-burst (see the README's *CPU placement*)."""
+    errors = burst(server, plan.inflight, plan.warmup, tool)
+    switches_before = process.switches(server.pid)
+    cpu_before = server.cpu_ns()
+    started = now()
+    errors += burst(server, plan.inflight, plan.inflight_calls, tool)
+    wall = now() - started
+    cpu_ns, cpu_source = cpu_delta(cpu_before, server.cpu_ns())
+    return {
+        "tool": tool,
+        "calls": plan.inflight_calls,
+        "inflight": plan.inflight,
+        "calls_per_s": plan.inflight_calls / (wall / 1e9),
+        "wall_s": wall / 1e9,
+        "cpu_us_per_call": cpu_ns / plan.inflight_calls / 1e3,
+        "cpu_source": cpu_source,
+        **switch_rates(switches_before, process.switches(server.pid), plan.inflight_calls),
+        "errors": errors,
+    }
+
+
+def burst(server: StdioServer, inflight: int, calls: int, tool: str) -> int:
+    """`calls` calls of `tool`, `inflight` of them outstanding at a time; the number of wrong or missing replies."""
     pending: dict[int, str] = {}
     errors = sent = received = 0
 
@@ -164,29 +188,19 @@ def pipelined(server: StdioServer, plan: Plan) -> dict[str, Any]:
         server.next_id += 1
         text = f"pipe {sent}"
         pending[server.next_id] = text
-        server.write(call_bytes(server.next_id, "echo", {"text": text}))
+        server.write(call_bytes(server.next_id, tool, {"text": text}))
         sent += 1
 
-    switches_before = process.switches(server.pid)
-    started = now()
-    for _ in range(min(plan.inflight, plan.inflight_calls)):
+    for _ in range(min(inflight, calls)):
         send_one()
-    while received < plan.inflight_calls:
+    while received < calls:
         reply, _ = server.read_reply()
         received += 1
         request_id = reply.get("id")
         errors += not (request_id in pending and text_ok(reply, request_id, pending.pop(request_id)))
-        if sent < plan.inflight_calls:
+        if sent < calls:
             send_one()
-    wall = now() - started
-    return {
-        "calls": plan.inflight_calls,
-        "inflight": plan.inflight,
-        "calls_per_s": plan.inflight_calls / (wall / 1e9),
-        "wall_s": wall / 1e9,
-        **switch_rates(switches_before, process.switches(server.pid), plan.inflight_calls),
-        "errors": errors + len(pending),
-    }
+    return errors + len(pending)
 
 
 def concurrent_sleeps(server: StdioServer, plan: Plan) -> dict[str, Any]:

@@ -15,9 +15,11 @@ from .measure import Plan, cpu_delta, now, percentile, summarize, switch_rates, 
 from .placement import yielding
 from .process import ServerFailed
 
+TOOLS = ("echo", "echo_sync")  # the HTTP call rows: each measured for the async and the sync echo
 
-def call_body(request_id: int, text: str) -> bytes:
-    params = {"name": "echo", "arguments": {"text": text}}
+
+def call_body(request_id: int, text: str, tool: str = "echo") -> bytes:
+    params = {"name": tool, "arguments": {"text": text}}
     return orjson.dumps({"jsonrpc": "2.0", "id": request_id, "method": "tools/call", "params": params})
 
 
@@ -61,8 +63,10 @@ def start_time(spawn: Callable[[], HttpServer], count: int) -> dict[str, Any]:
     return {"median_ms": statistics.median(ms), "min_ms": min(ms), "samples_ms": ms, "errors": errors}
 
 
-def sequential(server: HttpServer, connection: Connection, seconds: float, checker: Checker) -> dict[str, Any]:
-    """Echo calls one at a time on one session and connection for `seconds`: latency samples, calls/s, CPU per
+def sequential(
+    server: HttpServer, connection: Connection, seconds: float, checker: Checker, tool: str = "echo"
+) -> dict[str, Any]:
+    """Calls of `tool` one at a time on one session and connection for `seconds`: latency samples, calls/s, CPU per
     call. Blocks are as long for every server, so each averages the machine's noise over the same span."""
     sock = connection.sock
     samples: list[int] = []
@@ -72,7 +76,7 @@ def sequential(server: HttpServer, connection: Connection, seconds: float, check
     while True:
         connection.next_id += 1
         request_id, text = connection.next_id, f"hello {len(samples)}"
-        data = post_bytes(connection.port, call_body(request_id, text), connection.session_id)
+        data = post_bytes(connection.port, call_body(request_id, text, tool), connection.session_id)
         t0 = now()
         sock.sendall(data)
         response = connection.read_response()
@@ -85,10 +89,10 @@ def sequential(server: HttpServer, connection: Connection, seconds: float, check
     return {**summarize(samples, wall, len(samples), cpu_before, server.cpu_ns()), "samples": samples}
 
 
-def warm_up(connection: Connection, calls: int, checker: Checker) -> None:
+def warm_up(connection: Connection, calls: int, checker: Checker, tool: str = "echo") -> None:
     for _ in range(calls):
         connection.next_id += 1
-        connection.post(call_body(connection.next_id, "warm-up"))
+        connection.post(call_body(connection.next_id, "warm-up", tool))
         checker.check(connection.read_response(), connection.next_id, "warm-up")
 
 
@@ -101,9 +105,14 @@ def open_clients(server: HttpServer, count: int) -> list[Connection]:
 
 
 def clients(
-    server: HttpServer, connections: list[Connection], seconds: float, checker: Checker, timeout: float = 60.0
+    server: HttpServer,
+    connections: list[Connection],
+    seconds: float,
+    checker: Checker,
+    tool: str = "echo",
+    timeout: float = 60.0,
 ) -> dict[str, Any]:
-    """Every connection does echo calls one at a time, new calls going out for `seconds`, then the last ones are
+    """Every connection does calls of `tool` one at a time, new calls going out for `seconds`, then the last ones are
     awaited; one selector over all sockets."""
     pending: dict[Connection, tuple[int, str]] = {}
     sent = received = 0
@@ -113,7 +122,7 @@ def clients(
         connection.next_id += 1
         text = f"client {sent}"
         pending[connection] = (connection.next_id, text)
-        connection.post(call_body(connection.next_id, text))
+        connection.post(call_body(connection.next_id, text, tool))
         sent += 1
 
     selector = selectors.DefaultSelector()
@@ -157,34 +166,22 @@ def clients(
     }
 
 
-class Subject:
-    """One server in the interleaved rounds: its process, a session for sequential calls, `plan.clients` more."""
+class Rows:
+    """What one tool's blocks gathered over the rounds: sequential calls and 32-client calls, each with its checker."""
 
-    def __init__(self, name: str, server: HttpServer, plan: Plan) -> None:
-        self.name = name
-        self.server = server
-        self.connection = server.connect()
-        self.server_info = self.connection.initialize().get("serverInfo")
-        self.clients = open_clients(server, plan.clients)
+    def __init__(self, tool: str) -> None:
+        self.tool = tool
         self.echo_checker = Checker()
         self.clients_checker = Checker()
-        warm_up(self.connection, plan.warmup, self.echo_checker)
         self.echo_rounds: list[dict[str, Any]] = []
         self.clients_rounds: list[dict[str, Any]] = []
 
-    def round(self, plan: Plan) -> None:
-        for connection in (self.connection, *self.clients):
-            connection.reconnect()
-            warm_up(connection, 1, self.echo_checker)  # the server accepts it before the timing starts
-        self.echo_rounds.append(sequential(self.server, self.connection, plan.block_s, self.echo_checker))
-        with yielding():  # the client must not preempt the server mid-burst (README: "A client that yields")
-            self.clients_rounds.append(clients(self.server, self.clients, plan.block_s, self.clients_checker))
-
-    def results(self) -> dict[str, Any]:
-        """The rows: latency percentiles of every sequential call pooled, rates and CPU as medians of the rounds
-        (each round is also kept, so ratios can be taken round by round)."""
+    def results(self, clients_count: int) -> tuple[dict[str, Any], dict[str, Any]]:
+        """Latency percentiles of every sequential call pooled, rates and CPU as medians of the rounds (each round
+        is also kept, so ratios can be taken round by round)."""
         samples = [s for r in self.echo_rounds for s in r.pop("samples")]
         echo = {
+            "tool": self.tool,
             "calls": len(samples),
             "p50_us": percentile(samples, 0.50) / 1e3,
             "p99_us": percentile(samples, 0.99) / 1e3,
@@ -194,13 +191,54 @@ class Subject:
             **self.echo_checker.summary(),
         }
         clients_row = {
-            "clients": len(self.clients),
+            "tool": self.tool,
+            "clients": clients_count,
             "calls": sum(r["calls"] for r in self.clients_rounds),
             **medians(self.clients_rounds, ("calls_per_s", "cpu_us_per_call", "server_preempted_per_call")),
             "rounds": self.clients_rounds,
             **self.clients_checker.summary(),
         }
-        return {"http_echo": echo, "http_clients": clients_row, "http_memory": self.server.memory_kb()}
+        return echo, clients_row
+
+
+class Subject:
+    """One server in the interleaved rounds: its process, a session for sequential calls, `plan.clients` more."""
+
+    def __init__(self, name: str, server: HttpServer, plan: Plan) -> None:
+        self.name = name
+        self.server = server
+        self.connection = server.connect()
+        self.server_info = self.connection.initialize().get("serverInfo")
+        self.clients = open_clients(server, plan.clients)
+        self.rows = {tool: Rows(tool) for tool in TOOLS}
+        for rows in self.rows.values():
+            warm_up(self.connection, plan.warmup, rows.echo_checker, rows.tool)
+
+    @property
+    def rounds_done(self) -> int:
+        return min(len(rows.clients_rounds) for rows in self.rows.values())
+
+    def round(self, plan: Plan) -> None:
+        """A block of sequential calls and a block of 32-client calls, for echo and then for echo_sync."""
+        first = self.rows["echo"].echo_checker
+        for connection in (self.connection, *self.clients):
+            connection.reconnect()
+            warm_up(connection, 1, first)  # the server accepts it before the timing starts
+        for rows in self.rows.values():
+            checker = rows.echo_checker
+            rows.echo_rounds.append(sequential(self.server, self.connection, plan.block_s, checker, rows.tool))
+            with yielding():  # the client must not preempt the server mid-burst (README: "A client that yields")
+                rows.clients_rounds.append(
+                    clients(self.server, self.clients, plan.block_s, rows.clients_checker, rows.tool)
+                )
+
+    def results(self) -> dict[str, Any]:
+        """The rows: `http_echo` and `http_clients` for echo, `http_echo_sync` and `http_clients_sync` for echo_sync."""
+        found: dict[str, Any] = {"http_memory": self.server.memory_kb()}
+        for tool, rows in self.rows.items():
+            suffix = "" if tool == "echo" else "_sync"
+            found[f"http_echo{suffix}"], found[f"http_clients{suffix}"] = rows.results(len(self.clients))
+        return found
 
 
 def medians(rounds: list[dict[str, Any]], keys: tuple[str, ...]) -> dict[str, float]:

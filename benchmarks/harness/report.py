@@ -34,6 +34,9 @@ METRICS = (
     Metric("echo_sync calls/s, sequential", ("echo_sync", "calls_per_s"), "higher", digits=0),
     Metric("echo_sync server CPU/call (µs)", ("echo_sync", "cpu_us_per_call"), "lower"),
     Metric("echo calls/s, 32 in flight", ("inflight", "calls_per_s"), "higher", digits=0),
+    Metric("echo (async) server CPU/call, 32 in flight (µs)", ("inflight", "cpu_us_per_call"), "lower"),
+    Metric("echo_sync calls/s, 32 in flight", ("inflight_sync", "calls_per_s"), "higher", digits=0),
+    Metric("echo_sync server CPU/call, 32 in flight (µs)", ("inflight_sync", "cpu_us_per_call"), "lower"),
     Metric("32 concurrent 50 ms sleeps, wall (ms)", ("sleeps", "median_ms"), "lower"),
     Metric("task create + result p50 (µs)", ("task", "p50_us"), "lower"),
     Metric("task create + result p99 (µs)", ("task", "p99_us"), "lower"),
@@ -52,6 +55,11 @@ METRICS = (
     Metric("HTTP echo server CPU/call (µs)", ("http_echo", "cpu_us_per_call"), "lower"),
     Metric("HTTP echo calls/s, 32 clients", ("http_clients", "calls_per_s"), "higher", digits=0),
     Metric("HTTP echo server CPU/call, 32 clients (µs)", ("http_clients", "cpu_us_per_call"), "lower"),
+    Metric("HTTP echo_sync p50 (µs)", ("http_echo_sync", "p50_us"), "lower"),
+    Metric("HTTP echo_sync calls/s, sequential", ("http_echo_sync", "calls_per_s"), "higher", digits=0),
+    Metric("HTTP echo_sync server CPU/call (µs)", ("http_echo_sync", "cpu_us_per_call"), "lower"),
+    Metric("HTTP echo_sync calls/s, 32 clients", ("http_clients_sync", "calls_per_s"), "higher", digits=0),
+    Metric("HTTP echo_sync server CPU/call, 32 clients (µs)", ("http_clients_sync", "cpu_us_per_call"), "lower"),
     Metric("HTTP RSS after run (MB)", ("http_memory", "rss_kb"), "lower", scale=1 / 1024),
     Metric("protocol errors (must be 0)", ("errors", ""), "lower", digits=0),
 )
@@ -156,7 +164,16 @@ BUDGET = tuple(Check(*line) for line in (
     ("HTTP 32 concurrent clients calls/s >= 10x mcp", "tooldeck", "mcp", ("http_clients", "calls_per_s"), 10.0, "min"),
     ("task create + result p50 <= 3x plain call p50", "tooldeck", "tooldeck", ("task", "p50_us"), 3.0, "max",
      ("task", "call_p50_us")),
+    ("sync echo CPU/call <= 2x async, stdio seq", "tooldeck", "tooldeck", ("echo_sync", "cpu_us_per_call"), 2.0,
+     "max", ("echo", "cpu_us_per_call")),
+    ("sync echo CPU/call <= 2x async, stdio 32 in flight", "tooldeck", "tooldeck",
+     ("inflight_sync", "cpu_us_per_call"), 2.0, "max", ("inflight", "cpu_us_per_call")),
+    ("sync echo CPU/call <= 2x async, HTTP seq", "tooldeck", "tooldeck", ("http_echo_sync", "cpu_us_per_call"),
+     2.0, "max", ("http_echo", "cpu_us_per_call")),
+    ("sync echo CPU/call <= 2x async, HTTP 32 clients", "tooldeck", "tooldeck",
+     ("http_clients_sync", "cpu_us_per_call"), 2.0, "max", ("http_clients", "cpu_us_per_call")),
 ))  # fmt: skip
+TEXT_WIDTH = max(len(check.text) for check in BUDGET)
 
 
 def budget(results: dict[str, Any]) -> tuple[str, list[dict[str, Any]]]:
@@ -166,7 +183,7 @@ def budget(results: dict[str, Any]) -> tuple[str, list[dict[str, Any]]]:
         within = r is not None and (r <= check.bound if check.kind == "max" else r >= check.bound)
         verdict = "SKIP" if r is None else "PASS" if within else "FAIL"
         measured = "n/a" if r is None else f"{check.names()} = {r:.2f}x"
-        lines.append(f"  {verdict}  {check.text:<46} {measured}")
+        lines.append(f"  {verdict}  {check.text:<{TEXT_WIDTH}} {measured}")
         checks.append({"check": check.text, "ratio": r, "bound": check.bound, "kind": check.kind, "verdict": verdict})
     return "\n".join(lines), checks
 

@@ -77,6 +77,8 @@ def run_stdio(spec: ServerSpec, plan: measure.Plan, cpus: set[int] | None, resul
             result[tool] = measure.sequential(server, tool, plan)
         mark(f"{plan.inflight} in flight")
         result["inflight"] = measure.pipelined(server, plan)
+        mark(f"{plan.inflight} in flight, echo_sync")
+        result["inflight_sync"] = measure.pipelined(server, plan, "echo_sync")
         result["memory"] = server.memory_kb()
         mark(f"{plan.inflight} concurrent sleeps")
         result["sleeps"] = measure.concurrent_sleeps(server, plan)
@@ -128,7 +130,7 @@ def run_http_rounds(
                 failed(spec.name, exc, server)
         measure_http.interleaved(subjects, plan, log, lambda s, exc: failed(s.name, exc, s.server))
         for subject in subjects:
-            if len(subject.clients_rounds) == plan.rounds:  # it did not fail on the way
+            if subject.rounds_done == plan.rounds:  # it did not fail on the way
                 results[subject.name].update(subject.results())
                 results[subject.name]["http_server_info"] = subject.server_info
     finally:
