@@ -64,7 +64,7 @@ class WorkerPool:
         self._closed = False
         self._in_flight = 0  # jobs queued or running whose result is not yet handed back
         self._done: dict[asyncio.AbstractEventLoop, list[_Job]] = {}  # results on their way to their loop
-        self._slow: dict[Any, int] = {}  # function -> waits in a row that ran out
+        self._slow: dict[Any, int] = {}  # function (code) -> waits in a row that ran out
         self._turns: set[asyncio.AbstractEventLoop] = set()  # loops that waited for a job in their current turn
 
     def run(self, fn: Callable[[], T]) -> Awaitable[T]:
@@ -74,6 +74,7 @@ class WorkerPool:
         context = contextvars.copy_context()
         job = _Job(fn, context if len(context) else None, future, loop)  # an empty context need not be entered
         key = getattr(fn, "func", fn)  # a functools.partial: the function it calls
+        key = getattr(key, "__code__", key)  # closures made per call share their code
         wake = None
         start = False
         with self._lock:
@@ -122,6 +123,8 @@ class WorkerPool:
             with self._lock:
                 if not job.finished:
                     job.waited = False  # the worker will hand it back through the loop
+                    if len(self._slow) >= 256:
+                        self._slow.clear()  # bounded, whatever callables come and go
                     self._slow[key] = self._slow.get(key, 0) + 1
                     return
         if key in self._slow:
