@@ -47,7 +47,7 @@ class Deck(Server):
     @overload
     def tool(self, **options: Unpack[ToolOptions]) -> Callable[[F], F]: ...
 
-    def tool(self, fn: Any = None, /, **options: Any) -> Any:
+    def tool(self, fn: Any = None, /, **options: Any) -> Any:  # type: ignore[misc]
         """Register a function as a tool: ``@deck.tool`` or ``@deck.tool(name=..., title=...)`` (the options of
         ``tools/options.py``). The function is returned unchanged, so it stays an ordinary, testable function."""
         return _decorator(self.add_tool, fn, options)

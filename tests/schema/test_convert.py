@@ -17,7 +17,8 @@ from hypothesis import strategies as st
 
 from samples import Color, Level
 from tooldeck.protocol.errors import ConversionError, SchemaError, TooldeckError
-from tooldeck.schema.convert import converter_for, json_default, json_value
+from tooldeck.schema.convert import converter_for
+from tooldeck.schema.jsonvalue import json_default, json_value
 
 
 @dataclasses.dataclass

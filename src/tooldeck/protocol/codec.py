@@ -104,7 +104,9 @@ def _decode_exactly(data: Any, orjson_error: str | None) -> Any:
             f'Invalid request: "id" {raw_id!r} is outside the 64-bit integer range; use a smaller integer or a string'
         )
         # Echoed exactly (encode() falls back to the exact encoder for it); an absurdly long one is not echoed.
-        echo = raw_id if type(raw_id) is int else int(raw_id.text) if len(raw_id.text) <= 1000 else None
+        echo: int | None = raw_id if type(raw_id) is int else None
+        if isinstance(raw_id, _Number) and len(raw_id.text) <= 1000:
+            echo = int(raw_id.text)
         error.request_id = echo  # type: ignore[attr-defined]
         raise error
     if found is None:

@@ -14,7 +14,7 @@ import orjson
 
 from ..model.content import EmbeddedResource
 from ..schema import kinds
-from ..schema.convert import json_default
+from ..schema.jsonvalue import json_default
 
 _BINARY = (bytes, bytearray, memoryview)
 _ITEMS = (str, *_BINARY, EmbeddedResource)

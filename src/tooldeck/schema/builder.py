@@ -16,8 +16,8 @@ from typing import Any, Literal
 
 from tooldeck.protocol.errors import SchemaError
 from tooldeck.schema import kinds
-from tooldeck.schema.convert import json_value
 from tooldeck.schema.docstring import cleandoc, parse_docstring
+from tooldeck.schema.jsonvalue import json_value
 
 Schema = dict[str, Any]
 Mode = Literal["validation", "serialization"]

@@ -243,7 +243,7 @@ class Context:
             error = response.error
             raise ClientRequestError(f"the client refused {method}: {error.get('message')} ({error.get('code')})",
                                      code=error.get("code"))  # fmt: skip
-        return response.result  # type: ignore[no-any-return]
+        return response.result
 
     # --- transport hints ----------------------------------------------------------------------------------------
 

@@ -198,7 +198,7 @@ class Session:
     def answers_now(self, message: Any) -> bool:
         """True when handling ``message`` needs no event loop: everything but the ``LATER`` methods."""
         if type(message) is dict:
-            method = self._methods.get(message.get("method"))  # type: ignore[arg-type]
+            method = self._methods.get(message.get("method"))
             return method is None or not method.later
         return type(message) is not list  # a batch may hold a tools/call
 
@@ -207,19 +207,18 @@ class Session:
         self.send(jsonrpc.error(request_id, error), request_id)
 
     def _receive(self, message: jsonrpc.Message, reply: Reply) -> None:
-        kind = type(message)
-        if kind is Request:
-            self._request(message, reply)  # type: ignore[arg-type]
-        elif kind is Notification:
-            self._notification(message)  # type: ignore[arg-type]
-        elif kind is Response:
-            self._response(message)  # type: ignore[arg-type]
+        if type(message) is Request:
+            self._request(message, reply)
+        elif type(message) is Notification:
+            self._notification(message)
+        elif type(message) is Response:
+            self._response(message)
         else:
-            assert kind is Invalid
-            if message.answer:  # type: ignore[union-attr]
-                reply(jsonrpc.error(message.id, message.error))  # type: ignore[union-attr]
+            assert type(message) is Invalid
+            if message.answer:
+                reply(jsonrpc.error(message.id, message.error))
             else:
-                log.debug("ignoring malformed notification: %s", message.error.message)  # type: ignore[union-attr]
+                log.debug("ignoring malformed notification: %s", message.error.message)
 
     def request_context(self, request: Request) -> RequestContext:
         """The context of a request that arrived on this session."""

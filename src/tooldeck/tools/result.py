@@ -15,7 +15,7 @@ import orjson
 
 from ..model.content import CONTENT_TYPES
 from ..protocol.paths import format_path
-from ..schema.convert import json_default
+from ..schema.jsonvalue import json_default
 from .tool import Tool
 
 log = logging.getLogger("tooldeck.tools")

@@ -38,7 +38,7 @@ def _completers_for(rctx: RequestContext, ref: dict[str, Any]) -> dict[str, Any]
         prompt = server.prompts.get(name)
         if prompt is None:
             raise InvalidParamsError(f"Unknown prompt: {name}")
-        return prompt.completers  # type: ignore[no-any-return]
+        return prompt.completers
     if kind == "ref/resource":
         uri = string_param(ref, "uri", "ref/resource")
         template = server.templates.get(uri)
@@ -46,7 +46,7 @@ def _completers_for(rctx: RequestContext, ref: dict[str, Any]) -> dict[str, Any]
             if uri in server.resources:
                 return {}  # a fixed URI has nothing to complete
             raise InvalidParamsError(f"Unknown resource template: {uri}")
-        return template.completers  # type: ignore[no-any-return]
+        return template.completers
     raise InvalidParamsError(f'Invalid params: "ref.type" must be "ref/prompt" or "ref/resource", got {kind!r}')
 
 
