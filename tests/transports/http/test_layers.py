@@ -1,0 +1,168 @@
+"""The HTTP app's layers one by one: the Host/Origin guard, authentication and principals, the route table, refusals
+from the call pipeline as HTTP statuses, sessions shared through a SessionStore, and numbers out of range."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+import pytest
+
+from asgi_client import INIT, AsgiClient
+from tooldeck import Deck
+from tooldeck.protocol.errors import HttpError, RefusedError
+from tooldeck.server.state import MemorySessionStore
+from tooldeck.transports.http import HttpApp
+from tooldeck.transports.http.guard import HostOriginGuard
+from tooldeck.transports.http.responses import Receive, Scope, Send, respond
+
+
+def make_deck() -> Deck:
+    deck = Deck("layers", version="1.0.0")
+
+    @deck.tool
+    def add(a: int, b: int) -> int:
+        return a + b
+
+    @deck.tool
+    def secret() -> str:
+        return "leaked"
+
+    return deck
+
+
+class TokenBackend:
+    """Bearer tokens name their principal: "Bearer alice" is alice; none is anonymous; "Bearer bad" is refused."""
+
+    async def authenticate(self, scope: Scope) -> Any:
+        for name, value in scope["headers"]:
+            if name == b"authorization":
+                token = value.decode().removeprefix("Bearer ")
+                if token == "bad":
+                    raise HttpError(401, -32000, "Unauthorized: the token is not valid",
+                                    [(b"www-authenticate", b'Bearer error="invalid_token"')])  # fmt: skip
+                return token
+        return None
+
+
+async def ok_app(scope: Scope, receive: Receive, send: Send) -> None:
+    await respond(send, 200, b"ok", [])
+
+
+async def get(app: Any, path: str, host: str = "127.0.0.1:8000") -> tuple[int, bytes]:
+    """A plain GET through an ASGI app (for routes that are not the MCP endpoint: their bodies are not JSON-RPC)."""
+    scope = {"type": "http", "method": "GET", "path": path, "headers": [(b"host", host.encode())]}
+    sent: list[Any] = []
+
+    async def receive() -> dict[str, Any]:
+        return {"type": "http.request", "body": b"", "more_body": False}
+
+    async def send(message: Any) -> None:
+        sent.append(message)
+
+    await app(scope, receive, send)
+    return sent[0]["status"], b"".join(m.get("body", b"") for m in sent[1:])
+
+
+async def test_the_guard_wraps_any_app() -> None:
+    guard = HostOriginGuard(ok_app, allowed_hosts=["mcp.example.com"])
+    assert await get(guard, "/anything", host="mcp.example.com") == (200, b"ok")
+    status, body = await get(guard, "/anything", host="evil.example")
+    assert status == 403
+    assert b"DNS rebinding protection" in body
+
+
+async def test_the_route_table_serves_more_paths_and_404s_the_rest() -> None:
+    app = HttpApp(make_deck(), routes={"/.well-known/oauth-protected-resource": ok_app})
+    assert await get(app, "/.well-known/oauth-protected-resource") == (200, b"ok")
+    client = AsgiClient(app)
+    missing = await client.request("GET", path="/elsewhere")
+    assert missing.status == 404
+    assert orjson.loads(await missing.body())["error"]["message"] == "Not found: the MCP endpoint is /mcp"
+    await app.aclose()
+
+
+async def test_authentication_binds_a_session_to_its_principal() -> None:
+    app = HttpApp(make_deck(), auth=TokenBackend())
+    client = AsgiClient(app)
+    alice = {"authorization": "Bearer alice"}
+    init = await client.post({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": INIT}, version=None,
+                             headers=alice)  # fmt: skip
+    session = init.headers["mcp-session-id"]
+    await init.json()
+    assert app.sessions[session].session.principal == "alice"
+    call = {"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "add", "arguments": {"a": 1, "b": 2}}}
+    assert (await (await client.post(call, session=session, headers=alice)).json())["result"]["isError"] is False
+    for intruder in ({"authorization": "Bearer mallory"}, {}):
+        refused = await client.post(call, session=session, headers=intruder)
+        assert refused.status == 403
+        assert "belongs to another principal" in (await refused.json())["error"]["message"]
+    bad = await client.post(call, session=session, headers={"authorization": "Bearer bad"})
+    assert bad.status == 401 and bad.headers["www-authenticate"] == 'Bearer error="invalid_token"'
+    assert (await bad.json())["error"]["message"] == "Unauthorized: the token is not valid"
+    await app.aclose()
+
+
+async def test_a_pipeline_refusal_is_answered_with_its_http_status() -> None:
+    deck = make_deck()
+
+    def policy(request: Any, call: Any) -> None:
+        if call.name == "secret":
+            raise RefusedError("Forbidden: insufficient scope for 'secret'", http_status=403)
+
+    deck.policies.append(policy)
+    app = HttpApp(deck)
+    client = AsgiClient(app)
+    session = await client.initialize()
+    refused = await client.call(session, 5, "tools/call", {"name": "secret", "arguments": {}})
+    assert refused.status == 403
+    body = await refused.json()
+    assert body["id"] == 5 and body["error"]["message"] == "Forbidden: insufficient scope for 'secret'"
+    allowed = await client.call(session, 6, "tools/call", {"name": "add", "arguments": {"a": 1, "b": 1}})
+    assert allowed.status == 200
+    await allowed.json()
+    await app.aclose()
+
+
+@pytest.mark.parametrize("shared", [True, False])
+async def test_a_session_store_lets_another_app_serve_the_session(shared: bool) -> None:
+    store = MemorySessionStore()
+    first = HttpApp(make_deck(), session_store=store)
+    second = HttpApp(make_deck(), session_store=store if shared else MemorySessionStore())
+    session = await AsgiClient(first).initialize("2025-06-18")
+    other = AsgiClient(second)
+    set_level = await other.call(session, 1, "logging/setLevel", {"level": "error"}, version="2025-06-18")
+    if not shared:
+        assert set_level.status == 404
+        await set_level.json()
+    else:
+        assert (await set_level.json())["result"] == {}
+        call = await other.call(session, 2, "tools/call", {"name": "add", "arguments": {"a": 2, "b": 2}},
+                                version="2025-06-18")  # fmt: skip
+        assert (await call.json())["result"]["structuredContent"] == {"result": 4}
+        stored = await store.get(session)
+        assert stored is not None and stored["logLevel"] == "error" and stored["revision"] == "2025-06-18"
+        await second.close_session(second.sessions[session])
+        assert await store.get(session) is None  # ended everywhere
+    await first.aclose()
+    await second.aclose()
+
+
+async def test_an_id_past_64_bits_is_400_with_that_id() -> None:
+    app = HttpApp(make_deck())
+    client = AsgiClient(app)
+    session = await client.initialize()
+    response = await client.request(
+        "POST",
+        headers={
+            "content-type": "application/json",
+            "accept": "application/json",
+            "mcp-session-id": session,
+            "mcp-protocol-version": "2025-11-25",
+        },
+        body=b'{"jsonrpc":"2.0","id":18446744073709551616,"method":"ping"}',
+    )
+    assert response.status == 400
+    body = await response.body()
+    assert body.startswith(b'{"jsonrpc":"2.0","id":18446744073709551616,"error":{"code":-32600')
+    await app.aclose()
