@@ -26,11 +26,15 @@ class Gate:
     def __init__(self, value: Any = None) -> None:
         self.started = threading.Event()
         self.opened = threading.Event()
+        self.finished = threading.Event()
         self.value = value
 
     def __call__(self) -> Any:
         self.started.set()
-        assert self.opened.wait(TIMEOUT), "the test never opened the gate"
+        try:
+            assert self.opened.wait(TIMEOUT), "the test never opened the gate"
+        finally:
+            self.finished.set()
         return self.value
 
 
@@ -172,16 +176,22 @@ async def test_a_blocked_job_never_delays_the_loop() -> None:
     pool.close()
 
 
-async def test_close_does_not_wait_for_a_stuck_thread_and_cancels_queued_jobs() -> None:
+@pytest.mark.parametrize("where", ["loop thread", "another thread"])
+async def test_close_does_not_wait_for_a_stuck_thread_and_cancels_queued_jobs(where: str) -> None:
     pool = WorkerPool(1)
     stuck = Gate()
     running = pool.run(stuck)
     queued = pool.run(lambda: "never")
     assert stuck.started.wait(TIMEOUT)
-    closer = threading.Thread(target=pool.close)
-    closer.start()
-    closer.join(TIMEOUT)
-    assert not closer.is_alive()
+    if where == "loop thread":
+        pool.close()  # returns: were it to wait, the gate would never open
+        assert queued.cancelled()
+    else:
+        closer = threading.Thread(target=pool.close)
+        closer.start()
+        closer.join(TIMEOUT)
+        assert not closer.is_alive()
+    assert not stuck.finished.is_set()  # close() came back while the job was still running
     with pytest.raises(asyncio.CancelledError):
         await queued
     with pytest.raises(RuntimeError, match="closed"):

@@ -18,6 +18,7 @@ import contextvars
 import logging
 import os
 import threading
+import time
 from collections import deque
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
@@ -28,6 +29,7 @@ log = logging.getLogger("tooldeck.workers")
 YIELDS = 2  # times the loop's thread yields the CPU to a woken worker before it waits on a lock instead
 WAIT_S = 50e-6  # the longest the loop's thread then waits for that worker (it is on another CPU, or busy)
 SLOW_AFTER = 3  # waits in a row that ran out before a function is no longer waited for
+_yield_cpu: Callable[[], Any] = getattr(os, "sched_yield", None) or (lambda: time.sleep(0))  # both release the GIL
 
 
 class _Job:
@@ -110,7 +112,7 @@ class WorkerPool:
 
     def _wait(self, job: _Job, key: Any) -> None:
         for _ in range(YIELDS):
-            os.sched_yield()  # releases the GIL and the CPU: the worker just woken runs the job now
+            _yield_cpu()  # releases the GIL and the CPU: the worker just woken runs the job now
             if job.finished:  # set under the lock by a worker that saw job.waited: the result is ours to set
                 break
         else:
@@ -145,8 +147,15 @@ class WorkerPool:
             self._spare += len(sleepers)
         for lock in sleepers:
             lock.release()
+        try:
+            running = asyncio.get_running_loop()
+        except RuntimeError:
+            running = None
         for job in queued:
-            _call_on(job.loop, job.future.cancel)
+            if job.loop is running:
+                job.future.cancel()
+            else:
+                _call_on(job.loop, job.future.cancel)
 
     def _start(self) -> None:
         wake = threading.Lock()
