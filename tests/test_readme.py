@@ -80,3 +80,24 @@ async def test_the_feature_examples_register_and_serve() -> None:
         done = await c.request("completion/complete", {"ref": {"type": "ref/prompt", "name": "review"},
                                                        "argument": {"name": "language", "value": "r"}})  # fmt: skip
         assert done["completion"]["values"] == ["rust"]
+
+
+async def test_the_access_control_example_refuses_what_its_policy_denies() -> None:
+    (block,) = [b for b in python_blocks() if "deck.policies.append" in b]
+    module = run_as_module("from tooldeck import Deck\ndeck = Deck('readme-policy')\n" + block)
+    deck = module.deck
+
+    @deck.tool
+    def admin_reset() -> str:
+        return "reset"
+
+    @deck.tool
+    def status() -> str:
+        return "fine"
+
+    async with client(deck) as c:
+        refused = await c.request_raw("tools/call", {"name": "admin_reset", "arguments": {}})
+        assert refused["error"] == {"code": -32000, "message": "admin_reset is for staff only"}
+        assert (await c.call_tool("status"))["structuredContent"] == {"result": "fine"}
+        c.session.principal = "staff"
+        assert (await c.call_tool("admin_reset"))["structuredContent"] == {"result": "reset"}
