@@ -164,7 +164,7 @@ async def test_a_blocked_job_never_delays_the_loop() -> None:
     pool = WorkerPool(2)
     for _ in range(5):  # the pool may wait a few µs for a call it expects to be quick: never for one that blocks
         gate = Gate("done")
-        future = pool.run(gate)
+        future = asyncio.ensure_future(pool.run(gate))
         assert not future.done()  # run() came back while the job is still blocked
         assert gate.started.wait(TIMEOUT)
         ran = asyncio.Event()
@@ -181,7 +181,7 @@ async def test_close_does_not_wait_for_a_stuck_thread_and_cancels_queued_jobs(wh
     pool = WorkerPool(1)
     stuck = Gate()
     running = pool.run(stuck)
-    queued = pool.run(lambda: "never")
+    queued = asyncio.ensure_future(pool.run(lambda: "never"))
     assert stuck.started.wait(TIMEOUT)
     if where == "loop thread":
         pool.close()  # returns: were it to wait, the gate would never open
