@@ -346,3 +346,10 @@ def test_every_method_of_the_table_resolves_to_its_handler() -> None:
     later = {name for name, method in table.items() if method.later}
     assert later == {"tools/call", "resources/read", "prompts/get", "completion/complete", "tasks/get",
                      "tasks/result", "tasks/list", "tasks/cancel"}  # fmt: skip
+
+
+def test_a_method_that_is_not_a_string_is_refused_even_in_the_handshake_gate() -> None:
+    harness = Harness(make_deck())
+    assert harness.session.answers_now({"jsonrpc": "2.0", "id": 1, "method": ["tools/call"]})
+    (reply,) = harness.send({"jsonrpc": "2.0", "id": 1, "method": ["tools/call"]})
+    assert reply["error"] == {"code": -32600, "message": 'Invalid request: "method" must be a string'}

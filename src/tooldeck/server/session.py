@@ -198,7 +198,8 @@ class Session:
     def answers_now(self, message: Any) -> bool:
         """True when handling ``message`` needs no event loop: everything but the ``LATER`` methods."""
         if type(message) is dict:
-            method = self._methods.get(message.get("method"))
+            name = message.get("method")
+            method = self._methods.get(name) if type(name) is str else None
             return method is None or not method.later
         return type(message) is not list  # a batch may hold a tools/call
 

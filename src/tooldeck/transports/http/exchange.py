@@ -171,6 +171,9 @@ class Endpoint:
         finally:
             http_session.connections -= 1
             http_session.touch()
+            if http_session.status:  # a refusal answered on a stream needs no status kept
+                for request_id in request_ids:
+                    http_session.status.pop(request_id, None)
             if http_session.id is None:
                 http_session.close()  # stateless: nothing outlives the request
             elif not initialize:
