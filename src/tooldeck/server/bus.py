@@ -5,8 +5,10 @@ Topics in use (``server.core`` publishes, sessions subscribe):
 - ``list_changed``: payload ``"tools" | "resources" | "prompts"``; every session with that capability announces
   ``notifications/<kind>/list_changed``.
 - ``resource_updated``: payload the URI; subscribed sessions send ``notifications/resources/updated``.
-- ``session/<key>``: a message addressed to one session (a task's status notification, today), delivered to that
-  session's ``deliver`` callback.
+- ``session/<key>``: a message addressed to one session, delivered to its ``deliver``: a notification to send (a
+  task's status), ``{"cancel": request_id}`` (the client cancelled a request that runs in another process serving the
+  same session) or ``{"answer": {...}}`` (the client answered a request that another process made). An HTTP
+  session's key is its session id, so every process serving it subscribes to the same topic.
 
 ``MemoryBus`` delivers synchronously, in publish order, on the publisher's thread; the server makes sure it
 publishes on the event loop's thread. A networked bus implements the same three methods and passes the same contract

@@ -100,6 +100,7 @@ class Session:
         identifies_requestor: bool = True,
         principal: Any = None,
         listen: bool = True,
+        key: str | None = None,
     ) -> None:
         self.server = server
         self.send = send
@@ -110,7 +111,9 @@ class Session:
         else:  # rebuilt from a store: the handshake happened (perhaps in another process)
             self.phase = lifecycle.READY if state.revision is not None else lifecycle.NEW
         self.state = state
-        self.key = next(_keys)  # this session's address on the bus
+        # This session's address on the bus: its HTTP session id where it has one, so that every process serving the
+        # session hears what is addressed to it (a cancellation, an answer to one of its requests to the client).
+        self.key = key if key is not None else f"local-{next(_keys)}"
         self.runner: Runner | None = None
         self._methods = server.methods
         self._direct = Reply(send)
@@ -268,19 +271,28 @@ class Session:
         # Other notifications (progress for our requests, roots/list_changed, unknown ones) need no action yet.
 
     def _response(self, response: Response) -> None:
-        if self.runner is None or not self.runner.resolve(response):
-            log.debug("ignoring a response to unknown request id %r", response.id)
+        if self.runner is not None and self.runner.resolve(response):
+            return
+        if self._subscriptions:  # perhaps another process of this session asked: it hears it on the bus
+            answer = {"id": response.id, "result": response.result, "error": response.error}
+            self.server.bus.publish(f"session/{self.key}", {"answer": answer})
 
     def _cancelled(self, params: dict[str, Any]) -> None:
         request_id = params.get("requestId")
-        if not jsonrpc.is_request_id(request_id) or self.runner is None:
-            return  # malformed, or nothing is running: the spec says ignore
-        flight = self.runner.cancel(request_id)  # type: ignore[arg-type]
+        if not jsonrpc.is_request_id(request_id):
+            return  # malformed: the spec says ignore
+        if not self._cancel_here(request_id, params.get("reason")) and self._subscriptions:
+            # Not running here: perhaps in another process serving this session (unknown anywhere: ignored).
+            self.server.bus.publish(f"session/{self.key}", {"cancel": request_id, "reason": params.get("reason")})
+
+    def _cancel_here(self, request_id: RequestId, reason: Any) -> bool:
+        flight = None if self.runner is None else self.runner.cancel(request_id)
         if flight is None:
-            return  # unknown or finished already: the spec says ignore
-        log.debug("request %r cancelled by the client: %s", request_id, params.get("reason"))
+            return False  # unknown or finished already: the spec says ignore
+        log.debug("request %r cancelled by the client: %s", request_id, reason)
         if self.request_dropped is not None:
-            self.request_dropped(request_id)  # type: ignore[arg-type]
+            self.request_dropped(request_id)
+        return True
 
     def receive_batch(self, messages: list[jsonrpc.Message]) -> None:
         """A 2025-03-26 JSON-RPC batch whose items the transport classified with ``jsonrpc.parse``."""
@@ -349,8 +361,15 @@ class Session:
             self.send(jsonrpc.notification(method, params), None)
 
     def deliver(self, message: dict[str, Any]) -> None:
-        """A message the bus addressed to this session (a task's status notification)."""
-        if self.phase in (lifecycle.INITIALIZED, lifecycle.READY):
+        """What the bus addressed to this session: a notification to send (a task's status), a cancellation of a
+        request running here, or the client's answer to a request made here (each arrived at another process)."""
+        if "cancel" in message:
+            self._cancel_here(message["cancel"], message.get("reason"))
+        elif "answer" in message:
+            answer = message["answer"]
+            if self.runner is not None:
+                self.runner.resolve(Response(answer["id"], result=answer.get("result"), error=answer.get("error")))
+        elif self.phase in (lifecycle.INITIALIZED, lifecycle.READY):
             self.send(message, None)
 
     def list_changed(self, kind: str) -> None:

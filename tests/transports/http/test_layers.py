@@ -3,13 +3,14 @@ from the call pipeline as HTTP statuses, sessions shared through a SessionStore,
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 import orjson
 import pytest
 
 from asgi_client import INIT, AsgiClient
-from tooldeck import Deck
+from tooldeck import Context, Deck
 from tooldeck.protocol.errors import HttpError, RefusedError
 from tooldeck.server.state import MemorySessionStore
 from tooldeck.transports.http import HttpApp
@@ -166,3 +167,44 @@ async def test_an_id_past_64_bits_is_400_with_that_id() -> None:
     body = await response.body()
     assert body.startswith(b'{"jsonrpc":"2.0","id":18446744073709551616,"error":{"code":-32600')
     await app.aclose()
+
+
+async def test_a_cancellation_posted_to_another_app_reaches_the_request_through_the_bus() -> None:
+    started, cancelled = asyncio.Event(), asyncio.Event()
+
+    def deck_with_a_slow_tool() -> Deck:
+        deck = make_deck()
+
+        @deck.tool
+        async def slow(ctx: Context) -> str:
+            started.set()
+            try:
+                await asyncio.sleep(60)
+            except asyncio.CancelledError:
+                cancelled.set()
+                raise
+            return "never"
+
+        return deck
+
+    first_deck, second_deck = deck_with_a_slow_tool(), deck_with_a_slow_tool()
+    second_deck.bus = first_deck.bus  # two processes sharing a bus (and a session store)
+    store = MemorySessionStore()
+    first = HttpApp(first_deck, session_store=store)
+    second = HttpApp(second_deck, session_store=store)
+    session = await AsgiClient(first).initialize()
+    caller = AsgiClient(first)
+    caller.checker.expect_no_messages()  # the cancelled call is answered by no message at all
+    call = asyncio.ensure_future(
+        caller.call(session, "long", "tools/call", {"name": "slow", "arguments": {}}, accept="application/json")
+    )
+    await asyncio.wait_for(started.wait(), 10)
+    note = {"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": "long"}}
+    other = AsgiClient(second)
+    other.checker.expect_no_messages()  # a notification is answered by 202 and no message
+    assert (await other.post(note, session=session)).status == 202
+    await asyncio.wait_for(cancelled.wait(), 10)
+    response = await asyncio.wait_for(call, 10)
+    assert response.status == 202  # cancelled: no JSON-RPC response, as the spec asks
+    await first.aclose()
+    await second.aclose()

@@ -86,7 +86,7 @@ class HttpSession:
         self.id = session_id
         # Anyone holding a session id is not an identity: tasks are bound to a principal, or to nothing.
         self.session = Session(server, self.route, state=state, identifies_requestor=False, principal=principal,
-                               listen=session_id is not None)  # fmt: skip
+                               listen=session_id is not None, key=session_id)  # fmt: skip
         self.session.close_stream_hook = self._close_stream
         self.session.request_dropped = self._dropped
         self.session.request_refused = self._refused
