@@ -254,3 +254,20 @@ async def test_cancellation_reaches_a_sync_tool_through_its_context() -> None:
         assert await asyncio.to_thread(saw.wait, 10)
         assert not call.done()  # no response for a cancelled request
         call.cancel()
+
+
+async def test_a_tool_error_refusal_of_a_task_call_is_an_error_response_and_creates_no_task() -> None:
+    deck = Deck("tasks", task_ttl=60)
+
+    @deck.tool(task="optional")
+    async def job() -> str:
+        return "done"
+
+    def deny(request: RequestContext, call: Call) -> None:
+        raise ToolError("no jobs today")
+
+    deck.policies.append(deny)
+    async with client(deck) as c:
+        response = await c.request_raw("tools/call", {"name": "job", "arguments": {}, "task": {}})
+        assert response["error"] == {"code": -32000, "message": "no jobs today"}
+        assert await c.request("tasks/list", {}) == {"tasks": []}

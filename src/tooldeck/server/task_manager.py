@@ -16,7 +16,14 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from ..protocol import jsonrpc
-from ..protocol.errors import InternalError, InvalidParamsError, ProtocolError, TaskLimitError
+from ..protocol.errors import (
+    InternalError,
+    InvalidParamsError,
+    ProtocolError,
+    RefusedError,
+    TaskLimitError,
+    ToolError,
+)
 from ..tasks.memory import MemoryTaskStore
 from ..tasks.record import TaskRecord, new_task_id
 from ..tasks.store import TaskStore
@@ -110,7 +117,10 @@ class TaskManager:
         self, rctx: RequestContext, tool: Tool, arguments: dict[str, Any], task: dict[str, Any]
     ) -> dict[str, Any]:
         if self.pipeline.admits:  # authorize and limits before anything is created: a refusal is immediate
-            await self.pipeline.admit(rctx, Call("tool", tool.name, tool, arguments))
+            try:
+                await self.pipeline.admit(rctx, Call("tool", tool.name, tool, arguments))
+            except ToolError as exc:  # a task has no isError result to carry it: the refusal is the answer
+                raise RefusedError(str(exc) or f"Tool {tool.name!r} was refused") from None
         if not self._started:
             await self.start()
         now = self.clock()
