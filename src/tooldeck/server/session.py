@@ -224,10 +224,6 @@ class Session:
             else:
                 log.debug("ignoring malformed notification: %s", message.error.message)
 
-    def request_context(self, request: Request) -> RequestContext:
-        """The context of a request that arrived on this session."""
-        return RequestContext(self.server, self, request.id, request.method, request.params, state=self.state)
-
     def _request(self, request: Request, reply: Reply, inline: bool = False) -> Awaitable[None] | None:
         name = request.method
         phase = self.phase

@@ -13,9 +13,6 @@ class Routes:
         self.routes = {path.rstrip("/") or "/": app for path, app in routes.items()}
         self.endpoint = endpoint  # named in the 404 message
 
-    def add(self, path: str, app: App) -> None:
-        self.routes[path.rstrip("/") or "/"] = app
-
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         path = scope["path"]
         app = self.routes.get(path) or self.routes.get(path.rstrip("/") or "/")
