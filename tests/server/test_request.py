@@ -29,9 +29,8 @@ def test_a_request_context_needs_no_session() -> None:
     deck = Deck("standalone", log_level="warning")
     deck.add_tool(lambda: "x", name="x")
     capabilities = deck.initialize_result("2025-11-25")["capabilities"]
-    rctx = RequestContext(deck, Peer(), 1, "tools/list", {}, revision="2025-11-25",  # type: ignore[arg-type]
+    rctx = RequestContext.standalone(deck, Peer(), 1, "tools/list", {}, revision="2025-11-25",  # type: ignore[arg-type]
                           client_capabilities={"sampling": {}}, capabilities=capabilities, principal="alice")  # fmt: skip
-    assert rctx.state is None
     assert rctx.revision == "2025-11-25" and rctx.client_capabilities == {"sampling": {}}
     assert rctx.owner() == "alice" and rctx.identifies_requestor
     assert rctx.log_rank == 3  # "warning", the deck's default, since no client set one
@@ -43,7 +42,7 @@ def test_a_session_request_reads_the_session_state_live() -> None:
     deck = Deck("live")
     state = SessionState("info")
     state.revision = "2025-06-18"
-    rctx = RequestContext(deck, Peer(), "r", "ping", {}, state=state)  # type: ignore[arg-type]
+    rctx = RequestContext(deck, Peer(), "r", "ping", {}, state)  # type: ignore[arg-type]
     state.log_rank = 5  # logging/setLevel while the request runs
     assert rctx.log_rank == 5 and rctx.revision == "2025-06-18"
 
@@ -52,7 +51,7 @@ def test_a_session_request_reads_the_session_state_live() -> None:
                                              ({"progressToken": 7}, 7)])  # fmt: skip
 def test_the_progress_token_is_read_from_meta(meta: Any, token: Any) -> None:
     params = {} if meta is None else {"_meta": meta}
-    rctx = RequestContext(Deck("p"), Peer(), 1, "tools/call", params)  # type: ignore[arg-type]
+    rctx = RequestContext.standalone(Deck("p"), Peer(), 1, "tools/call", params)  # type: ignore[arg-type]
     assert rctx.progress_token() == token
 
 
@@ -60,7 +59,7 @@ def test_the_progress_token_is_read_from_meta(meta: Any, token: Any) -> None:
     "meta", [5, {"progressToken": 1.5}, {"progressToken": True}, {"progressToken": None} | {"x": 1}]
 )
 def test_a_malformed_progress_token_is_32602(meta: Any) -> None:
-    rctx = RequestContext(Deck("p"), Peer(), 1, "tools/call", {"_meta": meta})  # type: ignore[arg-type]
+    rctx = RequestContext.standalone(Deck("p"), Peer(), 1, "tools/call", {"_meta": meta})  # type: ignore[arg-type]
     if isinstance(meta, dict) and meta.get("progressToken") is None:
         assert rctx.progress_token() is None
         return
@@ -69,7 +68,7 @@ def test_a_malformed_progress_token_is_32602(meta: Any) -> None:
 
 
 def test_cancel_is_the_one_place_cancellation_is_set() -> None:
-    rctx = RequestContext(Deck("c"), Peer(), 1, "tools/call", {})  # type: ignore[arg-type]
+    rctx = RequestContext.standalone(Deck("c"), Peer(), 1, "tools/call", {})  # type: ignore[arg-type]
     assert not rctx.cancelled
     rctx.cancel()
     assert rctx.cancelled
@@ -85,8 +84,8 @@ def test_tools_call_hands_the_runner_work_that_streams_only_with_a_context() -> 
     harness = Harness(deck)
     harness.initialize()
     session = harness.session
-    work = call_tool(RequestContext(deck, session, 1, "tools/call", {"name": "plain"}, state=session.state))
+    work = call_tool(RequestContext(deck, session, 1, "tools/call", {"name": "plain"}, session.state))
     assert type(work) is Work and not work.streams and not work.own
     work.coro.close()
     with pytest.raises(InvalidParamsError, match="Unknown tool: nope"):
-        call_tool(RequestContext(deck, session, 2, "tools/call", {"name": "nope"}, state=session.state))
+        call_tool(RequestContext(deck, session, 2, "tools/call", {"name": "nope"}, session.state))

@@ -43,6 +43,7 @@ LACKS: dict[str, dict[str, frozenset[str]]] = {
         "ServerCapabilities": frozenset({"tasks"}),
     },
 }
+OLDER = frozenset(LACKS)  # the revisions whose messages are cut down
 # Content block types each revision lacks entirely (they are sent as a text block describing them instead).
 LACKS_CONTENT: dict[str, frozenset[str]] = {"2025-03-26": frozenset({"resource_link"})}
 _BLOCKS = {"text": "TextContent", "image": "ImageContent", "audio": "AudioContent", "resource_link": "ResourceLink",

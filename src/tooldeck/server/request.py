@@ -15,7 +15,6 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from ..protocol.errors import InvalidParamsError
 from ..protocol.jsonrpc import RequestId, is_request_id
-from .options import LOG_RANK
 
 if TYPE_CHECKING:
     import asyncio
@@ -52,29 +51,16 @@ class Peer(Protocol):
 class RequestContext:
     """One request as its handler sees it.
 
-    ``cancelled`` is set once, by ``cancel()`` (the client's notifications/cancelled, tasks/cancel, shutdown, a
-    time-out), and read everywhere else.
+    The negotiated state it reads (revision, client capabilities, log level, principal) is a ``SessionState``: its
+    session's, read live (logging/setLevel applies to requests already running), or, for a request that stands alone,
+    one made from what the request itself carries (``standalone``). ``cancelled`` is set once, by ``cancel()`` (the
+    client's notifications/cancelled, tasks/cancel, shutdown, a time-out), and read everywhere else.
     """
 
-    __slots__ = ("cancelled", "capabilities", "client_capabilities", "client_info", "identifies_requestor", "method",
-                 "params", "peer", "principal", "request_id", "revision", "server", "state", "_log_rank")  # fmt: skip
+    __slots__ = ("cancelled", "method", "params", "peer", "request_id", "server", "state")
 
     def __init__(
-        self,
-        server: Any,
-        peer: Peer,
-        request_id: RequestId,
-        method: str,
-        params: dict[str, Any],
-        *,
-        state: SessionState | None = None,
-        revision: str | None = None,
-        client_capabilities: dict[str, Any] | None = None,
-        client_info: dict[str, Any] | None = None,
-        capabilities: dict[str, Any] | None = None,
-        principal: Any = None,
-        log_level: str | None = None,
-        identifies_requestor: bool = True,
+        self, server: Any, peer: Peer, request_id: RequestId, method: str, params: dict[str, Any], state: SessionState
     ) -> None:
         self.server = server
         self.peer = peer
@@ -83,28 +69,66 @@ class RequestContext:
         self.params = params
         self.state = state
         self.cancelled = False
-        if state is not None:  # a session's request: its negotiated state (read once, here)
-            self.revision = state.revision
-            self.client_capabilities = state.client_capabilities
-            self.client_info = state.client_info
-            self.capabilities = state.capabilities
-            self.principal = state.principal
-            self.identifies_requestor = state.identifies_requestor or state.principal is not None
-            self._log_rank = -1
-        else:  # a request that stands alone carries all of it
-            self.revision = revision
-            self.client_capabilities = client_capabilities or {}
-            self.client_info = client_info
-            self.capabilities = capabilities or {}
-            self.principal = principal
-            self.identifies_requestor = identifies_requestor or principal is not None
-            self._log_rank = LOG_RANK[log_level or server.options.log_level]
+
+    @classmethod
+    def standalone(
+        cls,
+        server: Any,
+        peer: Peer,
+        request_id: RequestId,
+        method: str,
+        params: dict[str, Any],
+        *,
+        revision: str | None = None,
+        client_capabilities: dict[str, Any] | None = None,
+        client_info: dict[str, Any] | None = None,
+        capabilities: dict[str, Any] | None = None,
+        principal: Any = None,
+        log_level: str | None = None,
+        identifies_requestor: bool = True,
+    ) -> RequestContext:
+        """A request that stands alone (no session): everything a session would remember, it carries itself."""
+        from .state import SessionState
+
+        state = SessionState(log_level or server.options.log_level, identifies_requestor=identifies_requestor)
+        state.revision = revision
+        state.client_capabilities = client_capabilities or {}
+        state.client_info = client_info
+        state.capabilities = capabilities or {}
+        state.principal = principal
+        return cls(server, peer, request_id, method, params, state)
+
+    @property
+    def revision(self) -> str | None:
+        return self.state.revision
+
+    @property
+    def capabilities(self) -> dict[str, Any]:
+        """What the server declared to this client: features are served by these."""
+        return self.state.capabilities
+
+    @property
+    def client_capabilities(self) -> dict[str, Any]:
+        return self.state.client_capabilities
+
+    @property
+    def client_info(self) -> dict[str, Any] | None:
+        return self.state.client_info
+
+    @property
+    def principal(self) -> Any:
+        return self.state.principal
+
+    @property
+    def identifies_requestor(self) -> bool:
+        """Whether tasks can be bound to the requestor: the transport tells clients apart, or one authenticated."""
+        state = self.state
+        return state.identifies_requestor or state.principal is not None
 
     @property
     def log_rank(self) -> int:
         """The lowest log level the client wants, as a rank (the session's, which logging/setLevel may change)."""
-        state = self.state
-        return state.log_rank if state is not None else self._log_rank
+        return self.state.log_rank
 
     def cancel(self) -> None:
         self.cancelled = True

@@ -239,9 +239,9 @@ class Session:
         if method is None:
             reply(jsonrpc.error(request.id, MethodNotFoundError(f"Method not found: {name}")))
             return None
-        rctx = RequestContext(self.server, self, request.id, name, request.params, state=self.state)
+        rctx = RequestContext(self.server, self, request.id, name, request.params, self.state)
         try:
-            outcome = method.handler(rctx)
+            outcome = (method.handler or method.resolve())(rctx)
         except ProtocolError as exc:
             reply(jsonrpc.error(request.id, exc))
             return None
@@ -274,7 +274,7 @@ class Session:
             self.server.bus.publish(f"session/{self.key}", {"answer": answer})
 
     def _cancelled(self, params: dict[str, Any]) -> None:
-        request_id = params.get("requestId")
+        request_id: Any = params.get("requestId")
         if not jsonrpc.is_request_id(request_id):
             return  # malformed: the spec says ignore
         if not self._cancel_here(request_id, params.get("reason")) and self._subscriptions:

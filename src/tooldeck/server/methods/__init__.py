@@ -39,24 +39,24 @@ TABLE: dict[str, tuple[str, str, str]] = {
 
 
 class Method:
-    """One row of the table: the handler (imported when first used) and when it answers."""
+    """One row of the table: the handler (imported when first used, by ``resolve``) and when it answers."""
 
-    __slots__ = ("_handler", "_where", "later", "name")
+    __slots__ = ("_where", "handler", "later", "name")
 
     def __init__(self, name: str, handler: Handler | tuple[str, str], when: str = NOW) -> None:
         self.name = name
         self.later = when == LATER
-        self._handler = handler if callable(handler) else None
+        self.handler: Handler | None = handler if callable(handler) else None
         self._where = None if callable(handler) else handler
 
-    @property
-    def handler(self) -> Handler:
-        if self._handler is None:
+    def resolve(self) -> Handler:
+        """The handler, imported now if it was not yet."""
+        if self.handler is None:
             import importlib
 
             module, name = self._where  # type: ignore[misc]
-            self._handler = getattr(importlib.import_module(f"{__name__}.{module}"), name)
-        return self._handler
+            self.handler = getattr(importlib.import_module(f"{__name__}.{module}"), name)
+        return self.handler
 
 
 def method_table() -> dict[str, Method]:

@@ -26,12 +26,11 @@ def initialize(rctx: RequestContext) -> dict[str, Any]:
     revision = versions.negotiate(requested)
     result: dict[str, Any] = rctx.server.initialize_result(revision, rctx.identifies_requestor)
     state = rctx.state
-    if state is not None:
-        state.revision = revision
-        state.client_capabilities = capabilities
-        state.client_info = client_info
-        state.capabilities = result["capabilities"]
-        state.changed()
+    state.revision = revision
+    state.client_capabilities = capabilities
+    state.client_info = client_info
+    state.capabilities = result["capabilities"]
+    state.changed()
     return result
 
 

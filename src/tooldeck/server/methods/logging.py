@@ -13,7 +13,6 @@ def set_level(rctx: RequestContext) -> dict[str, Any]:
     level = rctx.params.get("level")
     if type(level) is not str or level not in LOG_RANK:
         raise InvalidParamsError(f"Invalid params: unknown log level {level!r}; use one of {', '.join(LOG_LEVELS)}")
-    if rctx.state is not None:
-        rctx.state.log_rank = LOG_RANK[level]
-        rctx.state.changed()
+    rctx.state.log_rank = LOG_RANK[level]
+    rctx.state.changed()
     return {}

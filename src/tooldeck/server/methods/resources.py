@@ -68,16 +68,15 @@ def subscribe(rctx: RequestContext) -> dict[str, Any]:
     server = rctx.server
     if uri not in server.resources and server.templates.match(uri) is None:
         raise ResourceNotFoundError(f"Resource not found: {uri}", {"uri": uri})
-    if rctx.state is not None:
-        rctx.state.subscriptions.add(uri)
-        rctx.state.changed()
+    rctx.state.subscriptions.add(uri)
+    rctx.state.changed()
     return {}
 
 
 def unsubscribe(rctx: RequestContext) -> dict[str, Any]:
     require(rctx, "resources")
     uri = string_param(rctx.params, "uri", rctx.method)
-    if rctx.state is not None and uri in rctx.state.subscriptions:
+    if uri in rctx.state.subscriptions:
         rctx.state.subscriptions.discard(uri)
         rctx.state.changed()
     return {}

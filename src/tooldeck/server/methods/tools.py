@@ -30,7 +30,8 @@ def call_tool(rctx: RequestContext) -> Work:
         arguments = {}
     elif type(arguments) is not dict:
         raise InvalidParamsError('Invalid params: tools/call "arguments" must be an object')
-    rctx.progress_token()  # a malformed progress token is a -32602 now, not a failure later
+    if "_meta" in params:
+        rctx.progress_token()  # a malformed progress token is a -32602 now, not a failure later
     if "tasks" in rctx.capabilities:  # without the capability a "task" field is ignored (MUST)
         task = params.get("task")
         if task is not None:
@@ -43,7 +44,7 @@ def call_tool(rctx: RequestContext) -> Work:
         if tool.task_support == "required":
             raise MethodNotFoundError(f'Tool {name!r} must be called as a task (add "task": {{}} to the params)')
     work = server.pipeline.call_tool(rctx, tool, arguments)
-    if not revisions.is_latest(rctx.revision):
+    if rctx.revision in revisions.OLDER:
         work = _for_revision(work, rctx.revision)
     return Work(work, streams=bool(tool.injected))
 

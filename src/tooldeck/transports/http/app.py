@@ -68,8 +68,8 @@ class HttpApp:
         self.endpoint = Endpoint(self.registry, self.sse, json_response=json_response, stateless=stateless,
                                  max_body_bytes=limit)  # fmt: skip
         self.routes = Routes({path: self.endpoint, **(routes or {})}, endpoint=path)
-        self.guard = HostOriginGuard(AuthenticationLayer(self.routes, auth), allowed_hosts=allowed_hosts,
-                                     allowed_origins=allowed_origins)  # fmt: skip
+        inner: App = self.routes if auth is None else AuthenticationLayer(self.routes, auth)  # no backend: anonymous
+        self.guard = HostOriginGuard(inner, allowed_hosts=allowed_hosts, allowed_origins=allowed_origins)
 
     @property
     def sessions(self) -> dict[str, HttpSession]:

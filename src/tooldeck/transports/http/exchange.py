@@ -11,11 +11,14 @@ from __future__ import annotations
 
 from typing import Any
 
+import orjson
+
 from ...protocol import codec, jsonrpc, versions
 from ...protocol.errors import INVALID_REQUEST, SESSION_NOT_FOUND, HttpError, ProtocolError
 from ...protocol.jsonrpc import Invalid, Request
 from .auth import PRINCIPAL
 from .channels import Channel, HttpSession
+from .guard import HEADERS
 from .responses import JSON, NO_HEADERS, SSE, Headers, Receive, Scope, Send, error, respond, respond_json, start
 from .sessions import SessionRegistry
 from .sse import SseWriter
@@ -46,7 +49,7 @@ class Endpoint:
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         try:
             method = scope["method"]
-            headers: Headers = dict(scope["headers"])  # ASGI names are lower-case; values are decoded when read
+            headers: Headers = scope.get(HEADERS) or dict(scope["headers"])  # the guard made it, usually
             if method == "POST":
                 await self.post(scope, headers, receive, send)
             elif method == "GET":
@@ -70,7 +73,14 @@ class Endpoint:
             raise HttpError(406, INVALID_REQUEST, "Not Acceptable: accept application/json or text/event-stream")
         body = await _read_body(receive, self.max_body_bytes)
         try:
-            obj = codec.decode(body)
+            obj = orjson.loads(body)
+        except orjson.JSONDecodeError:
+            obj = exact = None  # codec.decode says what is wrong, or reads what orjson could not (huge numbers)
+        else:
+            exact = obj if type(obj) is not dict or type(obj.get("id")) is not float else None  # an id past 64 bits
+        try:
+            if exact is None:
+                obj = codec.decode(body)
         except ProtocolError as exc:
             request_id = getattr(exc, "request_id", None)
             if request_id is None:
@@ -125,7 +135,8 @@ class Endpoint:
         revision = _version(headers)
         if self.stateless:
             return self.registry.transient(revision, principal)  # each request stands alone: no handshake
-        return await self.registry.lookup(headers.get(b"mcp-session-id"), principal)
+        session_id = headers.get(b"mcp-session-id")
+        return self.registry.live_session(session_id, principal) or await self.registry.lookup(session_id, principal)
 
     async def _exchange(
         self,
@@ -176,8 +187,8 @@ class Endpoint:
                     http_session.status.pop(request_id, None)
             if http_session.id is None:
                 http_session.close()  # stateless: nothing outlives the request
-            elif not initialize:
-                await self.registry.save(http_session)  # logging/setLevel, resources/subscribe change the state
+            elif not initialize and http_session.saved != session.state.changes:
+                await self.registry.save(http_session)  # logging/setLevel, resources/subscribe changed the state
 
     async def _answer_json(self, http_session: HttpSession, channel: Channel, send: Send, extra: list[Any]) -> None:
         response = None

@@ -8,11 +8,13 @@ Verdicts are cached per (Host, Origin) pair: a client sends the same few values 
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import Any
 
 from ...protocol.errors import INVALID_REQUEST
 from .responses import App, Receive, Scope, Send, error, text
 
 LOOPBACK = ("localhost", "127.0.0.1", "[::1]")
+HEADERS = "tooldeck.headers"  # the request's headers as a dict, in the scope
 _UNSEEN = object()
 
 
@@ -25,26 +27,22 @@ class HostOriginGuard:
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "http":
-            host = origin = None
-            for name, value in scope["headers"]:
-                if name == b"host":
-                    host = value
-                elif name == b"origin":
-                    origin = value
-            verdict = self._verdict(host, origin)
+            # ASGI header names are lower-case; the dict is kept for the layers inside (values decoded when read).
+            headers = scope[HEADERS] = dict(scope["headers"])
+            key = (headers.get(b"host"), headers.get(b"origin"))
+            verdict: Any = self._verdicts.get(key, _UNSEEN)
+            if verdict is _UNSEEN:
+                verdict = self._judge(key)
             if verdict is not None:
                 await error(send, 403, INVALID_REQUEST, verdict)
                 return
         await self.app(scope, receive, send)
 
-    def _verdict(self, host: bytes | None, origin: bytes | None) -> str | None:
-        key = (host, origin)
-        verdict = self._verdicts.get(key, _UNSEEN)
-        if verdict is _UNSEEN:
-            verdict = self.judge(text(host), text(origin))
-            if len(self._verdicts) < 256:  # a flood of distinct values is not cached
-                self._verdicts[key] = verdict
-        return verdict  # type: ignore[return-value]
+    def _judge(self, key: tuple[bytes | None, bytes | None]) -> str | None:
+        verdict = self.judge(text(key[0]), text(key[1]))
+        if len(self._verdicts) < 256:  # a flood of distinct values is not cached
+            self._verdicts[key] = verdict
+        return verdict
 
     def judge(self, host: str | None, origin: str | None) -> str | None:
         """None if the pair is allowed, else why not."""
