@@ -208,3 +208,29 @@ async def test_a_cancellation_posted_to_another_app_reaches_the_request_through_
     assert response.status == 202  # cancelled: no JSON-RPC response, as the spec asks
     await first.aclose()
     await second.aclose()
+
+
+async def test_a_refusal_of_a_tool_that_streams_is_still_its_http_status() -> None:
+    deck = make_deck()
+
+    @deck.tool
+    async def watched(ctx: Context) -> str:
+        await ctx.report_progress(1, 2)
+        return "ran"
+
+    deck.policies.append(lambda request, call: _refuse(call.name == "watched"))
+    app = HttpApp(deck)
+    client = AsgiClient(app)
+    session = await client.initialize()
+    # The refusal comes before the tool runs, so it is the exchange's first and only message: a JSON answer.
+    refused = await client.call(
+        session, 9, "tools/call", {"name": "watched", "arguments": {}, "_meta": {"progressToken": 1}}
+    )
+    assert refused.status == 403
+    assert (await refused.json())["error"]["message"] == "Forbidden"
+    await app.aclose()
+
+
+def _refuse(refuse: bool) -> None:
+    if refuse:
+        raise RefusedError("Forbidden", http_status=403)
