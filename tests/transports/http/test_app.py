@@ -441,7 +441,7 @@ async def test_stateless_mode_answers_each_post_on_its_own() -> None:
     app, client = await make(stateless=True)
     init = await client.post({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": INIT}, version=None)
     assert init.status == 200 and "mcp-session-id" not in init.headers
-    await init.json()
+    assert (await init.json())["result"]["protocolVersion"] == "2025-11-25"  # answered, not refused
     call = await client.post({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
                               "params": {"name": "add", "arguments": {"a": 1, "b": 1}}})  # fmt: skip
     assert (await call.json())["result"]["structuredContent"] == {"result": 2}

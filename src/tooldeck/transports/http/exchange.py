@@ -102,8 +102,8 @@ class Endpoint:
             await respond(send, 202, b"", NO_HEADERS)
             return
         initialize = message.method == "initialize"
-        if initialize and not self.stateless:
-            http_session = self.registry.create(principal)
+        if initialize:
+            http_session = self.registry.create(principal, stateless=self.stateless)
         else:
             http_session = await self._session_of(headers, principal)
         await self._exchange(http_session, message, (message.id,), json_ok, sse_ok, initialize, receive, send)

@@ -42,10 +42,13 @@ class SessionRegistry:
         self.shutting_down = False
         self._reaper: asyncio.Task[None] | None = None
 
-    def create(self, principal: Any) -> HttpSession:
-        """A session for an initialize request (registered once the answer says it succeeded)."""
+    def create(self, principal: Any, *, stateless: bool = False) -> HttpSession:
+        """A session for an initialize request (registered once the answer says it succeeded); ``stateless``: one
+        that answers this initialize and is forgotten."""
         if self.shutting_down:
             raise HttpError(503, SERVER_ERROR, "Service Unavailable: the server is shutting down")
+        if stateless:
+            return HttpSession(self.server, None, principal=principal)
         if len(self.live) >= self.max_sessions:
             raise HttpError(503, SERVER_ERROR, f"Service Unavailable: {self.max_sessions} sessions are open")
         self._start_reaper()
