@@ -165,8 +165,8 @@ def _serve(args: argparse.Namespace) -> int:
         from .transports.http.server import run_http
 
         deck = load_deck(args.target)
-        if deck.task_store is None:
-            deck.task_store = store or f"sqlite:{default_store_path(deck.name)}"
+        if deck.options.task_store is None:
+            deck.options.task_store = store or f"sqlite:{default_store_path(deck.name)}"
         run_http(
             deck,
             host=args.host,
@@ -183,8 +183,8 @@ def _serve(args: argparse.Namespace) -> int:
 
     out_fd = claim_stdout()  # before the target is imported: its import-time prints must not reach the client
     deck = load_deck(args.target)
-    if store is not None and deck.task_store is None:
-        deck.task_store = store
+    if store is not None and deck.options.task_store is None:
+        deck.options.task_store = store
     drain = getattr(args, "drain_timeout", None)
     run_stdio(deck, max_message_bytes=args.max_message_bytes, stdout_fd=out_fd,
               **({"drain_timeout": drain} if drain is not None else {}))  # fmt: skip

@@ -56,36 +56,6 @@ class Server:
         self._init_results: dict[tuple[str, bool], dict[str, Any]] = {}
         self._tasks: TaskManager | None = None
 
-    # --- compatibility with the options as attributes -----------------------------------------------------------
-
-    @property
-    def page_size(self) -> int | None:
-        return self.options.page_size
-
-    @property
-    def mask_errors(self) -> bool:
-        return self.options.mask_errors
-
-    @property
-    def max_threads(self) -> int:
-        return self.options.max_threads
-
-    @property
-    def log_level(self) -> str:
-        return self.options.log_level
-
-    @property
-    def max_message_bytes(self) -> int:
-        return self.options.max_message_bytes
-
-    @property
-    def task_store(self) -> Any:
-        return self.options.task_store
-
-    @task_store.setter
-    def task_store(self, value: Any) -> None:
-        self.options.task_store = value
-
     # --- what initialize answers --------------------------------------------------------------------------------
 
     def capabilities(self, identifies_requestor: bool = True) -> dict[str, Any]:

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from ..protocol.errors import InvalidParamsError
 from ..protocol.jsonrpc import RequestId, is_request_id
+from .state import principal_id
 
 if TYPE_CHECKING:
     import asyncio
@@ -147,10 +148,7 @@ class RequestContext:
 
     def owner(self) -> str | None:
         """Who the request's tasks belong to: the principal's id, or None (unauthenticated)."""
-        principal = self.principal
-        if principal is None:
-            return None
-        return str(getattr(principal, "id", principal))
+        return principal_id(self.state.principal)
 
     def __repr__(self) -> str:
         return f"RequestContext({self.method} id={self.request_id!r}, revision={self.revision})"

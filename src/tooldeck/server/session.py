@@ -142,24 +142,12 @@ class Session:
         return self.phase == lifecycle.READY
 
     @property
-    def protocol_version(self) -> str | None:
-        return self.state.revision
-
-    @property
     def client_info(self) -> dict[str, Any] | None:
         return self.state.client_info
 
     @property
     def client_capabilities(self) -> dict[str, Any]:
         return self.state.client_capabilities
-
-    @property
-    def server_capabilities(self) -> dict[str, Any]:
-        return self.state.capabilities
-
-    @property
-    def subscriptions(self) -> set[str]:
-        return self.state.subscriptions
 
     @property
     def principal(self) -> Any:
@@ -254,9 +242,7 @@ class Session:
                 self.phase = lifecycle.move(phase, name)
             reply(jsonrpc.result(request.id, outcome))
             return None
-        if runner is None:
-            runner = self._start_runner()
-        return runner.start(rctx, reply, outcome, inline=inline)
+        return self._runner().start(rctx, reply, outcome, inline=inline)
 
     def _notification(self, note: Notification) -> None:
         method = note.method
@@ -322,10 +308,7 @@ class Session:
 
     def ask(self, method: str, params: dict[str, Any], related: RequestId | None) -> tuple[RequestId, Any]:
         """Send a request to the client: its id, and a future that gets its ``Response``."""
-        runner = self.runner if self.runner is not None else self._start_runner()
-        if self.phase == lifecycle.CLOSED:
-            runner.closed = True
-        return runner.ask(self.send, method, params, related)
+        return self._runner().ask(self.send, method, params, related)
 
     def abandon(self, request_id: RequestId, reason: str, related: RequestId | None) -> None:
         """Stop waiting for a request sent to the client, and tell it so (notifications/cancelled)."""
@@ -339,21 +322,23 @@ class Session:
 
     def loop(self) -> asyncio.AbstractEventLoop:
         """The event loop the session's work runs in (bound once, when the first work starts)."""
-        runner = self.runner if self.runner is not None else self._start_runner()
-        return runner.loop
+        return self._runner().loop
 
-    def _start_runner(self) -> Runner:
-        from .runner import Runner  # the event loop is loaded only once there is work for it
+    def _runner(self) -> Runner:
+        """The session's runner, made when the first work needs it: the event loop is loaded only then."""
+        if self.runner is None:
+            from .runner import Runner
 
-        self.runner = Runner()
-        self.runner.refused = self.request_refused
+            self.runner = Runner()
+            self.runner.refused = self.request_refused
+            self.runner.closed = self.phase == lifecycle.CLOSED  # a request to the client after the end fails
         return self.runner
 
     # --- output -------------------------------------------------------------------------------------------------
 
     def notify(self, method: str, params: dict[str, Any] | None = None) -> None:
         """Send a notification not tied to a request (list_changed and the like), once initialized."""
-        if self.phase in (lifecycle.INITIALIZED, lifecycle.READY):
+        if self.initialized:
             self.send(jsonrpc.notification(method, params), None)
 
     def deliver(self, message: dict[str, Any]) -> None:
@@ -365,7 +350,7 @@ class Session:
             answer = message["answer"]
             if self.runner is not None:
                 self.runner.resolve(Response(answer["id"], result=answer.get("result"), error=answer.get("error")))
-        elif self.phase in (lifecycle.INITIALIZED, lifecycle.READY):
+        elif self.initialized:
             self.send(message, None)
 
     def list_changed(self, kind: str) -> None:

@@ -43,7 +43,7 @@ class SessionState:
     def to_dict(self) -> dict[str, Any]:
         principal = self.principal
         if principal is not None and not isinstance(principal, str | dict):
-            principal = str(getattr(principal, "id", principal))
+            principal = principal_id(principal)
         return {
             "revision": self.revision,
             "clientInfo": self.client_info,
@@ -65,6 +65,16 @@ class SessionState:
         state.subscriptions = set(data.get("subscriptions") or ())
         state.principal = data.get("principal")
         return state
+
+
+def principal_id(principal: Any) -> str | None:
+    """Who a principal is, as a string: its ``id`` (``sub`` for token claims), or itself; None for anonymous.
+    Sessions and tasks are bound to this."""
+    if principal is None:
+        return None
+    if isinstance(principal, dict):
+        return str(principal.get("id", principal.get("sub", principal)))
+    return str(getattr(principal, "id", principal))
 
 
 class SessionStore(Protocol):

@@ -114,7 +114,7 @@ class Endpoint:
         if not batch:
             raise HttpError(400, INVALID_REQUEST, "Invalid request: empty batch")
         http_session = await self._session_of(headers, principal)
-        revision = http_session.session.protocol_version
+        revision = http_session.session.state.revision
         if not versions.accepts_batches(revision):
             raise HttpError(400, INVALID_REQUEST, f"Invalid request: JSON-RPC batches are not supported in {revision}")
         limit = http_session.session.server.options.max_batch

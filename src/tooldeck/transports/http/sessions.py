@@ -16,7 +16,7 @@ from typing import Any
 
 from ...protocol.errors import INVALID_REQUEST, SERVER_ERROR, SESSION_NOT_FOUND, HttpError
 from ...server.core import Server
-from ...server.state import MemorySessionStore, SessionState, SessionStore
+from ...server.state import MemorySessionStore, SessionState, SessionStore, principal_id
 from .channels import HttpSession
 from .events import EventStore
 
@@ -77,15 +77,12 @@ class SessionRegistry:
 
     def live_session(self, session_id: bytes | None, principal: Any) -> HttpSession | None:
         """The fast path of ``lookup``: a live session of this process, opened by this principal; else None."""
-        if session_id is None or self._reaper is None:
+        if session_id is None:
             return None
         http_session = self.live.get(session_id.decode("latin-1"))
         if http_session is None or http_session.closed:
             return None
-        bound = http_session.session.state.principal
-        if (principal is not None or bound is not None) and _owner(principal) != _owner(bound):
-            return None  # lookup says why
-        return http_session
+        return http_session if _bound_to(http_session, principal) else None  # lookup says why not
 
     async def lookup(self, session_id: bytes | None, principal: Any) -> HttpSession:
         """The session a request names: 400 without an id, 404 for an unknown or ended one, 403 for another
@@ -96,8 +93,7 @@ class SessionRegistry:
         http_session = self.live.get(key)
         if http_session is None or http_session.closed:
             http_session = await self._rebuild(key)
-        bound = http_session.session.principal
-        if (principal is not None or bound is not None) and _owner(principal) != _owner(bound):
+        if not _bound_to(http_session, principal):
             raise HttpError(403, INVALID_REQUEST, "Forbidden: this session belongs to another principal")
         self._start_reaper()
         return http_session
@@ -164,9 +160,6 @@ class SessionRegistry:
             self._reaper = None
 
 
-def _owner(principal: Any) -> str | None:
-    if principal is None:
-        return None
-    if isinstance(principal, dict):
-        return str(principal.get("id", principal.get("sub", principal)))
-    return str(getattr(principal, "id", principal))
+def _bound_to(http_session: HttpSession, principal: Any) -> bool:
+    """Whether the session was opened by this principal (a session never outlives its opener's identity)."""
+    return principal_id(principal) == principal_id(http_session.session.state.principal)
