@@ -29,10 +29,31 @@ ACCEPT_BOTH = "application/json, text/event-stream"
 CLIENT_INFO = {"name": "httpx-test", "version": "1"}
 
 
+def initialize_message(version: str = LATEST) -> dict[str, Any]:
+    return {"jsonrpc": "2.0", "id": "init", "method": "initialize",
+            "params": {"protocolVersion": version, "capabilities": {}, "clientInfo": CLIENT_INFO}}  # fmt: skip
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
+
+
+def wait_for_port(port: int, proc: subprocess.Popen[bytes], timeout: float = 20.0) -> None:
+    """Return once ``proc`` accepts connections on ``port``; if it exits or ``timeout`` passes first, kill it and raise
+    with the end of its stderr (``proc`` must have been started with ``stderr=PIPE``)."""
+    deadline = time.monotonic() + timeout
+    while True:  # polling a port that is not yet open: there is no event to wait on across processes
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=0.2):
+                return
+        except OSError:
+            if proc.poll() is not None or time.monotonic() > deadline:
+                proc.kill()
+                stderr = proc.communicate()[1].decode(errors="replace")[-2000:]
+                raise RuntimeError(f"server did not start: {stderr}") from None
+            time.sleep(0.05)  # a poll interval, not a wait for something to happen
 
 
 @contextmanager
@@ -46,17 +67,7 @@ def serve_http(deck: str, *extra: str, start_timeout: float = 20.0) -> Iterator[
         cwd=ROOT,
     )
     try:
-        deadline = time.monotonic() + start_timeout
-        while True:  # polling a port that is not yet open: there is no event to wait on across processes
-            try:
-                with socket.create_connection(("127.0.0.1", port), timeout=0.2):
-                    break
-            except OSError:
-                if proc.poll() is not None or time.monotonic() > deadline:
-                    proc.kill()
-                    stderr = proc.communicate()[1].decode(errors="replace")[-2000:]
-                    raise RuntimeError(f"server did not start: {stderr}") from None
-                time.sleep(0.05)
+        wait_for_port(port, proc, start_timeout)
         yield f"http://127.0.0.1:{port}/mcp"
     finally:
         if proc.poll() is None:
@@ -159,8 +170,7 @@ class HttpClient:
 
     def initialize(self, version: str = LATEST) -> str:
         """Initialize a session; returns its id."""
-        params = {"protocolVersion": version, "capabilities": {}, "clientInfo": CLIENT_INFO}
-        init = self.post({"jsonrpc": "2.0", "id": "init", "method": "initialize", "params": params}, version=None)
+        init = self.post(initialize_message(version), version=None)
         assert init.status_code == 200, init.text
         session = init.headers["mcp-session-id"]
         done = self.post({"jsonrpc": "2.0", "method": "notifications/initialized"}, session=session)

@@ -16,39 +16,22 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-import orjson
 import pytest
 
-from http_client import HttpClient, free_port
-from mcp_schema import WireChecker
+from http_client import HttpClient, free_port, initialize_message, wait_for_port
 from stdio_client import ROOT, TOOLDECK
 
 NOISY = "tests/transports/decks/noisy.py"
 HELD = "tests/transports/decks/held.py"
 TASKS = "tests/transports/decks/tasks_deck.py"
-HEADERS = {"content-type": "application/json", "accept": "application/json, text/event-stream"}
-INIT = {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "httpx-test", "version": "1"}}
-
-
-def wait_for_port(port: int, proc: subprocess.Popen[bytes]) -> None:
-    """Poll until the server accepts connections (or fail at once if it exited)."""
-    deadline = time.monotonic() + 20
-    while True:
-        try:
-            with socket.create_connection(("127.0.0.1", port), timeout=0.2):
-                return
-        except OSError:
-            if proc.poll() is not None or time.monotonic() > deadline:
-                proc.kill()
-                raise RuntimeError(f"server did not start: {proc.communicate()[1].decode()}") from None
-            time.sleep(0.02)  # a poll interval, not a wait for something to happen
 
 
 class Server:
     """A real server process on a free loopback port: ``tooldeck serve DECK --http`` by default, or ``command``.
 
     Its stdin is a pipe (``release`` writes a line: the held deck's tools wait for one); tasks are kept under a
-    temporary ``XDG_STATE_HOME`` unless ``env`` names one, so no test writes to the real home directory.
+    temporary ``XDG_STATE_HOME`` unless ``env`` names one, so no test writes to the real home directory. As a context
+    manager it is stopped (killed if still running) on the way out.
     """
 
     def __init__(
@@ -72,6 +55,12 @@ class Server:
             self.stop()
             raise
 
+    def __enter__(self) -> Server:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
     def release(self, line: str = "go") -> None:
         assert self.proc.stdin is not None
         self.proc.stdin.write(line.encode() + b"\n")
@@ -89,13 +78,8 @@ class Server:
 
 @pytest.fixture
 def server() -> Iterator[Server]:
-    running = Server()
-    yield running
-    running.stop()
-
-
-def initialize_message() -> dict[str, Any]:
-    return {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": INIT}
+    with Server() as running:
+        yield running
 
 
 def tool_call(request_id: Any, name: str, arguments: dict[str, Any], **params: Any) -> dict[str, Any]:
@@ -117,47 +101,20 @@ def sse_events(lines: Iterator[str]) -> Iterator[dict[str, str]]:
             fields[name] = f"{fields[name]}\n{value}" if name in fields else value
 
 
-def sse_messages(lines: Iterator[str]) -> Iterator[Any]:
-    for event in sse_events(lines):
-        if event.get("data"):
-            yield orjson.loads(event["data"])
-
-
 def test_a_session_over_real_http(server: Server) -> None:
-    checker = WireChecker()
-
-    def post(client: httpx.Client, message: Any, session: str | None = None) -> httpx.Response:
-        checker.sent(message)
-        headers = dict(HEADERS)
-        if session:
-            headers |= {"mcp-session-id": session, "mcp-protocol-version": "2025-11-25"}
-        return client.post(server.url, content=orjson.dumps(message), headers=headers)
-
-    with httpx.Client(timeout=10) as client:
-        init = post(client, {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": INIT})
-        assert init.status_code == 200
-        checker.received(init.json())
-        session = init.headers["mcp-session-id"]
-        assert post(client, {"jsonrpc": "2.0", "method": "notifications/initialized"}, session).status_code == 202
-        call = post(client, {"jsonrpc": "2.0", "id": 2, "method": "tools/call",
-                             "params": {"name": "add", "arguments": {"a": 20, "b": 22}}}, session)  # fmt: skip
-        checker.received(call.json())
+    with HttpClient(server.url) as http:
+        session = http.initialize()  # initialize answered 200 with a session id, notifications/initialized 202
+        call = http.post(tool_call(2, "add", {"a": 20, "b": 22}), session=session)
         assert call.json()["result"]["structuredContent"] == {"result": 42}
 
-        message = {"jsonrpc": "2.0", "id": 3, "method": "tools/call",
-                   "params": {"name": "wait", "arguments": {"seconds": 0.05}, "_meta": {"progressToken": "w"}}}  # fmt: skip
-        checker.sent(message)
-        headers = HEADERS | {"mcp-session-id": session, "mcp-protocol-version": "2025-11-25"}
-        with client.stream("POST", server.url, content=orjson.dumps(message), headers=headers) as stream:
-            assert stream.headers["content-type"] == "text/event-stream"
-            messages = list(sse_messages(stream.iter_lines()))
-        for m in messages:
-            checker.received(m)
+        with http.stream(tool_call(3, "wait", {"seconds": 0.05}, _meta={"progressToken": "w"}), session=session) as s:
+            assert s.headers["content-type"] == "text/event-stream"
+            messages = list(s.messages())
         assert [m.get("method") for m in messages] == ["notifications/progress", None]
         assert messages[-1]["result"]["structuredContent"] == {"result": "waited"}
 
-        assert client.delete(server.url, headers={"mcp-session-id": session}).status_code == 200
-        assert post(client, {"jsonrpc": "2.0", "id": 4, "method": "ping"}, session).status_code == 404
+        assert http.delete(session).status_code == 200
+        assert http.post({"jsonrpc": "2.0", "id": 4, "method": "ping"}, session=session).status_code == 404
 
 
 RUN_HELD_WITH_GRACE_1 = [
@@ -171,8 +128,7 @@ LAUNCHERS = {"tooldeck serve --http": None, "deck.run(graceful_timeout=1)": RUN_
 
 @pytest.mark.parametrize("launcher", LAUNCHERS)
 def test_sigterm_ends_get_streams_at_once_and_a_post_in_flight_still_gets_its_response(launcher: str) -> None:
-    server = Server(deck=HELD, command=LAUNCHERS[launcher])
-    try:
+    with Server(deck=HELD, command=LAUNCHERS[launcher]) as server:
         with HttpClient(server.url) as http:
             session = http.initialize()
             call = tool_call(2, "held", {}, _meta={"progressToken": "h"})
@@ -191,8 +147,6 @@ def test_sigterm_ends_get_streams_at_once_and_a_post_in_flight_still_gets_its_re
             "structuredContent": {"result": "released: after the GET ended"}, "isError": False}}]  # fmt: skip
         assert server.proc.wait(15) == 0
         assert b"Traceback" not in server.proc.stderr.read()  # type: ignore[union-attr]
-    finally:
-        server.stop()
 
 
 def test_graceful_timeout_defaults_to_10_seconds() -> None:
@@ -202,8 +156,7 @@ def test_graceful_timeout_defaults_to_10_seconds() -> None:
 
 
 def test_sigterm_cancels_a_post_that_outlasts_graceful_timeout_and_exits_0() -> None:
-    server = Server(deck=HELD, command=RUN_HELD_WITH_GRACE_1)
-    try:
+    with Server(deck=HELD, command=RUN_HELD_WITH_GRACE_1) as server:
         with HttpClient(server.url) as http:
             session = http.initialize()
             with http.stream(tool_call(2, "stuck", {}, _meta={"progressToken": "s"}), session=session) as post:
@@ -220,64 +173,52 @@ def test_sigterm_cancels_a_post_that_outlasts_graceful_timeout_and_exits_0() -> 
         assert waited >= 1.0  # the POST was given its grace period first
         assert [m for m in rest if "result" in m or "error" in m] == []  # cancelled work sends no response
         assert b"timeout graceful shutdown exceeded" in server.proc.stderr.read()  # type: ignore[union-attr]
-    finally:
-        server.stop()
 
 
 # --- command-line flags ---------------------------------------------------------------------------------------------
 
 
 def test_allow_host_and_allow_origin_flags() -> None:
-    server = Server("--allow-host", "mcp.example.com", "--allow-origin", "https://app.example.com")
-    try:
-        with HttpClient(server.url) as http:
+    with (
+        Server("--allow-host", "mcp.example.com", "--allow-origin", "https://app.example.com") as server,
+        HttpClient(server.url) as http,
+    ):
 
-            def initialize(headers: dict[str, str]) -> httpx.Response:
-                return http.post(initialize_message(), version=None, headers=headers)
+        def initialize(headers: dict[str, str]) -> httpx.Response:
+            return http.post(initialize_message(), version=None, headers=headers)
 
-            assert initialize({"host": f"mcp.example.com:{server.port}"}).status_code == 200
-            refused = initialize({"host": f"evil.example.com:{server.port}"})
-            assert refused.status_code == 403
-            assert "Host 'evil.example.com" in refused.json()["error"]["message"]
-            assert initialize({"origin": "https://app.example.com"}).status_code == 200
-            refused = initialize({"origin": "https://evil.example.com"})
-            assert refused.status_code == 403
-            assert "Origin 'https://evil.example.com' is not allowed" in refused.json()["error"]["message"]
-    finally:
-        server.stop()
+        assert initialize({"host": f"mcp.example.com:{server.port}"}).status_code == 200
+        refused = initialize({"host": f"evil.example.com:{server.port}"})
+        assert refused.status_code == 403
+        assert "Host 'evil.example.com" in refused.json()["error"]["message"]
+        assert initialize({"origin": "https://app.example.com"}).status_code == 200
+        refused = initialize({"origin": "https://evil.example.com"})
+        assert refused.status_code == 403
+        assert "Origin 'https://evil.example.com' is not allowed" in refused.json()["error"]["message"]
 
 
 def test_stateless_flag() -> None:
-    server = Server("--stateless")
-    try:
-        with HttpClient(server.url) as http:
-            init = http.post(initialize_message(), version=None)
-            assert init.status_code == 200 and "mcp-session-id" not in init.headers
-            call = http.post(tool_call(2, "add", {"a": 40, "b": 2}))  # no session, no initialize before it
-            assert call.status_code == 200 and "mcp-session-id" not in call.headers
-            assert call.json()["result"]["structuredContent"] == {"result": 42}
-            get = http.client.get(server.url, headers={"accept": "text/event-stream"})
-            assert get.status_code == 405
-    finally:
-        server.stop()
+    with Server("--stateless") as server, HttpClient(server.url) as http:
+        init = http.post(initialize_message(), version=None)
+        assert init.status_code == 200 and "mcp-session-id" not in init.headers
+        call = http.post(tool_call(2, "add", {"a": 40, "b": 2}))  # no session, no initialize before it
+        assert call.status_code == 200 and "mcp-session-id" not in call.headers
+        assert call.json()["result"]["structuredContent"] == {"result": 42}
+        get = http.client.get(server.url, headers={"accept": "text/event-stream"})
+        assert get.status_code == 405
 
 
 def test_json_response_flag_answers_json_even_when_progress_comes_first() -> None:
-    server = Server("--json-response")
-    try:
-        with HttpClient(server.url) as http:
-            session = http.initialize()
-            call = http.post(tool_call(2, "wait", {"seconds": 0}, _meta={"progressToken": "w"}), session=session)
-            assert call.status_code == 200
-            assert call.headers["content-type"] == "application/json"
-            assert call.json()["result"]["structuredContent"] == {"result": "waited"}
-    finally:
-        server.stop()
+    with Server("--json-response") as server, HttpClient(server.url) as http:
+        session = http.initialize()
+        call = http.post(tool_call(2, "wait", {"seconds": 0}, _meta={"progressToken": "w"}), session=session)
+        assert call.status_code == 200
+        assert call.headers["content-type"] == "application/json"
+        assert call.json()["result"]["structuredContent"] == {"result": "waited"}
 
 
 def test_serve_http_keeps_tasks_in_sqlite_under_xdg_state_home(tmp_path: Path) -> None:
-    server = Server(deck=TASKS, env={"XDG_STATE_HOME": str(tmp_path)})
-    try:
+    with Server(deck=TASKS, env={"XDG_STATE_HOME": str(tmp_path)}) as server:
         with HttpClient(server.url) as http:
             session = http.initialize()
             created = http.post(tool_call(2, "quick", {"n": 4}, task={}), session=session).json()
@@ -287,8 +228,6 @@ def test_serve_http_keeps_tasks_in_sqlite_under_xdg_state_home(tmp_path: Path) -
             assert result["result"]["structuredContent"] == {"result": 40}
         server.proc.send_signal(signal.SIGTERM)
         assert server.proc.wait(15) == 0
-    finally:
-        server.stop()
     path = tmp_path / "tooldeck" / "tasks-deck-tasks.sqlite3"
     assert path.is_file(), sorted(str(p.relative_to(tmp_path)) for p in tmp_path.rglob("*"))
     with sqlite3.connect(path) as db:
@@ -316,11 +255,8 @@ def test_deck_run_http_is_the_same_server() -> None:
         "import sys; sys.path.insert(0, 'tests/transports/decks'); from noisy import deck; "
         "deck.run(transport='http', port={port})"
     )
-    server = Server(command=[sys.executable, "-c", code])
-    try:
+    with Server(command=[sys.executable, "-c", code]) as server:
         with HttpClient(server.url) as http:
             http.initialize()
         server.proc.send_signal(signal.SIGINT)
         assert server.proc.wait(15) == 0
-    finally:
-        server.stop()
