@@ -8,7 +8,7 @@ import threading
 import time
 from typing import Any
 
-from helpers import client
+from helpers import client, poll_until_cancelled, sleep_until_cancelled
 from tooldeck import Context, Deck, ToolError
 from tooldeck.protocol.errors import RefusedError
 from tooldeck.server.pipeline import Call
@@ -158,12 +158,7 @@ async def test_an_async_tool_past_its_timeout_is_cancelled_and_says_so() -> None
 
     @deck.tool(timeout=0.05)
     async def slow() -> str:
-        try:
-            await asyncio.sleep(60)
-        except asyncio.CancelledError:
-            cancelled.set()
-            raise
-        return "never"
+        return await sleep_until_cancelled(cancelled)
 
     async with client(deck) as c:
         result = await c.call_tool("slow")
@@ -239,13 +234,7 @@ async def test_cancellation_reaches_a_sync_tool_through_its_context() -> None:
 
     @deck.tool
     def poll(ctx: Context) -> str:
-        started.set()
-        for _ in range(1000):
-            if ctx.is_cancelled:
-                saw.set()
-                return "stopped"
-            time.sleep(0.01)
-        return "never cancelled"
+        return poll_until_cancelled(ctx, started, saw)
 
     async with client(deck) as c:
         call = asyncio.ensure_future(c.request_raw("tools/call", {"name": "poll", "arguments": {}}, id="p"))
@@ -271,3 +260,21 @@ async def test_a_tool_error_refusal_of_a_task_call_is_an_error_response_and_crea
         response = await c.request_raw("tools/call", {"name": "job", "arguments": {}, "task": {}})
         assert response["error"] == {"code": -32000, "message": "no jobs today"}
         assert await c.request("tasks/list", {}) == {"tasks": []}
+
+
+async def test_a_tool_error_refusal_of_a_resource_or_prompt_is_a_refusal_not_an_internal_error() -> None:
+    deck, _ = guarded_deck()
+    deck.policies.clear()
+
+    def deny(request: RequestContext, call: Call) -> None:
+        raise ToolError(f"{call.name} is closed")
+
+    deck.policies.append(deny)
+    async with client(deck) as c:
+        for method, params, name in [
+            ("resources/read", {"uri": "data://static-secret"}, "data://static-secret"),
+            ("resources/read", {"uri": "data://secret"}, "data://secret"),
+            ("prompts/get", {"name": "secret"}, "secret"),
+        ]:
+            response = await c.request_raw(method, params)
+            assert response["error"] == {"code": -32000, "message": f"{name} is closed"}, method

@@ -22,7 +22,7 @@ import logging
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from ..protocol.errors import InternalError, ProtocolError, ToolError, UrlElicitationRequiredError
+from ..protocol.errors import InternalError, ProtocolError, RefusedError, ToolError, UrlElicitationRequiredError
 from ..protocol.record import Record
 from ..tools.call import check_arguments, describe_failure
 from ..tools.result import build_result, error_result
@@ -74,6 +74,14 @@ class Pipeline:
             if hasattr(outcome, "__await__"):
                 await outcome
 
+    async def admit_or_refuse(self, rctx: RequestContext, call: Call) -> None:
+        """``admit`` for a call that has no isError result to carry a step's ``ToolError`` (a resource, a prompt, a
+        task being created): the refusal is the error response."""
+        try:
+            await self.admit(rctx, call)
+        except ToolError as exc:
+            raise RefusedError(str(exc) or f"{call.kind} {call.name!r} was refused") from None
+
     @property
     def admits(self) -> bool:
         return bool(self.authorizers or self.limiters)
@@ -84,12 +92,12 @@ class Pipeline:
                         task: tuple[Any, str] | None = None, admitted: bool = False) -> dict[str, Any]:  # fmt: skip
         """The CallToolResult of one call. Tool failures are isError results; cancellation passes through."""
         call = None
-        if not admitted and (self.authorizers or self.limiters):
+        if not admitted and self.admits:
             call = Call("tool", tool.name, tool, arguments)
             try:
                 await self.admit(rctx, call)  # a ProtocolError refusal is the call's error response
             except ToolError as exc:
-                return await self._finish(rctx, call, error_result(str(exc) or f"Tool {tool.name!r} was refused"))
+                return await self.finish(rctx, call, error_result(str(exc) or f"Tool {tool.name!r} was refused"))
         timeout = tool.timeout if tool.timeout is not None else self.tool_timeout
         try:
             if tool.is_async and timeout is None and not tool.injected:  # the common case, one await fewer
@@ -109,31 +117,23 @@ class Pipeline:
                 result = error_result(f"Tool {tool.name!r} timed out after {timeout:g} s and was stopped")
         except Exception as exc:  # the tool's own bug or failure; BaseException (cancellation, exit) passes through
             result = error_result(describe_failure(f"tool {tool.name!r}", exc, self.mask_errors))
-        if self.sanitisers or self.auditors:
-            result = await self._finish(rctx, call or Call("tool", tool.name, tool, arguments), result)
+        if self.sanitisers or self.auditors:  # tested here: most servers have none, and then no coroutine is made
+            result = await self.finish(rctx, call or Call("tool", tool.name, tool, arguments), result)
         return result
 
     # --- resources and prompts ----------------------------------------------------------------------------------
 
     async def invoke(self, rctx: RequestContext, call: Call, kwargs: dict[str, Any], label: str) -> Any:
-        """Run a resource's or prompt's function (after ``admit``); its failures are JSON-RPC errors."""
+        """Run a resource's or prompt's function (after the authorize and limit steps); failures are JSON-RPC
+        errors."""
         if self.admits:
-            try:
-                await self.admit(rctx, call)
-            except ToolError as exc:  # no isError result here: a refusal is an error response
-                raise ProtocolError(str(exc) or f"{label} refused") from None
+            await self.admit_or_refuse(rctx, call)
         try:
             return await self._run(rctx, call.item, kwargs, label, None, None)
         except ProtocolError:
             raise
         except Exception as exc:
             raise InternalError(describe_failure(label, exc, self.mask_errors)) from None
-
-    async def finish(self, rctx: RequestContext, call: Call, result: dict[str, Any]) -> dict[str, Any]:
-        """The sanitise and audit steps of a resource or prompt result."""
-        if self.sanitisers or self.auditors:
-            return await self._finish(rctx, call, result)
-        return result
 
     # --- run, sanitise, audit -----------------------------------------------------------------------------------
 
@@ -146,21 +146,19 @@ class Pipeline:
             context = Context(rctx, name, task)
             kwargs = {**kwargs, **dict.fromkeys(item.injected, context)}
         try:
+            running = item.fn(**kwargs) if item.is_async else self._workers().run(functools.partial(item.fn, **kwargs))
             if timeout is None:
-                if item.is_async:
-                    return await item.fn(**kwargs)
-                return await self._workers().run(functools.partial(item.fn, **kwargs))
+                return await running
             import asyncio
 
             async with asyncio.timeout(timeout):
-                if item.is_async:
-                    return await item.fn(**kwargs)
-                return await self._workers().run(functools.partial(item.fn, **kwargs))
+                return await running
         finally:
             if context is not None:
                 context.finished = True  # nothing may follow the response
 
-    async def _finish(self, rctx: RequestContext, call: Call, result: dict[str, Any]) -> dict[str, Any]:
+    async def finish(self, rctx: RequestContext, call: Call, result: dict[str, Any]) -> dict[str, Any]:
+        """The sanitise and audit steps of a result (resources and prompts call it; tools/call calls it itself)."""
         for sanitise in self.sanitisers:
             result = sanitise(rctx, call, result)
         for audit in self.auditors:

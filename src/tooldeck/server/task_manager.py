@@ -20,9 +20,7 @@ from ..protocol.errors import (
     InternalError,
     InvalidParamsError,
     ProtocolError,
-    RefusedError,
     TaskLimitError,
-    ToolError,
 )
 from ..tasks.memory import MemoryTaskStore
 from ..tasks.record import TaskRecord, new_task_id
@@ -117,10 +115,7 @@ class TaskManager:
         self, rctx: RequestContext, tool: Tool, arguments: dict[str, Any], task: dict[str, Any]
     ) -> dict[str, Any]:
         if self.pipeline.admits:  # authorize and limits before anything is created: a refusal is immediate
-            try:
-                await self.pipeline.admit(rctx, Call("tool", tool.name, tool, arguments))
-            except ToolError as exc:  # a task has no isError result to carry it: the refusal is the answer
-                raise RefusedError(str(exc) or f"Tool {tool.name!r} was refused") from None
+            await self.pipeline.admit_or_refuse(rctx, Call("tool", tool.name, tool, arguments))
         if not self._started:
             await self.start()
         now = self.clock()

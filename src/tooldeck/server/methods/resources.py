@@ -46,9 +46,9 @@ def read_resource(rctx: RequestContext) -> Work:
 async def _read(rctx: RequestContext, call: Call) -> dict[str, Any]:
     source, uri = call.item, call.name
     pipeline = rctx.server.pipeline
-    if source.fn is None:  # static content (templates always have a function)
+    if source.fn is None:  # static content (templates always have a function): nothing to run, but still admitted
         if pipeline.admits:
-            await pipeline.admit(rctx, call)
+            await pipeline.admit_or_refuse(rctx, call)
         value = source.value
     else:
         value = await pipeline.invoke(rctx, call, call.arguments, f"resource {uri!r}")
