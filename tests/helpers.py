@@ -5,6 +5,9 @@ Their checkers record violations (the server's send path would swallow an except
 
 from __future__ import annotations
 
+import asyncio
+import threading
+import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
@@ -12,7 +15,7 @@ from typing import Any
 import orjson
 
 from mcp_schema import LATEST, WireChecker
-from tooldeck import Deck
+from tooldeck import Context, Deck
 from tooldeck.server.session import Session
 from tooldeck.transports.memory import MemoryClient, connect
 
@@ -106,6 +109,33 @@ async def client(
         if initialize:
             await mc.initialize(version, capabilities)
         yield mc
+
+
+async def sleep_until_cancelled(cancelled: asyncio.Event, started: asyncio.Event | None = None) -> str:
+    """The body of an async tool that ends only by being cancelled: sets ``started``, then ``cancelled`` when the
+    cancellation arrives, and lets it through."""
+    if started is not None:
+        started.set()
+    try:
+        await asyncio.sleep(60)
+    except asyncio.CancelledError:
+        cancelled.set()
+        raise
+    return "never"
+
+
+def poll_until_cancelled(ctx: Context, started: threading.Event, stopped: threading.Event, seconds: float = 10) -> str:
+    """The body of a sync tool that ends only by being cancelled: a worker thread cannot be interrupted, so it polls
+    ``ctx.is_cancelled``; sets ``started``, then ``stopped`` once it sees the cancellation ("never cancelled" after
+    ``seconds``)."""
+    started.set()
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if ctx.is_cancelled:
+            stopped.set()
+            return "stopped"
+        time.sleep(0.001)  # the tool's poll interval, not a test waiting for something
+    return "never cancelled"
 
 
 _IMPORT_PROBE = """

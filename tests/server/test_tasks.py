@@ -4,13 +4,12 @@ from __future__ import annotations
 
 import asyncio
 import threading
-import time
 from typing import Any
 
 import pytest
 
 from asgi_client import AsgiClient
-from helpers import all_pages, client
+from helpers import all_pages, client, poll_until_cancelled
 from mcp_schema import check
 from tooldeck import Context, Deck, ToolError
 from tooldeck.transports.http import HttpApp
@@ -162,14 +161,7 @@ async def test_cancel_reaches_a_sync_tool_polling_its_context() -> None:
 
     @deck.tool(task="optional")
     def grind(ctx: Context) -> str:  # a sync tool polls: cancelling its task cannot interrupt the worker thread
-        started.set()
-        deadline = time.monotonic() + 5
-        while time.monotonic() < deadline:
-            if ctx.is_cancelled:
-                stopped.set()
-                return "stopped"
-            time.sleep(0.001)
-        return "never cancelled"
+        return poll_until_cancelled(ctx, started, stopped, seconds=5)
 
     async with client(deck) as c:
         task = (await create(c, "grind"))["task"]

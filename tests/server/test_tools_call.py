@@ -12,7 +12,7 @@ from typing import Any, TypedDict
 
 import pytest
 
-from helpers import client
+from helpers import client, sleep_until_cancelled
 from tooldeck import Audio, Context, Deck, EmbeddedResource, Image, ResourceLink, Text, ToolError
 
 PNG = b"\x89PNG\r\n\x1a\n" + b"\x00" * 8
@@ -270,13 +270,7 @@ def context_deck() -> tuple[Deck, dict[str, Any]]:
 
     @deck.tool
     async def forever(ctx: Context) -> str:
-        state["started"].set()
-        try:
-            await asyncio.sleep(60)
-        except asyncio.CancelledError:
-            state["cancelled"].set()
-            raise
-        return "never"
+        return await sleep_until_cancelled(state["cancelled"], state["started"])
 
     @deck.tool
     def blocking(ctx: Context) -> str:

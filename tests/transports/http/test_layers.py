@@ -10,6 +10,7 @@ import orjson
 import pytest
 
 from asgi_client import INIT, AsgiClient
+from helpers import sleep_until_cancelled
 from tooldeck import Context, Deck
 from tooldeck.protocol.errors import HttpError, RefusedError
 from tooldeck.server.state import MemorySessionStore
@@ -177,13 +178,7 @@ async def test_a_cancellation_posted_to_another_app_reaches_the_request_through_
 
         @deck.tool
         async def slow(ctx: Context) -> str:
-            started.set()
-            try:
-                await asyncio.sleep(60)
-            except asyncio.CancelledError:
-                cancelled.set()
-                raise
-            return "never"
+            return await sleep_until_cancelled(cancelled, started)
 
         return deck
 
