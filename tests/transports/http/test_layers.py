@@ -51,33 +51,20 @@ async def ok_app(scope: Scope, receive: Receive, send: Send) -> None:
     await respond(send, 200, b"ok", [])
 
 
-async def get(app: Any, path: str, host: str = "127.0.0.1:8000") -> tuple[int, bytes]:
-    """A plain GET through an ASGI app (for routes that are not the MCP endpoint: their bodies are not JSON-RPC)."""
-    scope = {"type": "http", "method": "GET", "path": path, "headers": [(b"host", host.encode())]}
-    sent: list[Any] = []
-
-    async def receive() -> dict[str, Any]:
-        return {"type": "http.request", "body": b"", "more_body": False}
-
-    async def send(message: Any) -> None:
-        sent.append(message)
-
-    await app(scope, receive, send)
-    return sent[0]["status"], b"".join(m.get("body", b"") for m in sent[1:])
-
-
 async def test_the_guard_wraps_any_app() -> None:
     guard = HostOriginGuard(ok_app, allowed_hosts=["mcp.example.com"])
-    assert await get(guard, "/anything", host="mcp.example.com") == (200, b"ok")
-    status, body = await get(guard, "/anything", host="evil.example")
-    assert status == 403
-    assert b"DNS rebinding protection" in body
+    allowed = await AsgiClient(guard, host="mcp.example.com").request("GET", path="/anything", jsonrpc=False)
+    assert (allowed.status, await allowed.body()) == (200, b"ok")
+    refused = await AsgiClient(guard, host="evil.example").request("GET", path="/anything")  # a JSON-RPC error body
+    assert refused.status == 403
+    assert b"DNS rebinding protection" in await refused.body()
 
 
 async def test_the_route_table_serves_more_paths_and_404s_the_rest() -> None:
     app = HttpApp(make_deck(), routes={"/.well-known/oauth-protected-resource": ok_app})
-    assert await get(app, "/.well-known/oauth-protected-resource") == (200, b"ok")
     client = AsgiClient(app)
+    served = await client.request("GET", path="/.well-known/oauth-protected-resource", jsonrpc=False)
+    assert (served.status, await served.body()) == (200, b"ok")
     missing = await client.request("GET", path="/elsewhere")
     assert missing.status == 404
     assert orjson.loads(await missing.body())["error"]["message"] == "Not found: the MCP endpoint is /mcp"
