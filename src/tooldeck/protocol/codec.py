@@ -107,7 +107,7 @@ def _decode_exactly(data: Any, orjson_error: str | None) -> Any:
         echo: int | None = raw_id if type(raw_id) is int else None
         if isinstance(raw_id, _Number) and len(raw_id.text) <= 1000:
             echo = int(raw_id.text)
-        error.request_id = echo  # type: ignore[attr-defined]
+        error.request_id = echo
         raise error
     if found is None:
         return obj
@@ -118,7 +118,7 @@ def _decode_exactly(data: Any, orjson_error: str | None) -> Any:
         f"Invalid params: the number {number!r} at {format_path(path[1:]) if path[:1] == ['params'] else format_path(path)}"
         " is out of range (JSON numbers must fit a 64-bit integer or a double)"
     )
-    error.request_id = raw_id  # type: ignore[attr-defined]
+    error.request_id = raw_id
     raise error
 
 

@@ -60,6 +60,8 @@ class ProtocolError(TooldeckError):
         self.data = data
         if code is not None:
             self.code = code
+        # The id of the request this answers, when it was read before the error was found (a number out of range).
+        self.request_id: Any = None
 
     def to_error(self) -> dict[str, Any]:
         """The wire ``error`` member."""

@@ -26,8 +26,6 @@ import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-import orjson
-
 from ..protocol.codec import decode, encode_line
 from ..protocol.errors import InvalidRequestError, ProtocolError
 from ..server.session import Session
@@ -252,22 +250,11 @@ class LineReader:
 
     def _line(self, line: bytes) -> None:
         try:
-            message = orjson.loads(line)
-        except orjson.JSONDecodeError:
-            if not line.strip():
-                return  # blank lines between messages are tolerated
-            try:
-                message = decode(line)  # the exact reader: says which number is out of range, and keeps the id
-            except ProtocolError as exc:
-                self.session.receive_error(exc, getattr(exc, "request_id", None))
-                return
-        else:
-            if type(message) is dict and type(message.get("id")) is float:
-                try:
-                    message = decode(line)  # an integer id past 64 bits came out as a float: read it exactly
-                except ProtocolError as exc:
-                    self.session.receive_error(exc, getattr(exc, "request_id", None))
-                    return
+            message = decode(line)
+        except ProtocolError as exc:
+            if line.strip():  # blank lines between messages are tolerated
+                self.session.receive_error(exc, exc.request_id)
+            return
         self.deliver(message)
 
     def eof_received(self) -> bool:

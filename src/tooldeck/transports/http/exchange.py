@@ -11,8 +11,6 @@ from __future__ import annotations
 
 from typing import Any
 
-import orjson
-
 from ...protocol import codec, jsonrpc, versions
 from ...protocol.errors import INVALID_REQUEST, SESSION_NOT_FOUND, HttpError, ProtocolError
 from ...protocol.jsonrpc import Invalid, Request
@@ -73,19 +71,11 @@ class Endpoint:
             raise HttpError(406, INVALID_REQUEST, "Not Acceptable: accept application/json or text/event-stream")
         body = await _read_body(receive, self.max_body_bytes)
         try:
-            obj = orjson.loads(body)
-        except orjson.JSONDecodeError:
-            obj = exact = None  # codec.decode says what is wrong, or reads what orjson could not (huge numbers)
-        else:
-            exact = obj if type(obj) is not dict or type(obj.get("id")) is not float else None  # an id past 64 bits
-        try:
-            if exact is None:
-                obj = codec.decode(body)
+            obj = codec.decode(body)
         except ProtocolError as exc:
-            request_id = getattr(exc, "request_id", None)
-            if request_id is None:
+            if exc.request_id is None:
                 raise HttpError(400, exc.code, exc.message) from None
-            await respond_json(send, 400, jsonrpc.error(request_id, exc))
+            await respond_json(send, 400, jsonrpc.error(exc.request_id, exc))
             return
         principal = scope.get(PRINCIPAL)
         if type(obj) is list:
