@@ -75,40 +75,40 @@ class WorkerPool:
         future: asyncio.Future[T] = loop.create_future()
         context = contextvars.copy_context()
         job = _Job(fn, context if len(context) else None, future, loop)  # an empty context need not be entered
-        key = getattr(fn, "func", fn)  # a functools.partial: the function it calls
-        key = getattr(key, "__code__", key)  # closures made per call share their code
-        wake = None
-        start = False
+        wake = key = None
         with self._lock:
             if self._closed:
                 raise RuntimeError("the worker pool is closed")
             self._jobs.append(job)
-            if not self._spare:  # nobody awake will take it: wake a sleeper, or start a thread while under the cap
-                if self._sleepers:
-                    wake = self._sleepers.pop()
-                    self._spare += 1
-                elif self._threads < self.max_threads:
-                    self._threads += 1
-                    self._spare += 1
-                    start = True
-            # Wait for it only if it is alone and a woken worker takes it at once, and no wait happened this turn:
-            # the other calls of a burst are better handed back together than each waited for.
-            job.waited = (
-                wake is not None
-                and not self._in_flight
-                and loop not in self._turns
-                and self._slow.get(key, 0) < SLOW_AFTER
-            )
+            if not self._spare:  # nobody awake will take it
+                wake = self._summon()
+            # Wait for it only if it is alone (so the woken worker takes it at once), no wait happened this turn (the
+            # other calls of a burst are better handed back together than each waited for), and it is not slow.
+            if wake is not None and not self._in_flight and loop not in self._turns:
+                key = _unwrap(fn)
+                key = getattr(key, "__code__", key)  # closures made per call share their code
+                job.waited = self._slow.get(key, 0) < SLOW_AFTER
             self._in_flight += 1
         if wake is not None:
-            wake.release()
-        elif start:
-            self._start()
+            wake()
         if job.waited:
             self._turns.add(loop)
             loop.call_soon(self._turns.discard, loop)
             self._wait(job, key)
         return future
+
+    def _summon(self) -> Callable[[], None] | None:
+        """Under the lock, for a job no worker awake will take: count one more awake, a sleeper or (under the cap) a
+        new thread, and return what wakes or starts it, to call once the lock is released; None at the cap."""
+        if self._sleepers:
+            wake: Callable[[], None] = self._sleepers.pop().release
+        elif self._threads < self.max_threads:
+            self._threads += 1
+            wake = self._start
+        else:
+            return None
+        self._spare += 1
+        return wake
 
     def _wait(self, job: _Job, key: Any) -> None:
         for _ in range(YIELDS):
@@ -129,8 +129,7 @@ class WorkerPool:
                         self._slow.clear()  # bounded, whatever callables come and go
                     self._slow[key] = self._slow.get(key, 0) + 1
                     return
-        if key in self._slow:
-            del self._slow[key]
+        self._slow.pop(key, None)
         if job.ok:
             job.future.set_result(job.value)
         else:
@@ -169,7 +168,7 @@ class WorkerPool:
         job: _Job | None = None
         while True:
             hand_back = wake_next = None
-            start = leave = False
+            leave = False
             with lock:
                 if job is None:
                     self._spare -= 1  # woken or just started, counted as spare by whoever did it
@@ -187,13 +186,7 @@ class WorkerPool:
                 if jobs:
                     job = jobs.popleft()
                     if jobs and not self._spare:  # more are queued and this job may block: get them a worker too
-                        if self._sleepers:
-                            self._spare += 1
-                            wake_next = self._sleepers.pop()
-                        elif self._threads < self.max_threads:
-                            self._threads += 1
-                            self._spare += 1
-                            start = True
+                        wake_next = self._summon()
                 else:
                     job = None
                     if self._closed:
@@ -204,9 +197,7 @@ class WorkerPool:
             if hand_back is not None:
                 _call_on(hand_back, self._deliver, hand_back)
             if wake_next is not None:
-                wake_next.release()
-            elif start:
-                self._start()
+                wake_next()
             if job is None:
                 if leave:
                     return
@@ -251,6 +242,10 @@ def _call_on(loop: asyncio.AbstractEventLoop, callback: Callable[..., Any], *arg
         pass
 
 
+def _unwrap(fn: Callable[..., Any]) -> Callable[..., Any]:
+    return getattr(fn, "func", fn)  # a functools.partial: the function it calls
+
+
 def _name(fn: Callable[..., Any]) -> str:
-    fn = getattr(fn, "func", fn)  # a functools.partial: name the function it wraps
+    fn = _unwrap(fn)
     return getattr(fn, "__qualname__", None) or repr(fn)
