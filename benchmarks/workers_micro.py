@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextvars
+import functools
 import os
 import resource
 import statistics
@@ -25,11 +26,10 @@ import sys
 import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from pathlib import Path
 from queue import SimpleQueue
 from typing import Any
 
-ROOT = Path(__file__).resolve().parent.parent
+from tooldeck.server.workers import WorkerPool
 
 VARIANTS = ("async", "executor", "pool", "queue", "minimal")
 MODES = ("seq", "32")
@@ -117,20 +117,8 @@ def settle(future: asyncio.Future[Any], value: Any, error: BaseException | None)
         future.set_exception(error)
 
 
-def load_workers() -> Any:
-    """src/tooldeck/server/workers.py alone (it imports nothing from tooldeck), whatever state the package is in."""
-    import importlib.util
-
-    spec = importlib.util.spec_from_file_location("workers", ROOT / "src/tooldeck/server/workers.py")
-    module = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
-    spec.loader.exec_module(module)  # type: ignore[union-attr]
-    return module
-
-
 def runner(variant: str) -> Callable[[], Any]:
     """An `async def` that does one call the way `variant` does."""
-    import functools
-
     fn = functools.partial(echo, "hello")
     if variant == "async":
 
@@ -146,7 +134,7 @@ def runner(variant: str) -> Callable[[], Any]:
 
         return call
     if variant == "pool":
-        pool: Any = load_workers().WorkerPool(40)
+        pool: Any = WorkerPool(40)
     elif variant == "minimal":
         pool = MinimalHandoff()
     else:
