@@ -52,7 +52,7 @@ ITEMS = {"tools": "Tool", "resources": "Resource", "resourceTemplates": "Resourc
 
 
 def is_latest(revision: str | None) -> bool:
-    return revision is None or revision == LATEST or revision not in LACKS
+    return revision not in OLDER  # None (a request of no revision yet) and unknown revisions get the latest form
 
 
 def cut(definition: str, wire: dict[str, Any], revision: str | None) -> dict[str, Any]:

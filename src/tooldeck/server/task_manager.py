@@ -71,8 +71,8 @@ class TaskManager:
         self.clock = clock
         self.running: dict[str, asyncio.Task[Any]] = {}
         self._finished: dict[str, asyncio.Event] = {}
-        self._owners: dict[str, Any] = {}  # the bus key of the session that created each running task
-        self._requests: dict[str, RequestContext] = {}  # the request each running task was created by
+        # The request each running task was created by: its cancellation, and its session's bus key for status.
+        self._requests: dict[str, RequestContext] = {}
         self._started = False
         self._purger: asyncio.Task[None] | None = None
 
@@ -136,7 +136,6 @@ class TaskManager:
         )
         await self.store.create(record)
         task_id = record.task_id
-        self._owners[task_id] = getattr(rctx.peer, "key", None)
         self._requests[task_id] = rctx
         work = self._run(rctx, task_id, tool, arguments)
         self.running[task_id] = rctx.peer.loop().create_task(work)
@@ -170,7 +169,6 @@ class TaskManager:
             event = self._finished.pop(task_id, None)  # made only if a tasks/result is waiting
             if event is not None:
                 event.set()
-            self._owners.pop(task_id, None)
 
     async def settle(self, task_id: str, status: str, *, status_message: str | None = None,
                      result: dict[str, Any] | None = None, error: dict[str, Any] | None = None) -> TaskRecord | None:  # fmt: skip
@@ -179,7 +177,8 @@ class TaskManager:
             task_id, status=status, now=self.clock(), status_message=status_message, result=result, error=error
         )
         if record is not None and record.status == status:
-            key = self._owners.get(task_id)
+            request = self._requests.get(task_id)
+            key = None if request is None else getattr(request.peer, "key", None)
             if key is not None:
                 note = jsonrpc.notification("notifications/tasks/status", record.to_wire())
                 self.bus.publish(f"session/{key}", note)
