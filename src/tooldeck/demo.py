@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import functools
 import math
 import operator
 import re
@@ -83,18 +84,19 @@ def _cannot(source: str, node: ast.AST, reason: object) -> ToolError:
     return ToolError(f"cannot evaluate {source!r}: {reason}{'' if whole else f' in {_quote(source, node)}'}")
 
 
-def _operands(source: str, node: ast.AST) -> list[ast.expr]:
-    """The sub-expressions ``node`` needs, once it is known to be allowed; ToolError for anything else."""
+def _step(source: str, node: ast.AST) -> tuple[Callable[..., float], list[ast.expr]]:
+    """How to evaluate an allowed ``node``: a function of its operands' values, and those operands; ToolError for
+    anything else."""
     if isinstance(node, ast.Constant):
         if isinstance(node.value, int | float) and not isinstance(node.value, bool):
-            return []
+            return functools.partial(float, node.value), []  # float() of a huge int fails when it is evaluated
     elif isinstance(node, ast.BinOp) and type(node.op) in _BINARY:
-        return [node.left, node.right]
+        return _BINARY[type(node.op)], [node.left, node.right]
     elif isinstance(node, ast.UnaryOp) and type(node.op) in _UNARY:
-        return [node.operand]
+        return _UNARY[type(node.op)], [node.operand]
     elif isinstance(node, ast.Name):
         if node.id in _CONSTANTS:
-            return []
+            return functools.partial(float, _CONSTANTS[node.id]), []
         raise _cannot(source, node, f"unknown name {node.id!r} (constants: {', '.join(_CONSTANTS)})")
     elif isinstance(node, ast.Call) and isinstance(node.func, ast.Name):
         name = node.func.id
@@ -102,42 +104,29 @@ def _operands(source: str, node: ast.AST) -> list[ast.expr]:
             raise _cannot(source, node, f"unknown function {name!r} (functions: {', '.join(_FUNCTIONS)})")
         if node.keywords or any(isinstance(arg, ast.Starred) for arg in node.args):
             raise _cannot(source, node, f"{name}() takes plain arguments (no name=, no *)")
-        _, fewest, most = _FUNCTIONS[name]
+        function, fewest, most = _FUNCTIONS[name]
         if len(node.args) < fewest or (most is not None and len(node.args) > most):
             raise _cannot(source, node, f"{name}() takes {_arity(name)}, got {len(node.args)}")
-        return list(node.args)
+        return lambda *args: float(function(*args)), list(node.args)  # floor and ceil return ints
     raise ToolError(f"unsupported syntax: {_quote(source, node)} (allowed: {_GRAMMAR})")
-
-
-def _apply(node: ast.AST, args: list[float]) -> float:
-    """The value of an allowed node (see _operands) given its operands' values."""
-    if isinstance(node, ast.Constant) and isinstance(node.value, int | float):
-        return float(node.value)
-    if isinstance(node, ast.BinOp):
-        return _BINARY[type(node.op)](*args)
-    if isinstance(node, ast.UnaryOp):
-        return _UNARY[type(node.op)](*args)
-    if isinstance(node, ast.Name):
-        return _CONSTANTS[node.id]
-    assert isinstance(node, ast.Call) and isinstance(node.func, ast.Name)
-    return float(_FUNCTIONS[node.func.id][0](*args))
 
 
 def _evaluate(source: str, tree: ast.Expression) -> float:
     """Post-order over an explicit stack, so the depth of the tree costs no Python frames."""
     values: list[float] = []
-    todo: list[tuple[ast.AST, int | None]] = [(tree.body, None)]  # (node, operand count once they are queued)
+    # (node, None, 0) until its operands are queued, then (node, its function, how many operands it takes)
+    todo: list[tuple[ast.AST, Callable[..., float] | None, int]] = [(tree.body, None, 0)]
     while todo:
-        node, count = todo.pop()
-        if count is None:
-            operands = _operands(source, node)
-            todo.append((node, len(operands)))
-            todo.extend((operand, None) for operand in reversed(operands))
+        node, function, count = todo.pop()
+        if function is None:
+            function, operands = _step(source, node)
+            todo.append((node, function, len(operands)))
+            todo.extend((operand, None, 0) for operand in reversed(operands))
             continue
         args = values[len(values) - count :]
         del values[len(values) - count :]
         try:
-            values.append(_apply(node, args))
+            values.append(function(*args))
         except (ArithmeticError, ValueError) as exc:  # division by zero, overflow, a math domain error
             raise _cannot(source, node, exc) from None
     return values[0]
