@@ -95,11 +95,6 @@ install_tools() {
   (cd "$HOME_DIR" && npm install --no-audit --no-fund --save-exact --loglevel=error "${want[@]}") >&2 \
     || die "npm install failed (into $HOME_DIR)"
 }
-if [ -n "${TOOLDECK_CONFORMANCE_RUNNER:-}" ]; then
-  read -r -a RUNNER <<< "$TOOLDECK_CONFORMANCE_RUNNER"
-  [ ${#RUNNER[@]} -gt 0 ] || die "TOOLDECK_CONFORMANCE_RUNNER is blank"
-  RUNNER_NAME="runner ${RUNNER[*]}"
-fi
 if [ -z "${TOOLDECK_CONFORMANCE_RUNNER:-}" ] || [ "$MODE" = stdio ] || [ $INSTALL_ONLY = 1 ]; then
   mkdir -p "$HOME_DIR" || die "cannot create $HOME_DIR"
   (
@@ -111,7 +106,11 @@ if [ -z "${TOOLDECK_CONFORMANCE_RUNNER:-}" ] || [ "$MODE" = stdio ] || [ $INSTAL
   fi
   [ $INSTALL_ONLY = 1 ] && { echo "tools installed in $HOME_DIR (node $("$NODE" --version))"; exit 0; }
 fi
-if [ -z "${TOOLDECK_CONFORMANCE_RUNNER:-}" ]; then
+if [ -n "${TOOLDECK_CONFORMANCE_RUNNER:-}" ]; then
+  read -r -a RUNNER <<< "$TOOLDECK_CONFORMANCE_RUNNER"
+  [ ${#RUNNER[@]} -gt 0 ] || die "TOOLDECK_CONFORMANCE_RUNNER is blank"
+  RUNNER_NAME="runner ${RUNNER[*]}"
+else
   RUNNER=("$NODE" "$SUITE_JS")
   RUNNER_NAME="conformance $CONFORMANCE_VERSION, node $("$NODE" --version)"
 fi
