@@ -10,6 +10,7 @@ import subprocess
 import sys
 import textwrap
 import threading
+import time
 from typing import Any
 
 import pytest
@@ -164,7 +165,9 @@ async def test_a_blocked_job_never_delays_the_loop() -> None:
     pool = WorkerPool(2)
     for _ in range(5):  # the pool may wait a few µs for a call it expects to be quick: never for one that blocks
         gate = Gate("done")
+        called = time.perf_counter()
         future = asyncio.ensure_future(pool.run(gate))
+        assert time.perf_counter() - called < 1.0  # it waits µs, if at all: far from the gate's TIMEOUT
         assert not future.done()  # run() came back while the job is still blocked
         assert gate.started.wait(TIMEOUT)
         ran = asyncio.Event()
