@@ -82,8 +82,9 @@ class WorkerPool:
             self._jobs.append(job)
             if not self._spare:  # nobody awake will take it
                 wake = self._summon()
-            # Wait for it only if it is alone (so the woken worker takes it at once), no wait happened this turn (the
-            # other calls of a burst are better handed back together than each waited for), and it is not slow.
+            # Wait for it only if it is alone (so the worker woken, or started for the pool's first call, takes it at
+            # once), no wait happened this turn (the other calls of a burst are better handed back together than each
+            # waited for), and it is not slow.
             if wake is not None and not self._in_flight and loop not in self._turns:
                 key = _unwrap(fn)
                 key = getattr(key, "__code__", key)  # closures made per call share their code
