@@ -75,6 +75,17 @@ class Harness:
         return reply["result"]
 
 
+def adder_deck(name: str, version: str = "1.0.0", **options: Any) -> Deck:
+    """A deck whose one tool is ``add(a: int, b: int) -> int``; a test adds what else it needs."""
+    deck = Deck(name, version=version, **options)
+
+    @deck.tool
+    def add(a: int, b: int) -> int:
+        return a + b
+
+    return deck
+
+
 async def all_pages(c: MemoryClient, method: str, key: str) -> list[Any]:
     """Every item of a paginated list (``key`` of each result), following ``nextCursor`` to the last page."""
     items: list[Any] = []

@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 
 from asgi_client import INIT, AsgiClient
-from helpers import Harness, client
+from helpers import Harness, adder_deck, client
 from http_client import HttpClient, serve_http
 from mcp_schema import (
     LATEST,
@@ -312,11 +312,7 @@ def planted(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> 
 
 
 def make_deck() -> Deck:
-    deck = Deck("planted", version="1.0.0")
-
-    @deck.tool
-    def add(a: int, b: int) -> int:
-        return a + b
+    deck = adder_deck("planted")
 
     @deck.tool
     def steps(ctx: Context) -> str:  # a sync tool: its progress is sent from a worker thread

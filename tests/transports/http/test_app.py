@@ -9,17 +9,14 @@ import orjson
 import pytest
 
 from asgi_client import ACCEPT_BOTH, INIT, AsgiClient
+from helpers import adder_deck
 from tooldeck import Context, Deck
 from tooldeck.transports.http import HttpApp
 
 
 def make_deck() -> Deck:
-    deck = Deck("http-test", version="1.0.0")
+    deck = adder_deck("http-test")
     state: dict[str, Any] = {"started": None}
-
-    @deck.tool
-    def add(a: int, b: int) -> int:
-        return a + b
 
     @deck.tool
     async def slow(steps: int, ctx: Context) -> str:

@@ -10,7 +10,7 @@ import orjson
 import pytest
 
 from asgi_client import INIT, AsgiClient
-from helpers import sleep_until_cancelled
+from helpers import adder_deck, sleep_until_cancelled
 from tooldeck import Context, Deck
 from tooldeck.protocol.errors import HttpError, RefusedError
 from tooldeck.server.state import MemorySessionStore
@@ -20,11 +20,7 @@ from tooldeck.transports.http.responses import Receive, Scope, Send, respond
 
 
 def make_deck() -> Deck:
-    deck = Deck("layers", version="1.0.0")
-
-    @deck.tool
-    def add(a: int, b: int) -> int:
-        return a + b
+    deck = adder_deck("layers")
 
     @deck.tool
     def secret() -> str:
