@@ -26,7 +26,7 @@ class Peer:
 def context(token: Any = "t") -> tuple[Context, Peer]:
     peer = Peer()
     params = {"_meta": {"progressToken": token}} if token is not None else {}
-    request = RequestContext.standalone(Deck("c"), peer, 1, "tools/call", params)  # type: ignore[arg-type]
+    request = RequestContext.standalone(Deck("c"), peer, 1, "tools/call", params, "2025-11-25")  # type: ignore[arg-type]
     return Context(request, "tool"), peer
 
 

@@ -28,10 +28,10 @@ class Peer:
 def test_a_request_context_needs_no_session() -> None:
     deck = Deck("standalone", log_level="warning")
     deck.add_tool(lambda: "x", name="x")
-    capabilities = deck.initialize_result("2025-11-25")["capabilities"]
-    rctx = RequestContext.standalone(deck, Peer(), 1, "tools/list", {}, revision="2025-11-25",  # type: ignore[arg-type]
-                          client_capabilities={"sampling": {}}, capabilities=capabilities, principal="alice")  # fmt: skip
+    rctx = RequestContext.standalone(deck, Peer(), 1, "tools/list", {}, "2025-11-25",  # type: ignore[arg-type]
+                                     client_capabilities={"sampling": {}}, principal="alice")  # fmt: skip
     assert rctx.revision == "2025-11-25" and rctx.client_capabilities == {"sampling": {}}
+    assert rctx.capabilities == deck.initialize_result("2025-11-25")["capabilities"]  # what the server declares
     assert rctx.owner() == "alice" and rctx.identifies_requestor
     assert rctx.log_rank == 3  # "warning", the deck's default, since no client set one
     listed = orjson.loads(orjson.dumps(list_tools(rctx)))  # a pre-encoded listing
@@ -51,7 +51,7 @@ def test_a_session_request_reads_the_session_state_live() -> None:
                                              ({"progressToken": 7}, 7)])  # fmt: skip
 def test_the_progress_token_is_read_from_meta(meta: Any, token: Any) -> None:
     params = {} if meta is None else {"_meta": meta}
-    rctx = RequestContext.standalone(Deck("p"), Peer(), 1, "tools/call", params)  # type: ignore[arg-type]
+    rctx = RequestContext.standalone(Deck("p"), Peer(), 1, "tools/call", params, "2025-11-25")  # type: ignore[arg-type]
     assert rctx.progress_token() == token
 
 
@@ -59,7 +59,7 @@ def test_the_progress_token_is_read_from_meta(meta: Any, token: Any) -> None:
     "meta", [5, {"progressToken": 1.5}, {"progressToken": True}, {"progressToken": None} | {"x": 1}]
 )
 def test_a_malformed_progress_token_is_32602(meta: Any) -> None:
-    rctx = RequestContext.standalone(Deck("p"), Peer(), 1, "tools/call", {"_meta": meta})  # type: ignore[arg-type]
+    rctx = RequestContext.standalone(Deck("p"), Peer(), 1, "tools/call", {"_meta": meta}, "2025-11-25")  # type: ignore[arg-type]
     if isinstance(meta, dict) and meta.get("progressToken") is None:
         assert rctx.progress_token() is None
         return
@@ -68,7 +68,7 @@ def test_a_malformed_progress_token_is_32602(meta: Any) -> None:
 
 
 def test_cancel_is_the_one_place_cancellation_is_set() -> None:
-    rctx = RequestContext.standalone(Deck("c"), Peer(), 1, "tools/call", {})  # type: ignore[arg-type]
+    rctx = RequestContext.standalone(Deck("c"), Peer(), 1, "tools/call", {}, "2025-11-25")  # type: ignore[arg-type]
     assert not rctx.cancelled
     rctx.cancel()
     assert rctx.cancelled

@@ -96,7 +96,7 @@ class Replies(list[Any]):
 
 
 def request(request_id: Any = 1) -> RequestContext:
-    return RequestContext.standalone(Deck("r"), None, request_id, "x", {})  # type: ignore[arg-type]
+    return RequestContext.standalone(Deck("r"), None, request_id, "x", {}, "2025-11-25")  # type: ignore[arg-type]
 
 
 async def test_own_work_that_does_not_wait_is_answered_inside_start_without_a_task() -> None:

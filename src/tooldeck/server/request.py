@@ -73,31 +73,14 @@ class RequestContext:
 
     @classmethod
     def standalone(
-        cls,
-        server: Any,
-        peer: Peer,
-        request_id: RequestId,
-        method: str,
-        params: dict[str, Any],
-        *,
-        revision: str | None = None,
-        client_capabilities: dict[str, Any] | None = None,
-        client_info: dict[str, Any] | None = None,
-        capabilities: dict[str, Any] | None = None,
-        principal: Any = None,
-        log_level: str | None = None,
-        identifies_requestor: bool = True,
-    ) -> RequestContext:
-        """A request that stands alone (no session): everything a session would remember, it carries itself."""
+        cls, server: Any, peer: Peer, request_id: RequestId, method: str, params: dict[str, Any], revision: str,
+        **carried: Any,
+    ) -> RequestContext:  # fmt: skip
+        """A request that stands alone (no session): ``carried`` is what it brings itself (``client_capabilities``,
+        ``client_info``, ``principal``, ``log_level``, ``identifies_requestor``; see ``SessionState.of_request``)."""
         from .state import SessionState
 
-        state = SessionState(log_level or server.options.log_level, identifies_requestor=identifies_requestor)
-        state.revision = revision
-        state.client_capabilities = client_capabilities or {}
-        state.client_info = client_info
-        state.capabilities = capabilities or {}
-        state.principal = principal
-        return cls(server, peer, request_id, method, params, state)
+        return cls(server, peer, request_id, method, params, SessionState.of_request(server, revision, **carried))
 
     @property
     def revision(self) -> str | None:

@@ -33,6 +33,30 @@ class SessionState:
         self.identifies_requestor = identifies_requestor
         self.changes = 0
 
+    @classmethod
+    def of_request(
+        cls,
+        server: Any,
+        revision: str,
+        *,
+        client_capabilities: dict[str, Any] | None = None,
+        client_info: dict[str, Any] | None = None,
+        principal: Any = None,
+        log_level: str | None = None,
+        identifies_requestor: bool = True,
+    ) -> SessionState:
+        """The state of a request that stands alone (no session): what it carries itself, and the capabilities the
+        server declares at that revision (its cached answer: no registry walk per request)."""
+        state = cls(log_level or server.options.log_level, identifies_requestor=identifies_requestor)
+        state.revision = revision
+        state.client_capabilities = client_capabilities or {}
+        state.client_info = client_info
+        state.principal = principal
+        state.capabilities = server.initialize_result(revision, identifies_requestor or principal is not None)[
+            "capabilities"
+        ]
+        return state
+
     @property
     def log_level(self) -> str:
         return next(level for level, rank in LOG_RANK.items() if rank == self.log_rank)

@@ -56,11 +56,7 @@ class SessionRegistry:
 
     def transient(self, revision: str, principal: Any) -> HttpSession:
         """A session for one stateless request: as if initialized at ``revision``, with nothing to remember."""
-        state = SessionState(self.server.options.log_level, identifies_requestor=False)
-        state.revision = revision
-        state.principal = principal
-        # The server's cached answer: no registry walk per request.
-        state.capabilities = self.server.initialize_result(revision, principal is not None)["capabilities"]
+        state = SessionState.of_request(self.server, revision, principal=principal, identifies_requestor=False)
         return HttpSession(self.server, None, state=state)
 
     async def register(self, http_session: HttpSession) -> None:
