@@ -171,24 +171,24 @@ class Rows:
 
     def __init__(self, tool: str) -> None:
         self.tool = tool
-        self.echo_checker = Checker()
+        self.sequential_checker = Checker()
         self.clients_checker = Checker()
-        self.echo_rounds: list[dict[str, Any]] = []
+        self.sequential_rounds: list[dict[str, Any]] = []
         self.clients_rounds: list[dict[str, Any]] = []
 
     def results(self, clients_count: int) -> tuple[dict[str, Any], dict[str, Any]]:
         """Latency percentiles of every sequential call pooled, rates and CPU as medians of the rounds (each round
         is also kept, so ratios can be taken round by round)."""
-        samples = [s for r in self.echo_rounds for s in r.pop("samples")]
+        samples = [s for r in self.sequential_rounds for s in r.pop("samples")]
         echo = {
             "tool": self.tool,
             "calls": len(samples),
             "p50_us": percentile(samples, 0.50) / 1e3,
             "p99_us": percentile(samples, 0.99) / 1e3,
             "mean_us": statistics.fmean(samples) / 1e3,
-            **medians(self.echo_rounds, ("calls_per_s", "cpu_us_per_call")),
-            "rounds": self.echo_rounds,
-            **self.echo_checker.summary(),
+            **medians(self.sequential_rounds, ("calls_per_s", "cpu_us_per_call")),
+            "rounds": self.sequential_rounds,
+            **self.sequential_checker.summary(),
         }
         clients_row = {
             "tool": self.tool,
@@ -212,7 +212,7 @@ class Subject:
         self.clients = open_clients(server, plan.clients)
         self.rows = {tool: Rows(tool) for tool in TOOLS}
         for rows in self.rows.values():
-            warm_up(self.connection, plan.warmup, rows.echo_checker, rows.tool)
+            warm_up(self.connection, plan.warmup, rows.sequential_checker, rows.tool)
 
     @property
     def rounds_done(self) -> int:
@@ -220,13 +220,13 @@ class Subject:
 
     def round(self, plan: Plan) -> None:
         """A block of sequential calls and a block of 32-client calls, for echo and then for echo_sync."""
-        first = self.rows["echo"].echo_checker
+        first = self.rows["echo"].sequential_checker
         for connection in (self.connection, *self.clients):
             connection.reconnect()
             warm_up(connection, 1, first)  # the server accepts it before the timing starts
         for rows in self.rows.values():
-            checker = rows.echo_checker
-            rows.echo_rounds.append(sequential(self.server, self.connection, plan.block_s, checker, rows.tool))
+            checker = rows.sequential_checker
+            rows.sequential_rounds.append(sequential(self.server, self.connection, plan.block_s, checker, rows.tool))
             with yielding():  # the client must not preempt the server mid-burst (README: "A client that yields")
                 rows.clients_rounds.append(
                     clients(self.server, self.clients, plan.block_s, rows.clients_checker, rows.tool)
