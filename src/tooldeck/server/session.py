@@ -88,6 +88,17 @@ class _Batch:
             self._expected = 0
 
 
+def batch_problem(revision: str | None, size: int, limit: int) -> str | None:
+    """Why a JSON-RPC batch of ``size`` messages cannot be served in a session at ``revision``; None if it can."""
+    if not versions.accepts_batches(revision):
+        return f"Invalid request: JSON-RPC batches are not supported in {revision or 'this session (not initialized)'}"
+    if not size:
+        return "Invalid request: empty batch"
+    if size > limit:
+        return f"Invalid request: a batch of {size} messages exceeds the limit of {limit}; send it in smaller batches"
+    return None
+
+
 class Session:
     """One client connection. ``server`` is the core server (registries, method table, pipeline, bus)."""
 
@@ -280,20 +291,9 @@ class Session:
         """A 2025-03-26 JSON-RPC batch whose items the transport classified with ``jsonrpc.parse``."""
         if self.phase == lifecycle.CLOSED:
             return
-        revision = self.state.revision
-        if not versions.accepts_batches(revision):
-            where = revision or "this session (not initialized)"
-            error = InvalidRequestError(f"Invalid request: JSON-RPC batches are not supported in {where}")
-            self.send(jsonrpc.error(None, error), None)
-            return
-        if not messages:
-            self.send(jsonrpc.error(None, InvalidRequestError("Invalid request: empty batch")), None)
-            return
-        limit = self.server.options.max_batch
-        if len(messages) > limit:
-            error = InvalidRequestError(f"Invalid request: a batch of {len(messages)} messages exceeds the limit of "
-                                        f"{limit}; send it in smaller batches")  # fmt: skip
-            self.send(jsonrpc.error(None, error), None)
+        problem = batch_problem(self.state.revision, len(messages), self.server.options.max_batch)
+        if problem is not None:
+            self.send(jsonrpc.error(None, InvalidRequestError(problem)), None)
             return
         expected = sum(1 for m in messages if type(m) is Request or (type(m) is Invalid and m.answer))
         key = next((m.id for m in messages if type(m) is Request), None)

@@ -14,6 +14,7 @@ from typing import Any
 from ...protocol import codec, jsonrpc, versions
 from ...protocol.errors import INVALID_REQUEST, SESSION_NOT_FOUND, HttpError, ProtocolError
 from ...protocol.jsonrpc import Invalid, Request
+from ...server.session import batch_problem
 from .auth import PRINCIPAL
 from .channels import Channel, HttpSession
 from .guard import HEADERS
@@ -104,13 +105,10 @@ class Endpoint:
         if not batch:
             raise HttpError(400, INVALID_REQUEST, "Invalid request: empty batch")
         http_session = await self._session_of(headers, principal)
-        revision = http_session.session.state.revision
-        if not versions.accepts_batches(revision):
-            raise HttpError(400, INVALID_REQUEST, f"Invalid request: JSON-RPC batches are not supported in {revision}")
-        limit = http_session.session.server.options.max_batch
-        if len(batch) > limit:
-            raise HttpError(400, INVALID_REQUEST, f"Invalid request: a batch of {len(batch)} messages exceeds the "
-                                                  f"limit of {limit}; send it in smaller batches")  # fmt: skip
+        session = http_session.session
+        problem = batch_problem(session.state.revision, len(batch), session.server.options.max_batch)
+        if problem is not None:
+            raise HttpError(400, INVALID_REQUEST, problem)
         messages = [jsonrpc.parse(item) for item in batch]
         request_ids = tuple(m.id for m in messages if type(m) is Request)
         if not request_ids:
