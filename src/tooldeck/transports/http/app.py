@@ -63,7 +63,7 @@ class HttpApp:
         self.events: EventStore = event_store if event_store is not None else MemoryEventStore()
         self.registry = SessionRegistry(deck, self.events, store=session_store, max_sessions=max_sessions,
                                         idle_timeout=session_idle_timeout)  # fmt: skip
-        self.sse = SseWriter(self.events, retry_ms=retry_ms, keepalive=keepalive)
+        self.sse = SseWriter(self.events, self.registry, retry_ms=retry_ms, keepalive=keepalive)
         limit = max_body_bytes if max_body_bytes is not None else deck.options.max_message_bytes
         self.endpoint = Endpoint(self.registry, self.sse, json_response=json_response, stateless=stateless,
                                  max_body_bytes=limit)  # fmt: skip
@@ -75,10 +75,6 @@ class HttpApp:
     def sessions(self) -> dict[str, HttpSession]:
         """The live sessions by id."""
         return self.registry.live
-
-    @property
-    def shutting_down(self) -> bool:
-        return self.registry.shutting_down
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "http":
@@ -95,12 +91,10 @@ class HttpApp:
 
     def begin_shutdown(self) -> None:
         """Stop taking new sessions and end GET streams; POSTs in flight are left to finish (graceful drain)."""
-        self.sse.shutting_down = True
         self.registry.begin_shutdown()
 
     async def aclose(self) -> None:
         """Close every session (cancelling its work) and stop the reaper."""
-        self.sse.shutting_down = True
         await self.registry.aclose()
 
     async def _lifespan(self, receive: Receive, send: Send) -> None:

@@ -14,14 +14,15 @@ from ...protocol.errors import INVALID_REQUEST
 from .channels import Channel, HttpSession
 from .events import PRIMING, EventStore
 from .responses import SSE, Receive, Send, chunk, end, error, event, start
+from .sessions import SessionRegistry
 
 
 class SseWriter:
-    def __init__(self, events: EventStore, *, retry_ms: int, keepalive: float) -> None:
+    def __init__(self, events: EventStore, registry: SessionRegistry, *, retry_ms: int, keepalive: float) -> None:
         self.events = events
+        self.registry = registry  # when it is shutting down, the standalone streams end (the server is draining)
         self.retry_ms = retry_ms
         self.keepalive = keepalive
-        self.shutting_down = False  # the standalone streams end (the server is draining)
 
     async def stream(
         self, http_session: HttpSession, channel: Channel, receive: Receive, send: Send, *, prime: bool
@@ -44,7 +45,7 @@ class SseWriter:
                 if channel.drop_connection:
                     channel.drop_connection = False  # the client resumes with Last-Event-ID
                     break
-                if http_session.closed or (self.shutting_down and channel is http_session.standalone):
+                if http_session.closed or (self.registry.shutting_down and channel is http_session.standalone):
                     break
                 channel.wakeup.clear()
                 try:
