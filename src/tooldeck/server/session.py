@@ -249,8 +249,7 @@ class Session:
             reply(jsonrpc.error(request.id, InternalError(f"Internal error while handling {name}")))
             return None
         if type(outcome) is not Work:
-            if name == "initialize":
-                self.phase = lifecycle.move(phase, name)
+            self.phase = lifecycle.move(phase, name)  # an answered initialize opens the session (the table says)
             reply(jsonrpc.result(request.id, outcome))
             return None
         return self._runner().start(rctx, reply, outcome, inline=inline)
@@ -259,7 +258,7 @@ class Session:
         method = note.method
         if method == "notifications/cancelled":
             self._cancelled(note.params)
-        elif self.phase != lifecycle.NEW:
+        else:  # notifications/initialized moves the lifecycle (the table ignores it before initialize)
             self.phase = lifecycle.move(self.phase, method)
         # Other notifications (progress for our requests, roots/list_changed, unknown ones) need no action yet.
 
