@@ -76,8 +76,8 @@ def _non_finite(value: Any, path: list[str | int]) -> tuple[list[str | int], flo
         items: Any = value.items()
     elif isinstance(value, list | tuple):
         items = enumerate(value)
-    elif hasattr(value, "__dict__") or hasattr(value, "__slots__"):
-        items = ((k, getattr(value, k, None)) for k in (getattr(value, "__dataclass_fields__", None) or ()))
+    elif hasattr(value, "__dataclass_fields__"):
+        items = ((name, getattr(value, name, None)) for name in value.__dataclass_fields__)
     else:
         return None
     for key, item in items:
