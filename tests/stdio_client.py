@@ -1,4 +1,8 @@
-"""A raw stdio MCP client over a real subprocess: every line the server writes is parsed and schema-checked."""
+"""A raw stdio MCP client over a real subprocess: every line the server writes is parsed and schema-checked.
+
+For a server fed all its input at once (a file or ``input=``), ``handshake()`` opens the messages and
+``checked_replies()`` parses and checks what came back.
+"""
 
 from __future__ import annotations
 
@@ -11,10 +15,32 @@ from typing import Any
 
 import orjson
 
-from mcp_schema import WireChecker
+from mcp_schema import LATEST, WireChecker
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TOOLDECK = [sys.executable, "-m", "tooldeck"]
+CLIENT_INFO = {"name": "stdio-test", "version": "1"}
+
+
+def initialize_message(version: str = LATEST) -> dict[str, Any]:
+    return {"jsonrpc": "2.0", "id": "init", "method": "initialize",
+            "params": {"protocolVersion": version, "capabilities": {}, "clientInfo": CLIENT_INFO}}  # fmt: skip
+
+
+def handshake(version: str = LATEST) -> list[dict[str, Any]]:
+    """The two messages that open a session: initialize (id "init") and notifications/initialized."""
+    return [initialize_message(version), {"jsonrpc": "2.0", "method": "notifications/initialized"}]
+
+
+def checked_replies(lines: list[bytes], sent: list[Any]) -> list[Any]:
+    """The messages in a server's output lines, each schema-checked (a line that is not JSON fails here)."""
+    checker = WireChecker(name="stdio_client.checked_replies")
+    for message in sent:
+        checker.sent(message)
+    replies = [orjson.loads(line) for line in lines if line.strip()]
+    for reply in replies:
+        checker.received(reply)
+    return replies
 
 
 class StdioServer:
@@ -31,6 +57,12 @@ class StdioServer:
         self._buffer = b""
         self.lines: list[bytes] = []
         self.notifications: list[Any] = []
+
+    def __enter__(self) -> StdioServer:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.kill()
 
     def write(self, data: bytes) -> None:
         assert self.proc.stdin is not None
@@ -75,12 +107,10 @@ class StdioServer:
             if reply.get("id") == request_id or "id" not in reply:
                 return reply
 
-    def initialize(self, version: str = "2025-11-25") -> Any:
-        reply = self.request(
-            "initialize",
-            {"protocolVersion": version, "capabilities": {}, "clientInfo": {"name": "stdio-test", "version": "1"}},
-        )
-        self.send({"jsonrpc": "2.0", "method": "notifications/initialized"})
+    def initialize(self, version: str = LATEST) -> Any:
+        init, initialized = handshake(version)
+        reply = self.request("initialize", init["params"], id=init["id"])
+        self.send(initialized)
         return reply
 
     def close_stdin(self) -> None:

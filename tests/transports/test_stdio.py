@@ -12,7 +12,7 @@ from typing import Any
 import orjson
 import pytest
 
-from stdio_client import ROOT, TOOLDECK, StdioServer
+from stdio_client import ROOT, TOOLDECK, StdioServer, checked_replies, handshake
 from tooldeck.protocol.errors import ProtocolError
 from tooldeck.transports.stdio import LineReader
 
@@ -113,18 +113,14 @@ def test_bad_json_is_a_parse_error_and_reading_continues() -> None:
 
 @pytest.fixture
 def noisy() -> Iterator[StdioServer]:
-    server = StdioServer("serve", NOISY)
-    yield server
-    server.kill()
+    with StdioServer("serve", NOISY) as server:
+        yield server
 
 
 @pytest.mark.parametrize("loop", ["uvloop", "asyncio"])
 def test_a_whole_session_over_real_pipes(loop: str) -> None:
-    noisy = StdioServer("serve", NOISY, env={"TOOLDECK_LOOP": loop})
-    try:
+    with StdioServer("serve", NOISY, env={"TOOLDECK_LOOP": loop}) as noisy:
         whole_session(noisy)
-    finally:
-        noisy.kill()
 
 
 def whole_session(noisy: StdioServer) -> None:
@@ -178,8 +174,7 @@ def test_malformed_input_never_kills_the_server(noisy: StdioServer) -> None:
 
 
 def test_a_real_server_refuses_a_huge_line_and_carries_on() -> None:
-    server = StdioServer("serve", NOISY, "--max-message-bytes", "65536")
-    try:
+    with StdioServer("serve", NOISY, "--max-message-bytes", "65536") as server:
         server.initialize()
         big = orjson.dumps(
             {
@@ -195,8 +190,6 @@ def test_a_real_server_refuses_a_huge_line_and_carries_on() -> None:
         assert "exceeds the 65536-byte limit" in reply["error"]["message"]
         assert "id" not in reply
         assert server.request("ping", id="after")["result"] == {}
-    finally:
-        server.kill()
 
 
 def test_default_limit_refuses_a_5_mib_line(noisy: StdioServer) -> None:
@@ -204,6 +197,30 @@ def test_default_limit_refuses_a_5_mib_line(noisy: StdioServer) -> None:
     noisy.write(b'{"x":"' + b"y" * (5 * 1024 * 1024) + b'"}\n')
     assert "exceeds the 4194304-byte limit" in noisy.read()["error"]["message"]
     assert noisy.request("ping", id="after")["result"] == {}
+
+
+# --- numbers out of range: the answer carries the request's id and names the number -------------------------------
+
+
+def test_an_id_past_64_bits_is_refused_with_that_id(noisy: StdioServer) -> None:
+    noisy.initialize()
+    noisy.write(b'{"jsonrpc":"2.0","id":18446744073709551616,"method":"ping"}\n')
+    reply = noisy.read()
+    assert reply["id"] == 2**64
+    assert reply["error"]["code"] == -32600
+    assert "18446744073709551616 is outside the 64-bit integer range" in reply["error"]["message"]
+
+
+def test_a_huge_argument_is_invalid_params_for_the_request_id(noisy: StdioServer) -> None:
+    noisy.initialize()
+    digits = b"1" + b"0" * 5000
+    noisy.write(b'{"jsonrpc":"2.0","id":"big","method":"tools/call","params":{"name":"add","arguments":{"a":'
+                 + digits + b',"b":1}}}\n')  # fmt: skip
+    reply = noisy.read()
+    assert reply["id"] == "big"
+    assert reply["error"]["code"] == -32602
+    assert "at $.arguments.a is out of range" in reply["error"]["message"]
+    assert noisy.request("ping", id="after")["result"] == {}  # the server keeps serving
 
 
 def start_a_slow_call(noisy: StdioServer) -> None:
@@ -222,15 +239,12 @@ def start_a_slow_call(noisy: StdioServer) -> None:
 
 def test_eof_lets_work_in_flight_finish_within_the_drain_timeout_then_exits_cleanly() -> None:
     # The slow call waits a minute: longer than the drain time-out (1 s), so it is cancelled and gets no response.
-    server = StdioServer("serve", "tests/transports/decks/noisy.py", "--drain-timeout", "1")
-    try:
+    with StdioServer("serve", "tests/transports/decks/noisy.py", "--drain-timeout", "1") as server:
         start_a_slow_call(server)
         server.close_stdin()
         assert server.wait(timeout=10) == 0
         assert server.rest_of_stdout() == b""  # no response for the cancelled call
         assert b"still running after 1 s are cancelled" in server.proc.stderr.read()  # type: ignore[union-attr]
-    finally:
-        server.kill()
 
 
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
@@ -250,36 +264,23 @@ def test_signals_during_the_handshake_phase_also_exit_cleanly(noisy: StdioServer
 
 
 def test_stdin_and_stdout_may_be_regular_files() -> None:
-    lines = [
-        {
-            "jsonrpc": "2.0",
-            "id": 1,
-            "method": "initialize",
-            "params": {
-                "protocolVersion": "2025-06-18",
-                "capabilities": {},
-                "clientInfo": {"name": "f", "version": "1"},
-            },
-        },
-        {"jsonrpc": "2.0", "method": "notifications/initialized"},
-        {"jsonrpc": "2.0", "id": 2, "method": "tools/list"},
-    ]  # (a tools/call would be cancelled by the EOF that follows at once: EOF means "shut down")
+    sent = [*handshake("2025-06-18"), {"jsonrpc": "2.0", "id": 2, "method": "tools/list"}]
+    # (a tools/call would be cancelled by the EOF that follows at once: EOF means "shut down")
     with tempfile.TemporaryFile() as stdin, tempfile.TemporaryFile() as stdout:
-        stdin.write(b"".join(orjson.dumps(line) + b"\n" for line in lines))
+        stdin.write(b"".join(orjson.dumps(line) + b"\n" for line in sent))
         stdin.seek(0)
         done = subprocess.run(
             [*TOOLDECK, "serve", NOISY], stdin=stdin, stdout=stdout, stderr=subprocess.PIPE, cwd=ROOT, timeout=30
         )
         assert done.returncode == 0, done.stderr
         stdout.seek(0)
-        replies = [orjson.loads(line) for line in stdout.read().splitlines()]
-    assert [r["id"] for r in replies] == [1, 2]
+        replies = checked_replies(stdout.read().splitlines(), sent)
+    assert [r["id"] for r in replies] == ["init", 2]
     assert [t["name"] for t in replies[1]["result"]["tools"]] == ["shout", "wait", "add"]
 
 
 def test_the_demo_deck_is_served_without_a_target() -> None:
-    server = StdioServer("serve")
-    try:
+    with StdioServer("serve") as server:
         assert server.initialize()["result"]["serverInfo"]["name"] == "tooldeck-demo"
         names = [t["name"] for t in server.request("tools/list")["result"]["tools"]]
         assert {"calculate", "convert_units", "count_primes"} <= set(names)
@@ -300,8 +301,6 @@ def test_the_demo_deck_is_served_without_a_target() -> None:
         progress = [m["params"]["progress"] for m in messages if m.get("method") == "notifications/progress"]
         assert len(progress) >= 2 and progress == sorted(set(progress))
         assert messages[-1]["result"]["structuredContent"] == {"limit": 600000, "count": 49098, "largest": 599999}
-    finally:
-        server.kill()
 
 
 def test_python_dash_m_entry_point_matches_the_script() -> None:

@@ -13,22 +13,9 @@ from pathlib import Path
 import orjson
 import pytest
 
-from mcp_schema import WireChecker
-from stdio_client import ROOT, TOOLDECK, StdioServer
+from stdio_client import ROOT, TOOLDECK, StdioServer, checked_replies, handshake
 
 BLOCKING = "tests/transports/decks/blocking.py"
-INIT = {
-    "protocolVersion": "2025-11-25",
-    "capabilities": {},
-    "clientInfo": {"name": "stdio-shutdown-test", "version": "1"},
-}
-
-
-def handshake() -> list[dict[str, object]]:
-    return [
-        {"jsonrpc": "2.0", "id": "init", "method": "initialize", "params": INIT},
-        {"jsonrpc": "2.0", "method": "notifications/initialized"},
-    ]
 
 
 def call(request_id: object, name: str, arguments: dict[str, object]) -> dict[str, object]:
@@ -38,16 +25,6 @@ def call(request_id: object, name: str, arguments: dict[str, object]) -> dict[st
         "method": "tools/call",
         "params": {"name": name, "arguments": arguments},
     }
-
-
-def checked(lines: list[bytes], sent: list[dict[str, object]]) -> list[dict[str, object]]:
-    checker = WireChecker()
-    for message in sent:
-        checker.sent(message)
-    replies = [orjson.loads(line) for line in lines if line.strip()]
-    for reply in replies:
-        checker.received(reply)
-    return replies
 
 
 @pytest.mark.parametrize("loop", ["uvloop", "asyncio"])
@@ -68,7 +45,7 @@ def test_regular_files_for_stdin_or_stdout_answer_every_request(tmp_path: Path, 
         out, err = proc.communicate(piped_in, timeout=60)
     assert proc.returncode == 0, err.decode(errors="replace")
     lines = replies_file.read_bytes().splitlines() if stdout is not subprocess.PIPE else out.splitlines()
-    replies = checked(lines, sent)
+    replies = checked_replies(lines, sent)
     answered = {r["id"]: r for r in replies}
     assert len(replies) == 51  # the initialize reply and all 50 calls, nothing else
     for i in range(50):
@@ -82,15 +59,14 @@ def test_a_piped_session_gets_every_answer_before_the_server_exits() -> None:
     done = subprocess.run([*TOOLDECK, "serve", BLOCKING], input=b"".join(orjson.dumps(m) + b"\n" for m in sent),
                           capture_output=True, cwd=ROOT, timeout=60)  # fmt: skip
     assert done.returncode == 0, done.stderr.decode(errors="replace")
-    replies = checked(done.stdout.splitlines(), sent)
+    replies = checked_replies(done.stdout.splitlines(), sent)
     results = {r["id"]: r["result"]["structuredContent"] for r in replies if "result" in r and r["id"] != "init"}  # type: ignore[index]
     assert results == {"slow": {"result": "paused"}, "sync": {"result": "slept"}}
 
 
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
 def test_a_signal_stops_the_server_at_once_even_while_a_sync_tool_runs(sig: int) -> None:
-    server = StdioServer("serve", BLOCKING)
-    try:
+    with StdioServer("serve", BLOCKING) as server:
         server.initialize()
         server.send({**call("busy", "sleep_sync", {"seconds": 30}), "params": {
             "name": "sleep_sync", "arguments": {"seconds": 30}, "_meta": {"progressToken": "p"}}})  # fmt: skip
@@ -100,8 +76,6 @@ def test_a_signal_stops_the_server_at_once_even_while_a_sync_tool_runs(sig: int)
         assert server.wait(timeout=10) == 0
         assert time.monotonic() - start < 5  # not held for the 30 s the thread sleeps
         assert server.rest_of_stdout() == b""  # the late result is dropped: no response after the signal
-    finally:
-        server.kill()
 
 
 def test_run_stdio_takes_the_drain_timeout(tmp_path: Path) -> None:
@@ -118,5 +92,5 @@ def test_run_stdio_takes_the_drain_timeout(tmp_path: Path) -> None:
                           capture_output=True, cwd=ROOT, timeout=60)  # fmt: skip
     assert done.returncode == 0, done.stderr.decode(errors="replace")
     assert time.monotonic() - start < 15  # the 30 s call was cut at the 0.5 s drain
-    replies = checked(done.stdout.splitlines(), sent)
+    replies = checked_replies(done.stdout.splitlines(), sent)
     assert [r.get("id") for r in replies] == ["init"]  # the cancelled call gets no response
