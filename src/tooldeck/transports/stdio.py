@@ -172,20 +172,9 @@ class Connection:
         import asyncio
 
         running = self.session.drain()
-        if not running:
-            return
-        log.debug("stdin closed: finishing %d request(s) in flight", len(running))
-        done = asyncio.ensure_future(asyncio.wait(running))
-        signalled = asyncio.ensure_future(stop.wait())
-        try:
-            finished, _ = await asyncio.wait({done, signalled}, timeout=self.drain_timeout,
-                                             return_when=asyncio.FIRST_COMPLETED)  # fmt: skip
-            if not finished:
-                log.warning("stdin closed: %d request(s) still running after %g s are cancelled",
-                            len(self.session.drain()), self.drain_timeout)  # fmt: skip
-        finally:
-            done.cancel()
-            signalled.cancel()
+        if running and not await _first(asyncio.wait(running), stop.wait(), timeout=self.drain_timeout):
+            log.warning("stdin closed: %d request(s) still running after %g s are cancelled",
+                        len(self.session.drain()), self.drain_timeout)  # fmt: skip
 
 
 class LineReader:
@@ -396,13 +385,14 @@ def _nothing() -> None:
     return None
 
 
-async def _first(*waits: Any) -> None:
-    """Wait until the first of ``waits`` is done; cancel the others."""
+async def _first(*waits: Any, timeout: float | None = None) -> bool:
+    """Wait until the first of ``waits`` is done (False if ``timeout`` seconds pass first); cancel the others."""
     import asyncio
 
     tasks = [asyncio.ensure_future(w) for w in waits]
     try:
-        await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
+        done, _ = await asyncio.wait(tasks, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
+        return bool(done)
     finally:
         for task in tasks:
             task.cancel()
