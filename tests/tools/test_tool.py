@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from tooldeck import Context, Deck, RegistrationError
-from tooldeck.tools.tool import is_async
+from tooldeck.model.metadata import is_async
 
 
 def noop() -> None:

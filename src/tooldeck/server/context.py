@@ -26,7 +26,6 @@ if TYPE_CHECKING:
     from .request import RequestContext
 
 log = logging.getLogger("tooldeck.context")
-__all__ = ["DONE", "LOG_LEVELS", "LOG_RANK", "RELATED_TASK", "Context"]
 
 
 class _Done:

@@ -6,19 +6,11 @@ from collections.abc import Callable
 from typing import Any, Unpack
 
 from ..model.content import CONTENT_TYPES
+from ..model.metadata import check_name, is_async, normalize_icons
 from ..protocol.errors import RegistrationError, SchemaError
 from ..schema.generate import inspect_function
 from .options import ToolOptions, check_options
-from .tool import (
-    Tool,
-    check_name,
-    check_task_support,
-    check_timeout,
-    compile_schema,
-    is_async,
-    normalize_annotations,
-    normalize_icons,
-)
+from .tool import Tool, check_task_support, check_timeout, compile_schema, normalize_annotations
 
 
 def tool_from_function(

@@ -9,23 +9,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from ..model.metadata import check_name, is_async, normalize_icons
 from ..protocol.errors import RegistrationError, SchemaError
 from ..protocol.record import Record
 from ..schema.validate import Validator
-
-__all__ = [
-    "TASK_SUPPORT",
-    "Tool",
-    "check_name",
-    "check_task_support",
-    "check_timeout",
-    "compile_schema",
-    "is_async",
-    "normalize_annotations",
-    "normalize_icons",
-    "wire_form",
-]  # fmt: skip
 
 TASK_SUPPORT = ("forbidden", "optional", "required")
 _ANNOTATION_KEYS = {
