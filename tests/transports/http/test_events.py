@@ -1,8 +1,10 @@
-"""The event store behind resumable SSE streams: ``MemoryEventStore`` keeps the last ``max_events`` of a session, a
-resume that would skip evicted events is refused, and one from a kept event replays exactly what followed."""
+"""The event store behind resumable SSE streams: the contract every ``EventStore`` passes (memory today, durable or
+shared later); ``MemoryEventStore`` keeps the last ``max_events`` of a session, a resume that would skip evicted events
+is refused, and one from a kept event replays exactly what followed."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import orjson
@@ -11,7 +13,59 @@ import pytest
 from asgi_client import AsgiClient
 from tooldeck import Context, Deck
 from tooldeck.transports.http import HttpApp
-from tooldeck.transports.http.events import PRIMING, MemoryEventStore
+from tooldeck.transports.http.events import PRIMING, EventStore, MemoryEventStore
+
+# --- the contract every store passes --------------------------------------------------------------------------------
+
+
+STORES: dict[str, Callable[[], EventStore]] = {"memory": lambda: MemoryEventStore(max_events=1000)}
+
+
+@pytest.fixture(params=sorted(STORES))
+def store(request: pytest.FixtureRequest) -> EventStore:
+    return STORES[request.param]()
+
+
+async def test_ids_are_unique_across_a_session_and_name_their_stream(store: EventStore) -> None:
+    ids = [await store.append("s", stream, {"n": i}) for i, stream in enumerate(["1", "2", "1", "0"])]
+    assert len(set(ids)) == 4
+    assert [i.rpartition(".")[0] for i in ids] == ["1", "2", "1", "0"]
+
+
+async def test_replay_gives_what_followed_on_that_stream_only_in_order(store: EventStore) -> None:
+    first = await store.append("s", "1", PRIMING)
+    await store.append("s", "2", {"other": 1})
+    a = await store.append("s", "1", {"n": 1})
+    b = await store.append("s", "1", {"n": 2})
+    assert await store.replay("s", first) == ("1", [(a, {"n": 1}), (b, {"n": 2})])
+    assert await store.replay("s", a) == ("1", [(b, {"n": 2})])
+    assert await store.replay("s", b) == ("1", [])
+
+
+async def test_priming_events_are_never_replayed_as_messages(store: EventStore) -> None:
+    start = await store.append("s", "3", {"n": 0})
+    await store.append("s", "3", PRIMING)
+    last = await store.append("s", "3", {"n": 1})
+    assert await store.replay("s", start) == ("3", [(last, {"n": 1})])
+
+
+@pytest.mark.parametrize("event_id", ["", "nonsense", "1.x", "1.0x", "1.999", "1.", ".5"])
+async def test_unknown_or_malformed_ids_cannot_be_resumed(store: EventStore, event_id: str) -> None:
+    issued = await store.append("s", "1", {"n": 1})
+    assert await store.replay("s", event_id) is None
+    assert await store.replay("unknown-session", issued) is None
+
+
+async def test_sessions_are_apart_and_forget_drops_everything(store: EventStore) -> None:
+    mine = await store.append("mine", "1", PRIMING)
+    await store.append("theirs", "1", {"n": 1})
+    assert await store.replay("mine", mine) == ("1", [])
+    await store.forget("mine")
+    assert await store.replay("mine", mine) is None
+    await store.forget("never")  # forgetting an unknown session is not an error
+
+
+# --- MemoryEventStore -----------------------------------------------------------------------------------------------
 
 
 async def fill(store: MemoryEventStore, session: str, stream: str, count: int) -> list[str]:
@@ -50,21 +104,6 @@ async def test_eviction_counts_every_stream_of_the_session_and_no_other_session(
     assert await store.replay("s", a[1]) == ("a", [])  # nothing after it was lost
     assert await store.replay("s", b[0]) == ("b", [(b[1], {"n": 1}), (b[2], {"n": 2})])  # never another stream's
     assert await store.replay("t", other[4]) == ("a", [(other[5], {"n": 5})])
-
-
-@pytest.mark.parametrize("last_event_id", ["a.7", "a.0x", "nonsense", ".1", "a."])
-async def test_ids_never_issued_are_refused(last_event_id: str) -> None:
-    store = MemoryEventStore(max_events=3)
-    await fill(store, "s", "a", 5)
-    assert await store.replay("s", last_event_id) is None
-    assert await store.replay("unknown-session", "a.1") is None
-
-
-async def test_forget_drops_a_session() -> None:
-    store = MemoryEventStore()
-    ids = await fill(store, "s", "a", 2)
-    await store.forget("s")
-    assert await store.replay("s", ids[0]) is None
 
 
 def test_max_events_must_be_positive() -> None:
