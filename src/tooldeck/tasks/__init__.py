@@ -7,9 +7,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from ..protocol.errors import TaskStoreError, UnknownCursorError
 from .memory import MemoryTaskStore
 from .record import STATUSES, TERMINAL, TaskRecord, can_move, new_task_id
-from .store import TaskStore, TaskStoreError, UnknownCursorError
+from .store import TaskStore
 
 if TYPE_CHECKING:
     from .sqlite import SqliteTaskStore

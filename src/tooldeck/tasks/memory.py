@@ -9,8 +9,9 @@ import builtins
 from bisect import bisect_left, bisect_right, insort
 from typing import Any
 
+from ..protocol.errors import TaskStoreError, UnknownCursorError
 from .record import TaskRecord, can_move
-from .store import TaskStoreError, UnknownCursorError, check_new, check_status, interrupted_result
+from .store import check_new, check_status, interrupted_result
 
 
 class MemoryTaskStore:

@@ -18,8 +18,9 @@ from typing import Any, Literal, TypeVar
 
 import orjson
 
+from ..protocol.errors import TaskStoreError, UnknownCursorError
 from .record import STATUSES, TaskRecord, can_move
-from .store import TaskStoreError, UnknownCursorError, check_new, check_status, interrupted_result
+from .store import check_new, check_status, interrupted_result
 
 T = TypeVar("T")
 

@@ -11,8 +11,6 @@ from __future__ import annotations
 import builtins
 from typing import Any, Protocol
 
-from ..protocol.errors import TaskStoreError as TaskStoreError  # defined with every other error
-from ..protocol.errors import UnknownCursorError as UnknownCursorError
 from .record import STATUSES, TaskRecord
 
 
