@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from typing import Any, Protocol
 
+import orjson
+
 from .options import LOG_RANK
 
 
@@ -142,6 +144,4 @@ class MemorySessionStore:
 
 
 def _copy(state: dict[str, Any]) -> dict[str, Any]:
-    import orjson  # a real copy, and proof the state is JSON-able
-
-    return dict(orjson.loads(orjson.dumps(state)))
+    return dict(orjson.loads(orjson.dumps(state)))  # a real copy, and proof the state is JSON-able
