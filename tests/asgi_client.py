@@ -234,14 +234,14 @@ class AsgiClient:
 
     async def post(self, message: Any, *, session: str | None = None, accept: str = ACCEPT_BOTH,
                    version: str | None = "2025-11-25", headers: dict[str, str] | None = None,
-                   chunk_size: int | None = None) -> Response:  # fmt: skip
+                   chunk_size: int | None = None, path: str = "/mcp") -> Response:  # fmt: skip
         all_headers = {"content-type": "application/json", "accept": accept}
         if session is not None:
             all_headers["mcp-session-id"] = session
         if version is not None:
             all_headers["mcp-protocol-version"] = version
         all_headers.update(headers or {})
-        return await self.request("POST", headers=all_headers, json=message, chunk_size=chunk_size)
+        return await self.request("POST", path=path, headers=all_headers, json=message, chunk_size=chunk_size)
 
     async def initialize(self, version: str = "2025-11-25") -> str:
         response = await self.post(

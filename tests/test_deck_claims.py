@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import orjson
-
-from asgi_client import ACCEPT_BOTH, AsgiClient
+from asgi_client import AsgiClient
 from tooldeck import Context, Deck
 
 
@@ -49,11 +47,13 @@ async def test_http_app_passes_its_options_on() -> None:
     app = make_deck().http_app(path="/tools", stateless=True)
     http = AsgiClient(app)
     assert (await http.request("GET", path="/mcp")).status == 404
-    body = orjson.dumps({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
-                         "params": {"name": "greet", "arguments": {"name": "Cy"}}})  # fmt: skip
-    headers = {"content-type": "application/json", "accept": ACCEPT_BOTH, "mcp-protocol-version": "2025-11-25"}
-    http.checker.sent(orjson.loads(body))
-    call = await http.request("POST", path="/tools", headers=headers, body=body)
+    message = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "tools/call",
+        "params": {"name": "greet", "arguments": {"name": "Cy"}},
+    }
+    call = await http.post(message, path="/tools")
     assert "mcp-session-id" not in call.headers  # stateless: answered without initialize or a session
     assert (await call.json())["result"]["structuredContent"] == {"result": "hello Cy"}
     response = await http.request("GET", path="/tools", headers={"accept": "text/event-stream"})
