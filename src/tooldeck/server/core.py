@@ -7,6 +7,7 @@ bus when it is made (``attach``) and hears list changes, resource updates and ta
 
 from __future__ import annotations
 
+import functools
 import sys
 from typing import TYPE_CHECKING, Any
 
@@ -45,9 +46,9 @@ class Server:
         self.prompts = PromptRegistry()
         for kind, catalog in (("tools", self.tools), ("resources", self.resources), ("resources", self.templates),
                               ("prompts", self.prompts)):  # fmt: skip
-            catalog.subscribe(_announcer(self, kind))
+            catalog.subscribe(functools.partial(self.changed, kind))
         self.methods: dict[str, Method] = method_table()
-        self.pipeline = Pipeline(self.workers, mask_errors=options.mask_errors, tool_timeout=options.tool_timeout)
+        self.pipeline = Pipeline(self.workers, options)
         self.policies = self.pipeline.authorizers  # access control: async-capable steps (request, call)
         self.bus: Bus = bus if bus is not None else MemoryBus()
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -178,10 +179,6 @@ class Server:
         kinds, self._pending_changes = self._pending_changes, set()
         for kind in sorted(kinds):
             self.bus.publish("list_changed", kind)
-
-
-def _announcer(server: Server, kind: str) -> Any:
-    return lambda: server.changed(kind)
 
 
 def _running_loop() -> asyncio.AbstractEventLoop | None:

@@ -30,6 +30,7 @@ from .context import Context
 
 if TYPE_CHECKING:
     from ..tools.tool import Tool
+    from .options import ServerOptions
     from .request import RequestContext
     from .workers import WorkerPool
 
@@ -56,10 +57,9 @@ class Call(Record):
 class Pipeline:
     """The steps every call goes through, configured per server (``Deck.policies`` is the authorize list)."""
 
-    def __init__(self, workers: Callable[[], WorkerPool], *, mask_errors: bool, tool_timeout: float | None) -> None:
+    def __init__(self, workers: Callable[[], WorkerPool], options: ServerOptions) -> None:
         self._workers = workers  # the pool is made when the first sync function runs
-        self.mask_errors = mask_errors
-        self.tool_timeout = tool_timeout
+        self.options = options  # mask_errors, tool_timeout
         self.authorizers: list[Step] = []
         self.limiters: list[Step] = []
         self.sanitisers: list[Sanitiser] = []
@@ -98,7 +98,7 @@ class Pipeline:
                 await self.admit(rctx, call)  # a ProtocolError refusal is the call's error response
             except ToolError as exc:
                 return await self.finish(rctx, call, error_result(str(exc) or f"Tool {tool.name!r} was refused"))
-        timeout = tool.timeout if tool.timeout is not None else self.tool_timeout
+        timeout = tool.timeout if tool.timeout is not None else self.options.tool_timeout
         try:
             if tool.is_async and timeout is None and not tool.injected:  # the common case, one await fewer
                 result = build_result(tool, await tool.fn(**check_arguments(tool, arguments)))
@@ -111,12 +111,12 @@ class Pipeline:
             raise  # answered as JSON-RPC error -32042: the one protocol error a tool may raise
         except TimeoutError as exc:
             if timeout is None:  # the tool's own time-out, not ours
-                result = error_result(describe_failure(f"tool {tool.name!r}", exc, self.mask_errors))
+                result = error_result(describe_failure(f"tool {tool.name!r}", exc, self.options.mask_errors))
             else:
                 log.warning("tool %r timed out after %g s", tool.name, timeout)
                 result = error_result(f"Tool {tool.name!r} timed out after {timeout:g} s and was stopped")
         except Exception as exc:  # the tool's own bug or failure; BaseException (cancellation, exit) passes through
-            result = error_result(describe_failure(f"tool {tool.name!r}", exc, self.mask_errors))
+            result = error_result(describe_failure(f"tool {tool.name!r}", exc, self.options.mask_errors))
         if self.sanitisers or self.auditors:  # tested here: most servers have none, and then no coroutine is made
             result = await self.finish(rctx, call or Call("tool", tool.name, tool, arguments), result)
         return result
@@ -133,7 +133,7 @@ class Pipeline:
         except ProtocolError:
             raise
         except Exception as exc:
-            raise InternalError(describe_failure(label, exc, self.mask_errors)) from None
+            raise InternalError(describe_failure(label, exc, self.options.mask_errors)) from None
 
     # --- run, sanitise, audit -----------------------------------------------------------------------------------
 
