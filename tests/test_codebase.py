@@ -57,7 +57,9 @@ def module_name(path: Path) -> str:
 
 
 def modules() -> dict[str, Path]:
-    return {module_name(path): path for path in SRC.rglob("*.py")}
+    found = {module_name(path): path for path in SRC.rglob("*.py")}
+    assert "tooldeck.server.session" in found, f"the source tree moved from {SRC}: every check here would pass empty"
+    return found
 
 
 def imports_of(path: Path, known: dict[str, Path]) -> set[str]:
