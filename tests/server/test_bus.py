@@ -47,8 +47,11 @@ def test_a_cancelled_subscription_hears_nothing_more(bus: Bus) -> None:
     assert bus.subscribers("t") == 0
 
 
-def test_publishing_to_nobody_is_fine(bus: Bus) -> None:
+def test_publishing_to_nobody_is_fine_and_keeps_nothing_for_later(bus: Bus) -> None:
     bus.publish("empty", {"x": 1})
+    got: list[Any] = []
+    bus.subscribe("empty", got.append)
+    assert got == []  # a bus is not a queue: what nobody heard is gone
 
 
 def test_a_failing_subscriber_does_not_stop_the_others(bus: Bus, caplog: pytest.LogCaptureFixture) -> None:
