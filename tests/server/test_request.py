@@ -47,22 +47,17 @@ def test_a_session_request_reads_the_session_state_live() -> None:
     assert rctx.log_rank == 5 and rctx.revision == "2025-06-18"
 
 
-@pytest.mark.parametrize(("meta", "token"), [(None, None), ({}, None), ({"progressToken": "t"}, "t"),
-                                             ({"progressToken": 7}, 7)])  # fmt: skip
+@pytest.mark.parametrize(("meta", "token"), [(None, None), ({}, None), ({"progressToken": None, "x": 1}, None),
+                                             ({"progressToken": "t"}, "t"), ({"progressToken": 7}, 7)])  # fmt: skip
 def test_the_progress_token_is_read_from_meta(meta: Any, token: Any) -> None:
     params = {} if meta is None else {"_meta": meta}
     rctx = RequestContext.standalone(Deck("p"), Peer(), 1, "tools/call", params, "2025-11-25")  # type: ignore[arg-type]
     assert rctx.progress_token() == token
 
 
-@pytest.mark.parametrize(
-    "meta", [5, {"progressToken": 1.5}, {"progressToken": True}, {"progressToken": None} | {"x": 1}]
-)
+@pytest.mark.parametrize("meta", [5, {"progressToken": 1.5}, {"progressToken": True}])
 def test_a_malformed_progress_token_is_32602(meta: Any) -> None:
     rctx = RequestContext.standalone(Deck("p"), Peer(), 1, "tools/call", {"_meta": meta}, "2025-11-25")  # type: ignore[arg-type]
-    if isinstance(meta, dict) and meta.get("progressToken") is None:
-        assert rctx.progress_token() is None
-        return
     with pytest.raises(InvalidParamsError):
         rctx.progress_token()
 
