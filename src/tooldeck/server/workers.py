@@ -131,10 +131,9 @@ class WorkerPool:
                     self._slow[key] = self._slow.get(key, 0) + 1
                     return
         self._slow.pop(key, None)
-        if job.ok:
-            job.future.set_result(job.value)
-        else:
-            job.future.set_exception(job.value)
+        # Through the loop, not at once: what the job handed to the loop while it ran (a Context's progress and log
+        # lines, by call_soon_threadsafe) is queued already, and must reach the client before the result does.
+        job.loop.call_soon(_settle, job)
 
     def close(self) -> None:
         """Take no new work and cancel the jobs not yet started; busy threads end after their job, unwaited."""
@@ -218,14 +217,19 @@ class WorkerPool:
             batch = self._done.pop(loop, ())
             self._in_flight -= len(batch)
         for job in batch:
-            future = job.future
-            if future.cancelled():
-                what = "result" if job.ok else "exception"
-                log.warning("dropped the late %s of %s: its call was cancelled while it ran", what, _name(job.fn))
-            elif job.ok:
-                future.set_result(job.value)
-            else:
-                future.set_exception(job.value)
+            _settle(job)
+
+
+def _settle(job: _Job) -> None:
+    """Give a finished job's outcome to its future, on the loop's thread; a cancelled caller's is dropped, logged."""
+    future = job.future
+    if future.cancelled():
+        what = "result" if job.ok else "exception"
+        log.warning("dropped the late %s of %s: its call was cancelled while it ran", what, _name(job.fn))
+    elif job.ok:
+        future.set_result(job.value)
+    else:
+        future.set_exception(job.value)
 
 
 def _prefer_batch() -> None:
