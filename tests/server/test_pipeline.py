@@ -277,3 +277,22 @@ async def test_a_tool_error_refusal_of_a_resource_or_prompt_is_a_refusal_not_an_
         ]:
             response = await c.request_raw(method, params)
             assert response["error"] == {"code": -32000, "message": f"{name} is closed"}, method
+
+
+async def test_a_sync_tools_progress_arrives_before_its_result_on_every_call() -> None:
+    # The worker pool waits for a lone sync call instead of going back to the loop; what the tool sent meanwhile
+    # through its Context must still reach the client first, on the first call (a new thread) and the later ones.
+    deck = Deck("progress")
+
+    @deck.tool
+    def steps(ctx: Context) -> str:
+        ctx.report_progress(1, 2)
+        ctx.info("halfway")
+        return "done"
+
+    async with client(deck) as c:
+        for call in range(4):
+            c.notifications.clear()
+            result = await c.call_tool("steps", {}, progressToken=call)
+            assert result["structuredContent"] == {"result": "done"}
+            assert [n["method"] for n in c.notifications] == ["notifications/progress", "notifications/message"], call
