@@ -146,7 +146,10 @@ class Pipeline:
             context = Context(rctx, name, task)
             kwargs = {**kwargs, **dict.fromkeys(item.injected, context)}
         try:
-            running = item.fn(**kwargs) if item.is_async else self._workers().run(functools.partial(item.fn, **kwargs))
+            if item.is_async:
+                running = item.fn(**kwargs)
+            else:  # with a Context, what it sends from the thread must reach the loop before the result does
+                running = self._workers().run(functools.partial(item.fn, **kwargs), may_wait=context is None)
             if timeout is None:
                 return await running
             import asyncio

@@ -69,8 +69,13 @@ class WorkerPool:
         self._slow: dict[Any, int] = {}  # function (code) -> waits in a row that ran out
         self._turns: set[asyncio.AbstractEventLoop] = set()  # loops that waited for a job in their current turn
 
-    def run(self, fn: Callable[[], T]) -> Awaitable[T]:
-        """Queue ``fn`` to run in a worker thread with a copy of the caller's context variables; await its result."""
+    def run(self, fn: Callable[[], T], *, may_wait: bool = True) -> Awaitable[T]:
+        """Queue ``fn`` to run in a worker thread with a copy of the caller's context variables; await its result.
+
+        ``may_wait=False`` for a function that hands things to the loop while it runs (a tool's Context sends
+        progress with ``call_soon_threadsafe``): its result must then come through the loop too, after them, so the
+        loop's thread never takes it directly.
+        """
         loop = asyncio.get_running_loop()
         future: asyncio.Future[T] = loop.create_future()
         context = contextvars.copy_context()
@@ -85,7 +90,7 @@ class WorkerPool:
             # Wait for it only if it is alone (so the worker woken, or started for the pool's first call, takes it at
             # once), no wait happened this turn (the other calls of a burst are better handed back together than each
             # waited for), and it is not slow.
-            if wake is not None and not self._in_flight and loop not in self._turns:
+            if may_wait and wake is not None and not self._in_flight and loop not in self._turns:
                 key = _unwrap(fn)
                 key = getattr(key, "__code__", key)  # closures made per call share their code
                 job.waited = self._slow.get(key, 0) < SLOW_AFTER
@@ -131,9 +136,7 @@ class WorkerPool:
                     self._slow[key] = self._slow.get(key, 0) + 1
                     return
         self._slow.pop(key, None)
-        # Through the loop, not at once: what the job handed to the loop while it ran (a Context's progress and log
-        # lines, by call_soon_threadsafe) is queued already, and must reach the client before the result does.
-        job.loop.call_soon(_settle, job)
+        _settle(job)
 
     def close(self) -> None:
         """Take no new work and cancel the jobs not yet started; busy threads end after their job, unwaited."""
