@@ -123,11 +123,14 @@ class Pipeline:
 
     # --- resources and prompts ----------------------------------------------------------------------------------
 
-    async def invoke(self, rctx: RequestContext, call: Call, kwargs: dict[str, Any], label: str) -> Any:
-        """Run a resource's or prompt's function (after the authorize and limit steps); failures are JSON-RPC
-        errors."""
+    async def invoke(
+        self, rctx: RequestContext, call: Call, label: str, convert: Callable[[Any, dict[str, Any]], dict[str, Any]]
+    ) -> Any:
+        """Run a resource's or prompt's function: authorize and limits, then ``convert(item, arguments)`` validates and
+        converts the arguments (raising -32602), then the run step. Failures are JSON-RPC errors."""
         if self.admits:
             await self.admit_or_refuse(rctx, call)
+        kwargs = convert(call.item, call.arguments)
         try:
             return await self._run(rctx, call.item, kwargs, label, None, None)
         except ProtocolError:

@@ -29,16 +29,16 @@ def get_prompt(rctx: RequestContext) -> Work:
     prompt = rctx.server.prompts.get(name)
     if prompt is None:
         raise InvalidParamsError(f"Unknown prompt: {name}")
-    arguments = check_arguments(prompt, rctx.params.get("arguments"))
     rctx.progress_token()  # a malformed progress token is a -32602 now
-    call = Call("prompt", name, prompt, rctx.params.get("arguments") or {})
-    return Work(_get(rctx, call, arguments), streams=bool(prompt.injected))
+    arguments = rctx.params.get("arguments")
+    call = Call("prompt", name, prompt, {} if arguments is None else arguments)  # checked after authorize
+    return Work(_get(rctx, call), streams=bool(prompt.injected))
 
 
-async def _get(rctx: RequestContext, call: Call, arguments: dict[str, Any]) -> dict[str, Any]:
+async def _get(rctx: RequestContext, call: Call) -> dict[str, Any]:
     prompt = call.item
     pipeline = rctx.server.pipeline
-    value = await pipeline.invoke(rctx, call, arguments, f"prompt {prompt.name!r}")
+    value = await pipeline.invoke(rctx, call, f"prompt {prompt.name!r}", check_arguments)
     try:
         messages = render(value)
     except (TypeError, ValueError) as exc:

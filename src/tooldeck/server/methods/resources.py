@@ -51,7 +51,7 @@ async def _read(rctx: RequestContext, call: Call) -> dict[str, Any]:
             await pipeline.admit_or_refuse(rctx, call)
         value = source.value
     else:
-        value = await pipeline.invoke(rctx, call, call.arguments, f"resource {uri!r}")
+        value = await pipeline.invoke(rctx, call, f"resource {uri!r}", _matched)
     try:
         result = {"contents": contents_for(uri, value, source.mime_type)}
     except TypeError as exc:
@@ -60,6 +60,10 @@ async def _read(rctx: RequestContext, call: Call) -> dict[str, Any]:
             f"Internal error: resource {uri!r} returned a value that is not resource contents"
         ) from None
     return revisions.read_result(await pipeline.finish(rctx, call, result), rctx.revision)
+
+
+def _matched(source: Any, arguments: dict[str, Any]) -> dict[str, Any]:
+    return arguments  # a template's variables were converted when the URI matched it
 
 
 def subscribe(rctx: RequestContext) -> dict[str, Any]:
