@@ -296,3 +296,10 @@ async def test_a_sync_tools_progress_arrives_before_its_result_on_every_call() -
             result = await c.call_tool("steps", {}, progressToken=call)
             assert result["structuredContent"] == {"result": "done"}
             assert [n["method"] for n in c.notifications] == ["notifications/progress", "notifications/message"], call
+
+
+async def test_a_refused_caller_is_told_so_before_its_prompt_arguments_are_checked() -> None:
+    deck, _ = guarded_deck()
+    async with client(deck) as c:
+        response = await c.request_raw("prompts/get", {"name": "secret", "arguments": {"nope": "1"}})
+        assert response["error"]["code"] == -32000 and "is not allowed" in response["error"]["message"]
