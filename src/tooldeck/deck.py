@@ -27,12 +27,9 @@ F = TypeVar("F", bound=Callable[..., Any])
 class Deck(Server):
     """A named set of tools served over MCP: ``Deck("weather", version="1.0.0", instructions=..., page_size=...)``.
 
-    Options (``server/options.py`` lists and checks them): ``title``, ``description``, ``instructions``,
-    ``website_url``, ``icons`` (what initialize says of the server); ``page_size`` (items per list page; None: one
-    page), ``mask_errors`` (hide the text of unexpected exceptions from clients), ``max_threads`` (worker threads
-    for sync tools), ``log_level`` (the lowest level sent as notifications/message until the client sets one),
-    ``tool_timeout`` (seconds a tool call may run; None: no limit), ``max_message_bytes``, ``max_batch``,
-    ``cursor_secret``, ``task_store``, ``task_ttl``, ``max_task_ttl``, ``max_tasks_per_requestor``.
+    ``title``, ``description``, ``instructions``, ``website_url`` and ``icons`` say what the server is; the other
+    options (``page_size``, ``mask_errors``, ``max_threads``, ``log_level``, ``tool_timeout``, ...) are listed and
+    explained once, in ``server/options.py`` (``ServerSettings``, ``ServerOptions``).
     """
 
     def __init__(self, name: str, version: str = "0.1.0", **options: Unpack[ServerSettings]) -> None:
