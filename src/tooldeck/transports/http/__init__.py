@@ -2,7 +2,7 @@
 MCP endpoint), its session registry, channels and SSE writer, the event store, and serving under uvicorn."""
 
 from .app import HttpApp
-from .auth import AnonymousBackend, AuthenticationBackend
+from .auth import AuthenticationBackend
 from .events import EventStore, MemoryEventStore
 
-__all__ = ["AnonymousBackend", "AuthenticationBackend", "EventStore", "HttpApp", "MemoryEventStore"]
+__all__ = ["AuthenticationBackend", "EventStore", "HttpApp", "MemoryEventStore"]

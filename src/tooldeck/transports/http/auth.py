@@ -3,8 +3,8 @@
 ``AuthenticationBackend.authenticate(scope)`` returns the principal (who is asking) or None (anonymous), or raises
 ``HttpError`` (401 with a ``WWW-Authenticate`` header, say) to refuse the request before it reaches the protocol.
 The principal is put in ``scope["tooldeck.principal"]``, where the MCP endpoint reads it: a session is bound to the
-principal that opened it, and tasks to the principal that created them. The default backend lets everyone in as
-anonymous.
+principal that opened it, and tasks to the principal that created them. Without a backend there is no such layer,
+and everyone is anonymous.
 """
 
 from __future__ import annotations
@@ -23,20 +23,13 @@ class AuthenticationBackend(Protocol):
         ...
 
 
-class AnonymousBackend:
-    """Everyone is anonymous: no principal, no refusal."""
-
-    async def authenticate(self, scope: Scope) -> Any:
-        return None
-
-
 class AuthenticationLayer:
-    def __init__(self, app: App, backend: AuthenticationBackend | None = None) -> None:
+    def __init__(self, app: App, backend: AuthenticationBackend) -> None:
         self.app = app
         self.backend = backend
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] == "http" and self.backend is not None:
+        if scope["type"] == "http":
             try:
                 scope[PRINCIPAL] = await self.backend.authenticate(scope)
             except HttpError as refusal:
