@@ -17,7 +17,7 @@ from typing import Any
 import orjson
 
 from .errors import INTERNAL_ERROR, InvalidParamsError, InvalidRequestError, ParseError, ProtocolError
-from .paths import format_path
+from .paths import find, format_path
 
 Fragment = orjson.Fragment  # pre-encoded JSON spliced into a message without re-encoding
 _INT_MIN, _INT_MAX = -(2**63), 2**64 - 1  # what a client's 64-bit integer can hold (signed or unsigned)
@@ -69,6 +69,10 @@ class _Number:
         return self.text if len(self.text) <= 24 else f"{self.text[:12]}...{self.text[-4:]} ({len(self.text)} chars)"
 
 
+def _is_number(value: Any) -> bool:
+    return type(value) is _Number
+
+
 def _int(text: str) -> Any:
     if len(text) > _DIGITS:
         return _Number(text)
@@ -93,7 +97,7 @@ def _decode_exactly(data: Any, orjson_error: str | None) -> Any:
         obj = json.loads(text, parse_int=_int, parse_float=_float, parse_constant=_constant)
     except (ValueError, RecursionError):
         raise ParseError(f"Parse error: {orjson_error or 'not JSON'}") from None
-    found = _find_number(obj, [])
+    found = find(obj, _is_number)
     if type(obj) is not dict:
         if found is not None:
             raise ParseError(f"Parse error: the number {found[1]!r} at {format_path(found[0])} is out of range")
@@ -120,22 +124,6 @@ def _decode_exactly(data: Any, orjson_error: str | None) -> Any:
     )
     error.request_id = raw_id
     raise error
-
-
-def _find_number(value: Any, path: list[str | int]) -> tuple[list[str | int], _Number] | None:
-    if type(value) is _Number:
-        return path, value
-    if type(value) is dict:
-        items: Any = value.items()
-    elif type(value) is list:
-        items = enumerate(value)
-    else:
-        return None
-    for key, item in items:
-        found = _find_number(item, [*path, key])
-        if found is not None:
-            return found
-    return None
 
 
 def _without_numbers(value: Any) -> Any:

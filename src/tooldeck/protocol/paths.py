@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 import orjson
@@ -21,6 +21,28 @@ def format_path(parts: Iterable[str | int]) -> str:
         else:
             out.append(f"[{orjson.dumps(part).decode()}]")
     return "".join(out)
+
+
+def find(
+    value: Any, matches: Callable[[Any], bool], path: tuple[str | int, ...] = ()
+) -> tuple[list[str | int], Any] | None:
+    """The JSON path and the value of the first leaf in ``value`` (dicts, lists, tuples, dataclasses, depth first)
+    that ``matches``, or None."""
+    if matches(value):
+        return list(path), value
+    if isinstance(value, dict):
+        items: Any = value.items()
+    elif isinstance(value, list | tuple):
+        items = enumerate(value)
+    elif hasattr(value, "__dataclass_fields__"):
+        items = ((name, getattr(value, name, None)) for name in value.__dataclass_fields__)
+    else:
+        return None
+    for key, item in items:
+        found = find(item, matches, (*path, key))
+        if found is not None:
+            return found
+    return None
 
 
 def path_key(parts: Iterable[str | int]) -> tuple[tuple[int, int | str], ...]:

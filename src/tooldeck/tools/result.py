@@ -14,7 +14,7 @@ from typing import Any
 import orjson
 
 from ..model.content import CONTENT_TYPES
-from ..protocol.paths import format_path
+from ..protocol.paths import find, format_path
 from ..schema.jsonvalue import json_default
 from .tool import Tool
 
@@ -52,7 +52,7 @@ def _structured(tool: Tool, value: Any) -> dict[str, Any]:
             structured = value
     validator = tool.output_validator
     if not validator.is_valid(structured):  # type: ignore[union-attr]
-        found = _non_finite(returned, [])
+        found = find(returned, _non_finite)
         if found is not None:  # JSON has no NaN or infinity: the encoder wrote null, so say what the tool produced
             path, number = found
             return _violation(tool, f"{format_path(path) if not tool.wraps_output else format_path(['result', *path])}:"
@@ -68,23 +68,8 @@ def _violation(tool: Tool, problems: str) -> dict[str, Any]:
     return error_result(f"Tool {tool.name!r} returned output that does not match its outputSchema: {problems}")
 
 
-def _non_finite(value: Any, path: list[str | int]) -> tuple[list[str | int], float] | None:
-    """Where a NaN or an infinity is in what a tool returned (before JSON encoding turned it into null)."""
-    if type(value) is float:
-        return None if math.isfinite(value) else (path, value)
-    if isinstance(value, dict):
-        items: Any = value.items()
-    elif isinstance(value, list | tuple):
-        items = enumerate(value)
-    elif hasattr(value, "__dataclass_fields__"):
-        items = ((name, getattr(value, name, None)) for name in value.__dataclass_fields__)
-    else:
-        return None
-    for key, item in items:
-        found = _non_finite(item, [*path, key])
-        if found is not None:
-            return found
-    return None
+def _non_finite(value: Any) -> bool:
+    return type(value) is float and not math.isfinite(value)
 
 
 def to_content(value: Any) -> list[dict[str, Any]]:
