@@ -4,7 +4,7 @@ from typing import Any
 
 import pytest
 
-from tooldeck.protocol.paths import format_path, path_key, preview
+from tooldeck.protocol.paths import find, format_path, path_key, preview
 
 
 @pytest.mark.parametrize(
@@ -42,3 +42,16 @@ def test_path_key_orders_indices_numerically() -> None:
 )
 def test_preview(value: Any, expected: str) -> None:
     assert preview(value) == expected
+
+
+def test_find_walks_dicts_lists_tuples_and_dataclasses_depth_first() -> None:
+    import dataclasses
+
+    @dataclasses.dataclass
+    class Point:
+        x: float
+        y: float
+
+    value = {"a": [1, (2, Point(3.0, -1.0))], "b": -2}
+    assert find(value, lambda v: type(v) in (int, float) and v < 0) == (["a", 1, 1, "y"], -1.0)
+    assert find(value, lambda v: v == "missing") is None
