@@ -20,6 +20,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("schema",),
     ("model",),
     ("tools", "resources", "prompts", "tasks"),
+    ("manifest",),
     ("server",),
     ("transports",),
     ("deck",),
