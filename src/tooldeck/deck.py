@@ -17,6 +17,9 @@ from .tools.function import tool_from_function
 from .tools.options import ToolOptions
 
 if TYPE_CHECKING:
+    import os
+
+    from .manifest.manager import Applied, ToolManager
     from .prompts.prompt import Prompt
     from .resources.resource import Resource
     from .tools.tool import Tool
@@ -35,6 +38,7 @@ class Deck(Server):
     def __init__(self, name: str, version: str = "0.1.0", **options: Unpack[ServerSettings]) -> None:
         info, checked = split_settings(dict(options))
         super().__init__(name, version, info, checked)
+        self._manager: ToolManager | None = None
 
     # --- tools --------------------------------------------------------------------------------------------------
 
@@ -59,6 +63,29 @@ class Deck(Server):
     def remove_tool(self, name: str) -> None:
         """Unregister a tool; connected clients get notifications/tools/list_changed."""
         self.tools.unregister(name)
+
+    # --- tool definitions (seed 002) -----------------------------------------------------------------------------
+
+    @property
+    def manager(self) -> ToolManager:
+        """The tool manager: ``register`` / ``upgrade`` (register a higher version) / ``unregister`` / ``rollback``
+        tool definitions while the deck serves (see manifest/manager.py for its rules)."""
+        if self._manager is None:
+            from .manifest.manager import ToolManager  # tool definitions cost nothing until one is used
+
+            self._manager = ToolManager(self.tools, injectable=(Context,))
+        return self._manager
+
+    def implements(self, name: str) -> Callable[[F], F]:
+        """Bind a function to a capability of a tool definition: ``@deck.implements("calculator.add")`` (or to every
+        capability of a tool: ``@deck.implements("calculator")``, called with ``capability=<name>``). Bind before
+        ``load_manifest``; the function is returned unchanged."""
+        return self.manager.implements(name)
+
+    def load_manifest(self, path: str | os.PathLike[str]) -> list[Applied]:
+        """Serve the tool definitions in a JSON or YAML file (or every such file in a directory), through the
+        manager: registered, or upgraded under its version rules. DefinitionError lists every problem."""
+        return self.manager.load(path)
 
     # --- resources ----------------------------------------------------------------------------------------------
 

@@ -44,6 +44,7 @@ class Catalog(Generic[T]):
         self._order: list[int] = []  # sequence numbers, ascending: the order of _items, for cursors to bisect
         self._next_seq = 0
         self._listeners: list[Callable[[], None]] = []
+        self._generation = 0  # counts changes: a listing built while one happened is not cached
         self._cache: list[Any] | None = None
         self._cache_json: Fragment | None = None
         self._older: dict[str, tuple[list[Any], Fragment]] = {}  # listings cut down for older revisions
@@ -98,30 +99,55 @@ class Catalog(Generic[T]):
         self._changed()
         return item
 
+    def update(self, put: dict[str, T], remove: tuple[str, ...] | list[str] = ()) -> None:
+        """Several changes as one: ``put`` items replace theirs in place or are added at the end, ``remove`` names
+        go. The new state is built aside and swapped in at once, so no listing ever shows half of it, and the
+        listeners hear one change."""
+        items = {name: item for name, item in self._items.items() if name not in remove}
+        seq = {name: number for name, number in self._seq.items() if name not in remove}
+        for name, item in put.items():
+            if name not in seq:
+                seq[name] = self._next_seq
+                self._next_seq += 1
+            items[name] = item
+        self._items, self._seq, self._order = items, seq, sorted(seq.values())
+        self._changed()
+
     def subscribe(self, listener: Callable[[], None]) -> None:
         self._listeners.append(listener)
 
     def listing(self, revision: str | None = None) -> list[Any]:
         """Every item's wire form, in order, as ``revision`` defines it (cached until the next change)."""
-        if self._cache is None:
-            self._cache = [self._wire(item) for item in self._items.values()]
+        cache = self._cache
+        if cache is None:
+            generation = self._generation
+            cache = [self._wire(item) for item in self._items.values()]
+            if generation == self._generation:  # a change made meanwhile (from another thread) voids it
+                self._cache = cache
         if revisions.is_latest(revision):
-            return self._cache
+            return cache
         return self._for(revision)[0]  # type: ignore[arg-type]
 
     def listing_json(self, revision: str | None = None) -> Fragment:
         """``listing()`` pre-encoded, so an unpaginated list costs one copy per request, not one encoding."""
         if not revisions.is_latest(revision):
             return self._for(revision)[1]  # type: ignore[arg-type]
-        if self._cache_json is None:
-            self._cache_json = Fragment(orjson.dumps(self.listing()))
-        return self._cache_json
+        cached = self._cache_json
+        if cached is None:
+            generation = self._generation
+            cached = Fragment(orjson.dumps(self.listing()))
+            if generation == self._generation:
+                self._cache_json = cached
+        return cached
 
     def _for(self, revision: str) -> tuple[list[Any], Fragment]:
         found = self._older.get(revision)
         if found is None:
+            generation = self._generation
             items = [revisions.listing_item(self.kind, wire, revision) for wire in self.listing()]
-            found = self._older[revision] = (items, Fragment(orjson.dumps(items)))
+            found = (items, Fragment(orjson.dumps(items)))
+            if generation == self._generation:
+                self._older[revision] = found
         return found
 
     def page(
@@ -138,6 +164,7 @@ class Catalog(Generic[T]):
         return items, codec.encode(self.kind, self._order[end - 1]) if end < len(self._order) and items else None
 
     def _changed(self) -> None:
+        self._generation += 1
         self._cache = None
         self._cache_json = None
         self._older.clear()

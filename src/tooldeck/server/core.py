@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import functools
 import sys
+from collections.abc import Callable, Coroutine
 from typing import TYPE_CHECKING, Any
 
 from ..prompts.registry import PromptRegistry
@@ -56,6 +57,10 @@ class Server:
         self._pending_changes: set[str] = set()
         self._init_results: dict[tuple[str, bool], dict[str, Any]] = {}
         self._tasks: TaskManager | None = None
+        self.services: list[Callable[[], Coroutine[Any, Any, None]]] = []
+        """Coroutines that run beside the sessions while the server serves (a directory watcher, say): started
+        when a transport's loop runs (``bind_loop``), cancelled by ``aclose``."""
+        self._running_services: list[asyncio.Task[None]] = []
 
     # --- what initialize answers --------------------------------------------------------------------------------
 
@@ -121,6 +126,14 @@ class Server:
 
     async def aclose(self) -> None:
         """Stop the lifespan services: running tasks are cancelled, the task store closed, the workers released."""
+        running, self._running_services = self._running_services, []
+        for service in running:
+            service.cancel()
+        for service in running:
+            try:
+                await service
+            except BaseException:  # cancelled, or failed (and logged by _service_done)
+                pass
         if self._tasks is not None:
             await self._tasks.aclose()
             self._tasks = None
@@ -142,9 +155,14 @@ class Server:
         )
 
     def bind_loop(self) -> None:
-        """Announce changes made from other threads on the running loop from now on (a transport calls this once its
-        loop runs)."""
-        self._loop = _running_loop()
+        """Announce changes made from other threads on the running loop from now on, and start the services (a
+        transport calls this once its loop runs)."""
+        self._loop = loop = _running_loop()
+        if loop is not None and self.services and not self._running_services:
+            for service in self.services:
+                task = loop.create_task(service())
+                task.add_done_callback(_service_done)
+                self._running_services.append(task)
 
     def notify_resource_updated(self, uri: str) -> None:
         """Tell the clients that subscribed to ``uri`` (or to a resource it is under) that it changed.
@@ -179,6 +197,13 @@ class Server:
         kinds, self._pending_changes = self._pending_changes, set()
         for kind in sorted(kinds):
             self.bus.publish("list_changed", kind)
+
+
+def _service_done(task: asyncio.Task[None]) -> None:
+    if not task.cancelled() and task.exception() is not None:
+        import logging
+
+        logging.getLogger("tooldeck.server").error("a service stopped: %r", task.exception(), exc_info=task.exception())
 
 
 def _running_loop() -> asyncio.AbstractEventLoop | None:

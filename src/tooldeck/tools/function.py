@@ -10,7 +10,16 @@ from ..model.metadata import check_name, is_async, normalize_icons
 from ..protocol.errors import RegistrationError, SchemaError
 from ..schema.generate import inspect_function
 from .options import ToolOptions, check_options
-from .tool import Tool, check_task_support, check_timeout, compile_schema, normalize_annotations
+from .tool import (
+    Tool,
+    check_scopes,
+    check_security_level,
+    check_task_support,
+    check_timeout,
+    check_version,
+    compile_schema,
+    normalize_annotations,
+)
 
 
 def tool_from_function(
@@ -73,4 +82,7 @@ def tool_from_function(
         converters=dict(shape.converters) if trusted else {},
         immediate_response=options.get("immediate_response"),
         timeout=check_timeout(options.get("timeout"), f"tool {tool_name!r}"),
+        version=check_version(options.get("version"), f"tool {tool_name!r}"),
+        security_level=check_security_level(options.get("security_level"), f"tool {tool_name!r}"),
+        scopes=check_scopes(options.get("scopes"), f"tool {tool_name!r}"),
     )

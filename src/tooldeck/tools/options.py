@@ -30,6 +30,13 @@ class ToolOptions(TypedDict, total=False):
     """A hint sent with the CreateTaskResult of a task-augmented call, for the model to read meanwhile."""
     timeout: float | None
     """Seconds a call may run before it ends with an isError result; the deck's ``tool_timeout`` by default."""
+    version: str
+    """The tool's own semantic version, shown as ``_meta["tooldeck/version"]``."""
+    security_level: int
+    """0-10 (seed 002): 0 anyone, 1-3 authenticated, 4-7 plus scopes, 8-10 plus per-call verification; shown as
+    ``_meta["tooldeck/securityLevel"]``. Unset: the policy's default."""
+    scopes: list[str]
+    """The scopes a caller needs (levels 4 and up); shown as ``_meta["tooldeck/scopes"]``."""
 
 
 TOOL_OPTIONS = frozenset(ToolOptions.__annotations__)
