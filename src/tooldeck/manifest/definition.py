@@ -129,9 +129,8 @@ def read_document(path: str, label: str) -> Any:
 
 
 def _json_reason(exc: orjson.JSONDecodeError, data: bytes) -> str:
-    line = data.count(b"\n", 0, exc.pos) + 1
-    column = exc.pos - (data.rfind(b"\n", 0, exc.pos) + 1) + 1
-    return f"{exc.msg} at line {line}, column {column}"
+    # exc.pos counts characters of the decoded text, not bytes: lineno/colno are computed on that text
+    return f"{exc.msg} at line {exc.lineno}, column {exc.colno}"
 
 
 def _read_yaml(data: bytes, label: str) -> Any:
@@ -155,6 +154,10 @@ def check_document(document: Any, label: str) -> list[Problem]:
     found = find(document, _not_json)
     if found is not None:
         path, value = found
+        if isinstance(value, dict):
+            key = next(key for key in value if not isinstance(key, str))
+            message = f"key {preview(key)} is a YAML {type(key).__name__}, not a string; quote it"
+            return [Problem(label, format_path(path), message)]
         kind = type(value).__name__
         return [Problem(label, format_path(path), f"a YAML {kind} is not a JSON value; quote it to make it a string")]
     problems = [Problem(label, *_split(line)) for line in _validator().errors(document)]
