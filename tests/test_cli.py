@@ -67,7 +67,7 @@ def test_call_invalid_arguments_exits_1() -> None:
         (("tools", "tooldeck.demo:nothing"), "tooldeck: tooldeck.demo: has no attribute 'nothing'"),
         (("tools", "tooldeck.demo:calculate"), "tooldeck: tooldeck.demo:calculate: calling it failed"),
         (("tools", "tooldeck.protocol.errors"), "tooldeck: tooldeck.protocol.errors: no Deck found"),
-        (("tools", "deck.yaml"), "tooldeck: deck.yaml: tool definition manifests are not supported"),
+        (("tools", "deck.yaml"), "tooldeck: deck.yaml: $: no such file"),
         (("serve", "missing_file.py"), "tooldeck: missing_file.py: no such file"),
     ],
 )

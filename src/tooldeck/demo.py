@@ -368,3 +368,47 @@ async def count_primes(limit: Annotated[int, {"minimum": 2, "maximum": 200_000_0
         await ctx.report_progress(high - 1, limit, f"{count} primes up to {high - 1}")
         await asyncio.sleep(0)  # let other requests (and cancellation) in between segments
     return PrimeCount(limit, count, largest)
+
+
+# --- calculator: a tool definition file (seed 002) served through the tool manager ----------------------------------
+# calculator.json is the specification's example calculator (add, subtract) with multiply and divide added, hence
+# version 1.1.0. Each capability is bound with @deck.implements; the file's tools are calculator.add and so on.
+
+
+@deck.implements("calculator.add")
+def _add(a: float, b: float) -> dict[str, float]:
+    return {"result": a + b}
+
+
+@deck.implements("calculator.subtract")
+def _subtract(a: float, b: float) -> dict[str, float]:
+    return {"result": a - b}
+
+
+@deck.implements("calculator.multiply")
+def _multiply(a: float, b: float) -> dict[str, float]:
+    return {"result": a * b}
+
+
+@deck.implements("calculator.divide")
+def _divide(a: float, b: float) -> dict[str, float]:
+    if b == 0:
+        raise ToolError("cannot divide by zero: b must not be 0")
+    return {"result": a / b}
+
+
+def _serve_calculator() -> None:
+    import os
+
+    import orjson
+
+    from .manifest.definition import Definition
+
+    path = os.path.join(os.path.dirname(__file__), "calculator.json")
+    with open(path, "rb") as file:
+        # Shipped with tooldeck and checked by its tests (tests/test_demo.py), so it is taken as checked: the
+        # format's validator and the semver library stay out of `tooldeck serve`'s start-up.
+        deck.manager.register(Definition(orjson.loads(file.read()), source=path))
+
+
+_serve_calculator()

@@ -1,4 +1,5 @@
-"""Finding the Deck a command-line TARGET names: ``path/file.py[:attr]`` or ``package.module[:attr]``.
+"""Finding the Deck a command-line TARGET names: ``path/file.py[:attr]``, ``package.module[:attr]``, a tool
+definition file (``.json``/``.yaml``) or a directory of them.
 
 Every failure is a ``TargetError`` with one line that names the file (and line) and what to do about it.
 """
@@ -14,19 +15,64 @@ from types import ModuleType
 from typing import Any
 
 from .deck import Deck
-from .protocol.errors import TargetError
+from .protocol.errors import RegistrationError, TargetError
 
 DEMO = "tooldeck.demo"
 
 
-def load_deck(target: str | None) -> Deck:
+def load_deck(target: str | None, *, watch: bool = False) -> Deck:
+    """The Deck ``target`` names; ``watch``: a directory of definitions is followed while the deck serves."""
     if not target:
         target = DEMO
+    if os.path.isdir(target):
+        return _definitions_deck(target, watch)
+    if watch:
+        raise TargetError(f"{target}: --watch takes a directory of tool definition files")
     source, attr = _split(target)
     if source.endswith((".json", ".yaml", ".yml")):
-        raise TargetError(f"{source}: tool definition manifests are not supported by this version of tooldeck")
+        return _definition_deck(source)
     module = _load_file(source) if _looks_like_path(source) else _load_module(source)
     return _pick(module, source, attr)
+
+
+def _definition_deck(path: str) -> Deck:
+    """A deck serving one tool definition file, named after the definition."""
+    from .manifest.definition import DefinitionError, load_definition
+
+    try:
+        definition = load_definition(path)
+        deck = Deck(definition.id, version=definition.version, description=definition.document["description"])
+        deck.manager.register(definition)
+    except DefinitionError as exc:
+        raise TargetError(_problems(exc)) from None
+    except RegistrationError as exc:
+        raise TargetError(str(exc)) from None
+    return deck
+
+
+def _definitions_deck(directory: str, watch: bool) -> Deck:
+    """A deck serving every definition file of a directory; ``watch``: and what the directory becomes."""
+    from .manifest.definition import DefinitionError, definition_files
+    from .manifest.watch import DirectoryWatcher
+
+    deck = Deck(os.path.basename(os.path.abspath(directory)) or "tooldeck")
+    if watch:
+        watcher = DirectoryWatcher(deck.manager, directory)
+        watcher.load()  # a broken file is logged and skipped: it is applied once it is mended
+        deck.services.append(watcher.watch)
+        return deck
+    if not definition_files(directory):
+        raise TargetError(f"{directory}: no tool definition files (.json, .yaml, .yml) in this directory")
+    try:
+        deck.load_manifest(directory)
+    except DefinitionError as exc:
+        raise TargetError(_problems(exc)) from None
+    return deck
+
+
+def _problems(exc: Any) -> str:
+    """Every problem on a line of its own (the first follows ``tooldeck: ``)."""
+    return "\n".join(str(problem) for problem in exc.problems)
 
 
 def _split(target: str) -> tuple[str, str | None]:

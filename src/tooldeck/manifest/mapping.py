@@ -52,7 +52,10 @@ def _tool(
         output_schema=output_schema,
         wraps_output=wraps,
         input_validator=compile_schema(input_schema, name, "inputSchema", trusted=True),
-        output_validator=compile_schema(output_schema, name, "outputSchema") if output_schema is not None else None,
+        # trusted: check_document compiled it already; a validator made at first use keeps loading fast
+        output_validator=(
+            compile_schema(output_schema, name, "outputSchema", trusted=True) if output_schema is not None else None
+        ),
         title=capability.get("title") or f"{document.get('title') or document['name']}: {capability['name']}",
         annotations=normalize_annotations(annotations, name),
         icons=normalize_icons(capability.get("icons", document.get("icons")), owner),

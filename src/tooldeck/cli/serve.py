@@ -1,0 +1,52 @@
+"""``tooldeck serve``: a deck, a tool definition file or a directory of them, over stdio or Streamable HTTP."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from ..protocol.errors import TargetError
+
+if TYPE_CHECKING:
+    import argparse
+
+
+def serve(args: argparse.Namespace) -> int:
+    from ..loader import load_deck
+
+    store = getattr(args, "task_store", None)
+    if store is not None:
+        from ..server.task_manager import check_store_spec
+
+        try:
+            check_store_spec(store)
+        except ValueError as exc:
+            raise TargetError(str(exc)) from None
+    if getattr(args, "http", False):
+        from ..server.task_manager import default_store_path
+        from ..transports.http.server import run_http
+
+        deck = load_deck(args.target, watch=getattr(args, "watch", False))
+        if deck.options.task_store is None:
+            deck.options.task_store = store or f"sqlite:{default_store_path(deck.name)}"
+        run_http(
+            deck,
+            host=args.host,
+            port=args.port,
+            log_level=args.log_level,
+            allowed_hosts=args.allow_host,
+            allowed_origins=args.allow_origin,
+            stateless=args.stateless,
+            json_response=args.json_response,
+            max_body_bytes=args.max_message_bytes,
+        )
+        return 0
+    from ..transports.stdio import claim_stdout, run_stdio
+
+    out_fd = claim_stdout()  # before the target is imported: its import-time prints must not reach the client
+    deck = load_deck(args.target, watch=getattr(args, "watch", False))
+    if store is not None and deck.options.task_store is None:
+        deck.options.task_store = store
+    drain = getattr(args, "drain_timeout", None)
+    run_stdio(deck, max_message_bytes=args.max_message_bytes, stdout_fd=out_fd,
+              **({"drain_timeout": drain} if drain is not None else {}))  # fmt: skip
+    return 0
