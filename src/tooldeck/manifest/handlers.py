@@ -72,7 +72,7 @@ def bind(
         return Handler(command, True, {})
     fn = _import(handler, definition.base_dir, location) if isinstance(handler, str) else handler
     label = getattr(fn, "__qualname__", None) or repr(fn)
-    injected = _check_signature(fn, capability.get("parameters", ()), per_tool, injectable, f"{where}: {label}")
+    injected = _check_signature(fn, capability.get("parameters", ()), per_tool, injectable, where, label)
     if per_tool:
         fn = functools.partial(fn, **{CAPABILITY: name})
     return Handler(fn, is_async(fn), injected)
@@ -85,7 +85,7 @@ def _import(reference: str, base_dir: str, where: str) -> Callable[..., Any]:
     try:
         target: Any = importlib.import_module(module_name)
     except ModuleNotFoundError as exc:
-        if exc.name and module_name.startswith(exc.name):
+        if exc.name and (module_name == exc.name or module_name.startswith(exc.name + ".")):
             raise RegistrationError(
                 f"{where}: handler {reference!r}: no module named {exc.name!r} (looked beside the definition, in "
                 f"{base_dir}, and on sys.path)"
@@ -100,21 +100,25 @@ def _import(reference: str, base_dir: str, where: str) -> Callable[..., Any]:
             raise RegistrationError(f"{where}: handler {reference!r}: {module_name!r} has no attribute {attribute!r}")
         target = getattr(target, part)
     if not callable(target):
-        raise RegistrationError(f"{where}: handler {reference!r} is a {type(target).__name__}, not a function")
+        raise RegistrationError(
+            f"{where}: handler {reference!r} is not a function (its type is {type(target).__name__})"
+        )
     return target
 
 
 def _check_signature(
-    fn: Callable[..., Any], parameters: Any, per_tool: bool, injectable: tuple[type, ...], where: str
+    fn: Callable[..., Any], parameters: Any, per_tool: bool, injectable: tuple[type, ...], place: str, label: str
 ) -> dict[str, type]:
     """The injected parameters of ``fn``, after checking that it can take the capability's arguments."""
+    where = f"{place}: {label}"
     if not callable(fn):
         raise RegistrationError(f"{where}: a handler must be callable, got {type(fn).__name__}")
     try:
         injected = dict(inspect_function(fn, injectable=injectable, schema_given=True, output=False).injected)
         signature = read_parameters(fn)
     except (SchemaError, TypeError, ValueError) as exc:
-        raise RegistrationError(f"{where}: {exc}") from None
+        # inspect_function's messages may start with the function's name already: say it once
+        raise RegistrationError(f"{where}: {str(exc).removeprefix(f'{label}: ')}") from None
     declared = {p["name"]: bool(p.get("required", False)) for p in parameters}
     if per_tool and CAPABILITY in declared:
         raise RegistrationError(
