@@ -55,6 +55,7 @@ class StdioServer:
             env={**os.environ, **(env or {})},
         )
         self._buffer = b""
+        self._stderr = ""
         self.lines: list[bytes] = []
         self.notifications: list[Any] = []
 
@@ -136,10 +137,26 @@ class StdioServer:
         return rest
 
     def stderr_so_far(self) -> str:
-        if self.proc.poll() is None:
-            return "(still running)"
+        """What the server wrote to stderr: all of it once it has exited, else what ``wait_for_stderr`` read."""
         assert self.proc.stderr is not None
-        return self.proc.stderr.read().decode(errors="replace")[-2000:]
+        if self.proc.poll() is None:
+            return (self._stderr or "(still running)")[-2000:]
+        self._stderr += self.proc.stderr.read().decode(errors="replace")
+        return self._stderr[-2000:]
+
+    def wait_for_stderr(self, text: str, timeout: float = 10.0) -> str:
+        """Read stderr as it arrives until ``text`` is in it; returns all of it read so far."""
+        assert self.proc.stderr is not None
+        deadline = time.monotonic() + timeout
+        while text not in self._stderr:
+            ready, _, _ = select.select([self.proc.stderr], [], [], max(deadline - time.monotonic(), 0))
+            if not ready:
+                raise TimeoutError(f"{text!r} not on stderr within {timeout}s; stderr: {self._stderr[-2000:]}")
+            chunk = os.read(self.proc.stderr.fileno(), 65536)
+            if not chunk:
+                raise EOFError(f"server closed stderr before writing {text!r}; stderr: {self._stderr[-2000:]}")
+            self._stderr += chunk.decode(errors="replace")
+        return self._stderr
 
     def kill(self) -> None:
         if self.proc.poll() is None:

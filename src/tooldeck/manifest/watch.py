@@ -13,7 +13,7 @@ import os
 from collections.abc import Iterable
 
 from .definition import SUFFIXES, Definition, DefinitionError, Problem, definition_files, load_definition
-from .manager import Applied, ToolManager
+from .manager import ToolManager
 
 log = logging.getLogger("tooldeck.manifest")
 
@@ -68,10 +68,8 @@ class DirectoryWatcher:
         gone = {self.files.pop(path) for path in deleted if path in self.files}
         new_ids = {definition.id for definition in candidates.values()}
         remove = sorted(tool_id for tool_id in gone if tool_id not in new_ids and tool_id in self.manager)
-        applied = self._apply(candidates, remove, problems)
-        for path, definition in candidates.items():
-            if definition.id in applied:
-                self.files[path] = definition.id
+        for path in self._apply(candidates, remove, problems):
+            self.files[path] = candidates[path].id
         for problem in problems:
             tool_id = candidates[problem.file].id if problem.file in candidates else self.files.get(problem.file)
             served = self.manager.get(tool_id) if tool_id else None
@@ -80,12 +78,12 @@ class DirectoryWatcher:
 
     def _apply(self, candidates: dict[str, Definition], remove: list[str], problems: list[Problem]) -> set[str]:
         """Apply the batch; files the manager refuses are dropped and the rest applied, so one bad file never holds
-        back the others. Returns the ids applied."""
+        back the others. Returns the files applied."""
         pending = dict(candidates)
         while pending or remove:
             try:
-                done: list[Applied] = self.manager.apply(pending.values(), remove=remove)
-                return {applied.id for applied in done}
+                self.manager.apply(pending.values(), remove=remove)
+                return set(pending)
             except DefinitionError as exc:
                 problems.extend(exc.problems)
                 refused = {problem.file for problem in exc.problems}
