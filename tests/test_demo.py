@@ -276,3 +276,34 @@ def test_text_stats_takes_linear_time_on_a_megabyte_of_adversarial_text(text: st
     assert done.returncode == 0, f"exit {done.returncode} (-24: over {CPU_SECONDS} s of CPU)\n{done.stderr[-2000:]}"
     counted = json.loads(done.stdout)
     assert (counted["characters"], counted["words"], counted["sentences"]) == (len(eval(text)), words, sentences)
+
+
+# --- the calculator tool definition ----------------------------------------------------------------------------------
+
+
+def test_the_shipped_calculator_definition_passes_every_check() -> None:
+    # The demo registers calculator.json without checking it (to keep start-up light): this is its check.
+    from pathlib import Path
+
+    from tooldeck.manifest.changes import check_upgrade
+    from tooldeck.manifest.definition import load_definition
+
+    path = Path(deck.manager.get("calculator").source)  # type: ignore[union-attr]
+    definition = load_definition(path)
+    assert definition.digest == deck.manager.get("calculator").digest  # type: ignore[union-attr]
+    seed = definition.document | {"version": "1.0.0", "capabilities": definition.capabilities[:2]}
+    verdict = check_upgrade(seed, definition.document)  # the seed's example, grown by two capabilities
+    assert (verdict.required, verdict.ok) == ("minor", True)
+
+
+@pytest.mark.parametrize(
+    ("name", "a", "b", "result"),
+    [("add", 2, 3, 5), ("subtract", 2, 3, -1), ("multiply", 2.5, 4, 10.0), ("divide", 1, 4, 0.25)],
+)
+def test_calculator_capabilities(name: str, a: float, b: float, result: float) -> None:
+    assert value_of(asyncio.run(call(f"calculator.{name}", {"a": a, "b": b}))) == {"result": result}
+
+
+def test_calculator_division_by_zero_is_an_error_result() -> None:
+    result = asyncio.run(call("calculator.divide", {"a": 1, "b": 0}))
+    assert refusal_of(result) == "cannot divide by zero: b must not be 0"

@@ -1,0 +1,199 @@
+"""``tooldeck validate`` / ``tooldeck diff``, and a tool definition file served as it stands over stdio and HTTP."""
+
+from __future__ import annotations
+
+import os
+import re
+import stat
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+
+from http_client import HttpClient, serve_http
+from stdio_client import ROOT, TOOLDECK, StdioServer
+
+SEEDS = Path(ROOT).parent / "shared" / "seeds"
+
+
+def run(*args: str, cwd: str = ROOT) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([*TOOLDECK, *args], capture_output=True, text=True, cwd=cwd, timeout=60)
+
+
+def seed_calculator() -> dict[str, Any]:
+    """The example tool definition of the specification, exactly as it is written there."""
+    text = next(SEEDS.glob("002_*.txt")).read_text()
+    example = text[text.index("## Example Tool Definition") :]
+    block = re.search(r"```json\n(.*?)```", example, re.S)
+    assert block is not None
+    return orjson.loads(block.group(1))  # type: ignore[no-any-return]
+
+
+def write(path: Path, document: Any) -> Path:
+    path.write_bytes(orjson.dumps(document, option=orjson.OPT_INDENT_2))
+    return path
+
+
+def test_the_seed_calculator_validates_as_it_stands(tmp_path: Path) -> None:
+    path = write(tmp_path / "calculator.json", seed_calculator())
+    done = run("validate", str(path))
+    assert (done.returncode, done.stdout, done.stderr) == (0, "", "1 definition valid (2 tools)\n")
+
+
+def test_validate_prints_every_problem_with_file_and_path(tmp_path: Path) -> None:
+    broken = seed_calculator()
+    broken["capabilities"][1]["parameters"][0]["type"] = "numbr"
+    broken["securityLevel"] = 11
+    bad = write(tmp_path / "calculator.json", broken)
+    (tmp_path / "other.yaml").write_text("id: [unclosed\n")
+    done = run("validate", str(bad), str(tmp_path / "other.yaml"), str(tmp_path / "missing.json"))
+    assert done.returncode == 1
+    assert done.stdout.splitlines() == [
+        f'{bad}: $.capabilities[1].parameters[0].type: expected one of "string", "number", "boolean", "object", '
+        f'"array", "any", got "numbr"',
+        f"{bad}: $.securityLevel: expected a number <= 10, got 11",
+        f"{tmp_path / 'other.yaml'}: $: not valid YAML: did not find expected ',' or ']' at line 2, column 1",
+        f"{tmp_path / 'missing.json'}: $: no such file",
+    ]
+    assert done.stderr == "4 problems in 3 files\n"
+
+
+def test_validate_json_is_for_ci(tmp_path: Path) -> None:
+    first = write(tmp_path / "a.json", seed_calculator())
+    second = write(tmp_path / "b.json", seed_calculator())  # the same id twice
+    done = run("validate", "--json", str(tmp_path))
+    assert done.returncode == 1
+    assert orjson.loads(done.stdout) == {
+        "valid": False,
+        "files": 2,
+        "problems": [{"file": str(second), "path": "$.id", "message": f"id 'calculator' is also defined in {first}"}],
+    }
+    second.unlink()
+    done = run("validate", "--json", str(tmp_path))
+    assert (done.returncode, orjson.loads(done.stdout)) == (0, {"valid": True, "files": 1, "problems": []})
+
+
+def test_validate_an_empty_directory_is_a_problem(tmp_path: Path) -> None:
+    done = run("validate", str(tmp_path))
+    assert done.returncode == 1
+    assert done.stdout == f"{tmp_path}: $: no tool definition files (.json, .yaml, .yml) in this directory\n"
+
+
+def test_diff_names_the_breaking_change_and_the_bump_it_needs(tmp_path: Path) -> None:
+    old = write(tmp_path / "old.json", seed_calculator())
+    changed = seed_calculator()
+    changed["version"] = "1.1.0"
+    del changed["capabilities"][1]
+    changed["capabilities"][0]["parameters"].append({"name": "c", "type": "number"})
+    new = write(tmp_path / "new.json", changed)
+    done = run("diff", str(old), str(new))
+    assert done.returncode == 1
+    assert done.stdout.splitlines() == [
+        "major  $.capabilities[1]: capability 'subtract' removed",
+        "minor  $.capabilities[0].parameters[2]: optional parameter 'c' added to 'add'",
+        "required bump: major; 1.0.0 -> 1.1.0 is a minor bump",
+        "refused: 1.0.0 -> 1.1.0 is a minor bump, but capability 'subtract' removed ($.capabilities[1]) needs a "
+        "major one (2.0.0)",
+    ]
+    changed["version"] = "2.0.0"
+    write(new, changed)
+    done = run("diff", "--json", str(old), str(new))
+    assert done.returncode == 0
+    report = orjson.loads(done.stdout)
+    assert (report["required"], report["bump"], report["ok"]) == ("major", "major", True)
+    assert [c["level"] for c in report["changes"]] == ["major", "minor"]
+
+
+def test_diff_refuses_two_different_tools_and_broken_files(tmp_path: Path) -> None:
+    old = write(tmp_path / "old.json", seed_calculator())
+    other = write(tmp_path / "other.json", {**seed_calculator(), "id": "abacus"})
+    done = run("diff", str(old), str(other))
+    assert (done.returncode, done.stderr) == (
+        2,
+        f"tooldeck: {other}: id 'abacus' is not 'calculator': these are different tools, not two versions\n",
+    )
+    done = run("diff", str(old), str(tmp_path / "nope.json"))
+    assert (done.returncode, done.stderr) == (2, f"tooldeck: {tmp_path / 'nope.json'}: $: no such file\n")
+
+
+# --- a definition file served as it stands ------------------------------------------------------------------------
+
+ADD = f"""#!{sys.executable}
+import json, os, sys
+args = json.load(sys.stdin)
+if os.environ["TOOLDECK_CAPABILITY"] == "divide":
+    if args["b"] == 0:
+        print("division by zero", file=sys.stderr)
+        sys.exit(3)
+    print(json.dumps({{"result": args["a"] / args["b"]}}))
+else:
+    print(json.dumps({{"result": args["a"] + args["b"]}}))
+"""
+
+
+@pytest.fixture
+def served_file(tmp_path: Path) -> Path:
+    script = tmp_path / "calc.py"
+    script.write_text(ADD)
+    script.chmod(script.stat().st_mode | stat.S_IXUSR)
+    document = seed_calculator()
+    document["securityLevel"] = 0
+    document["handler"] = {"command": ["./calc.py"], "timeout": 10}
+    document["capabilities"][1] = {**document["capabilities"][0], "name": "divide", "description": "Divides"}
+    return write(tmp_path / "calculator.json", document)
+
+
+def test_serve_a_definition_file_over_stdio(served_file: Path) -> None:
+    with StdioServer("serve", str(served_file)) as server:
+        init = server.initialize()
+        assert init["result"]["serverInfo"]["name"] == "calculator"
+        tools = server.request("tools/list")["result"]["tools"]
+        assert [t["name"] for t in tools] == ["calculator.add", "calculator.divide"]
+        reply = server.request("tools/call", {"name": "calculator.add", "arguments": {"a": 2, "b": 3}})
+        assert reply["result"]["structuredContent"] == {"result": 5}
+        reply = server.request("tools/call", {"name": "calculator.divide", "arguments": {"a": 1, "b": 0}})
+        assert reply["result"] == {
+            "content": [{"type": "text", "text": "command './calc.py' exited with status 3: division by zero"}],
+            "isError": True,
+        }
+
+
+def test_serve_a_definition_file_over_http(served_file: Path) -> None:
+    with serve_http(str(served_file)) as url, HttpClient(url) as http:
+        session = http.initialize()
+        call = {"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+                "params": {"name": "calculator.divide", "arguments": {"a": 9, "b": 3}}}  # fmt: skip
+        response = http.post(call, session=session, headers={"accept": "application/json, text/event-stream"})
+        assert response.status_code == 200
+        body = response.text
+        assert '"structuredContent":{"result":3.0}' in body
+
+
+def test_serving_a_definition_without_handlers_is_one_clear_line(tmp_path: Path) -> None:
+    path = write(tmp_path / "calculator.json", seed_calculator())
+    done = run("tools", str(path))
+    assert done.returncode == 2
+    assert done.stderr == (
+        f"tooldeck: {path}: $.capabilities[0]: capability 'add' has no handler: add \"handler\" to it (or to the "
+        "tool), or bind a function with @deck.implements('calculator.add') before loading the definition\n"
+    )
+
+
+def test_serving_a_directory_without_definitions_is_one_clear_line(tmp_path: Path) -> None:
+    done = run("tools", str(tmp_path))
+    assert (done.returncode, done.stderr) == (
+        2,
+        f"tooldeck: {tmp_path}: no tool definition files (.json, .yaml, .yml) in this directory\n",
+    )
+
+
+def test_relative_paths_in_messages(tmp_path: Path) -> None:
+    write(tmp_path / "calculator.json", {**seed_calculator(), "version": "1.0"})
+    done = run("validate", "calculator.json", cwd=str(tmp_path))
+    assert (
+        done.stdout == 'calculator.json: $.version: "1.0" is not a semantic version (MAJOR.MINOR.PATCH, like 1.0.0)\n'
+    )
+    assert os.path.exists(tmp_path / "calculator.json")
