@@ -271,6 +271,7 @@ class Calls:
         self.failed = 0
         self.first_failure: str | None = None
         self.wall_ns = 0
+        self.block_p99_us: list[float] = []  # one per block, for round-by-round ratios
 
     def summary(self) -> dict[str, Any]:
         ordered = self.latencies
@@ -282,6 +283,7 @@ class Calls:
             "p50_us": percentile(ordered, 0.50) / 1e3,
             "p99_us": percentile(ordered, 0.99) / 1e3,
             "max_us": max(ordered) / 1e3,
+            "block_p99_us": self.block_p99_us,
         }
 
 
@@ -304,6 +306,7 @@ def call_block(
         selector.register(connection.sock, selectors.EVENT_READ, connection)
     started = time.perf_counter_ns()
     deadline = started + int(seconds * 1e9)
+    first = len(calls.latencies)
     try:
         for connection in connections:
             send(connection)
@@ -326,6 +329,7 @@ def call_block(
     finally:
         selector.close()
     calls.wall_ns += time.perf_counter_ns() - started
+    calls.block_p99_us.append(percentile(calls.latencies[first:], 0.99) / 1e3)
 
 
 def upgrades(plan: Plan, cpus: set[int] | None, log: Any) -> dict[str, Any]:
@@ -440,7 +444,8 @@ def budget(data: dict[str, Any]) -> list[dict[str, Any]]:
     listed = data["tools_list"]["definitions_over_floor"]
     up = data["upgrades"]
     failed = up["without"]["failed"] + up["with"]["failed"] + up["upgrader"]["failed"]
-    p99 = up["with"]["p99_us"] / up["without"]["p99_us"]
+    pairs = zip(up["with"]["block_p99_us"], up["without"]["block_p99_us"], strict=True)
+    p99 = statistics.median(w / wo for w, wo in pairs)  # round by round, as run.py's interleaved rows
     checks = [
         (
             f"load {data['plan']['files']} JSON definition files < {LOAD_BUDGET_S:g} s",
@@ -453,7 +458,11 @@ def budget(data: dict[str, Any]) -> list[dict[str, Any]]:
             f"{listed:.2f}x (median of per-round ratios)",
         ),
         ("no failed call or refused upgrade while upgrading", failed == 0, f"{failed} failed"),
-        ("p99 latency with upgrades <= 1.5x without (no pause in serving)", p99 <= 1.5, f"{p99:.2f}x"),
+        (
+            "p99 latency with upgrades <= 1.5x without (no pause in serving)",
+            p99 <= 1.5,
+            f"{p99:.2f}x (median of per-round ratios)",
+        ),
     ]
     return [{"check": text, "verdict": verdict(ok), "measured": measured} for text, ok, measured in checks]
 
