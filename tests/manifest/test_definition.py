@@ -344,6 +344,10 @@ def test_ids_are_unique_across_files() -> None:
     assert [str(p) for p in check_unique_ids([first, second, Definition(unrelated, source="c.json")])] == [
         "b/calc.yaml: $.id: id 'calculator' is also defined in a/calc.json"
     ]
+    # definitions built in code have no file to name
+    assert [str(p) for p in check_unique_ids([Definition(seed_calculator()), Definition(other)])] == [
+        "calculator: $.id: id 'calculator' is defined twice"
+    ]
 
 
 def test_definition_files_are_sorted_and_skip_hidden_and_other_files(tmp_path: Path) -> None:

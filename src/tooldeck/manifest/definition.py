@@ -246,13 +246,9 @@ def check_unique_ids(definitions: Iterable[Definition]) -> list[Problem]:
     for definition in definitions:
         other = first.setdefault(definition.id, definition)
         if other is not definition:
-            problems.append(
-                Problem(
-                    definition.source or "<definition>",
-                    "$.id",
-                    f"id {definition.id!r} is also defined in {other.source}",
-                )
-            )
+            # definitions built in code have no file to point at
+            where = f"also defined in {other.source}" if other.source else "defined twice"
+            problems.append(Problem(definition.source or definition.id, "$.id", f"id {definition.id!r} is {where}"))
     return problems
 
 

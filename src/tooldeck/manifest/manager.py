@@ -160,6 +160,13 @@ class ToolManager:
                 raise ManagerError(f"cannot roll back {tool_id!r}: it is not served")
             if not earlier:
                 raise ManagerError(f"cannot roll back {tool_id!r}: no earlier version was served")
+            # a name given up by the current version may have been taken since (by a Python tool, say): keep it
+            own = {tool.name for tool in current.tools}
+            for tool in earlier[-1].tools:
+                if tool.name in self._registry and tool.name not in own:
+                    raise ManagerError(
+                        f"cannot roll back {tool_id!r}: tool {tool.name!r} is now served by {self._owner(tool.name)}"
+                    )
             previous = earlier.pop()
             self._swap(current.tools, previous.tools)
             self._served[tool_id] = previous
