@@ -3,18 +3,30 @@
 from __future__ import annotations
 
 import re
+import shutil
+import subprocess
 import sys
 from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+import orjson
+import pytest
+
 from helpers import client
+from stdio_client import TOOLDECK
+from tooldeck import Deck
+from tooldeck.manifest.definition import DefinitionError
 
 README = (Path(__file__).resolve().parent.parent / "README.md").read_text()
 
 
 def python_blocks() -> list[str]:
     return re.findall(r"```python\n(.*?)```", README, re.S)
+
+
+# Examples that are run by tests of their own (they need files, a transport, or a deck of their own).
+SEPARATE = ("deck.run(", "transports.memory", "implements(", "deck.manager")
 
 
 def run_as_module(source: str) -> ModuleType:
@@ -68,7 +80,7 @@ def test_the_readme_has_exactly_two_setup_commands() -> None:
 
 async def test_the_feature_examples_register_and_serve() -> None:
     prelude = "from tooldeck import Context, Deck, Message\ndeck = Deck('readme-features')\n"
-    blocks = [b for b in python_blocks()[2:] if "deck.run(" not in b and "transports.memory" not in b]
+    blocks = [b for b in python_blocks()[2:] if not any(skip in b for skip in SEPARATE)]
     module = run_as_module(prelude + "\n".join(blocks))
     deck = module.deck
     assert {t.name for t in deck.tools} == {"book", "render"}
@@ -101,3 +113,57 @@ async def test_the_access_control_example_refuses_what_its_policy_denies() -> No
         assert (await c.call_tool("status"))["structuredContent"] == {"result": "fine"}
         c.session.principal = "staff"
         assert (await c.call_tool("admin_reset"))["structuredContent"] == {"result": "reset"}
+
+
+def blocks_of(section: str, language: str) -> list[str]:
+    text = README.split(f"## {section}", 1)[1].split("\n## ", 1)[0]
+    return re.findall(rf"```{language}\n(.*?)```", text, re.S)
+
+
+async def test_the_tool_definition_examples(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    section = "Tool definitions"
+    calculator = orjson.loads(blocks_of(section, "json")[0])
+    binding, managing = blocks_of(section, "python")
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "calculator.json").write_bytes(orjson.dumps(calculator))
+    module = run_as_module(binding)
+    deck = module.deck
+    async with client(deck) as c:
+        (tool,) = await c.list_tools()
+        assert (tool["name"], tool["title"]) == ("calculator.add", "Calculator Tool: add")
+        assert (await c.call_tool("calculator.add", {"a": 2, "b": 3}))["structuredContent"] == {"result": 5}
+        exec(compile(managing, "README.md (tool manager)", "exec"), module.__dict__)
+        await c.wait_for_notification("notifications/tools/list_changed")  # one, for the three changes
+        assert await c.list_tools() == []
+        assert c.notifications == []
+    assert (deck.manager.get("calculator"), deck.manager.history("calculator")) == (None, [])
+    with pytest.raises(DefinitionError, match=r"calculator@1.0.1 was served with digest sha256:"):  # pinned
+        deck.manager.register(module.served.document | {"version": "1.0.1", "description": "Something else"})
+
+
+async def test_the_command_handler_example(tmp_path: Path) -> None:
+    _, ops = (orjson.loads(block) for block in blocks_of("Tool definitions", "json"))
+    script, _ = blocks_of("Tool definitions", "bash")
+    (tmp_path / "ops.json").write_bytes(orjson.dumps(ops))
+    (tmp_path / "ops.sh").write_text(script)
+    (tmp_path / "ops.sh").chmod(0o755)
+    deck = Deck("ops")
+    deck.load_manifest(tmp_path / "ops.json")
+    async with client(deck) as c:
+        result = await c.call_tool("ops.disk_free", {"path": str(tmp_path)})
+    free = result["structuredContent"]["result"]
+    assert (isinstance(free, int) and free == shutil.disk_usage(tmp_path).free // 4096 * 4096) or free > 0
+
+
+def test_the_diff_example_prints_what_the_readme_shows(tmp_path: Path) -> None:
+    calculator, _ = (orjson.loads(block) for block in blocks_of("Tool definitions", "json"))
+    (shown,) = blocks_of("Tool definitions", "text")
+    renamed = calculator | {"version": "1.1.0"}
+    renamed["capabilities"] = [calculator["capabilities"][0] | {"name": "sum"}]
+    (tmp_path / "calculator.json").write_bytes(orjson.dumps(calculator))
+    (tmp_path / "calculator-next.json").write_bytes(orjson.dumps(renamed))
+    done = subprocess.run([*TOOLDECK, "diff", "calculator.json", "calculator-next.json"], capture_output=True,
+                          text=True, cwd=tmp_path, timeout=60)  # fmt: skip
+    assert (done.returncode, done.stdout) == (1, shown)
+    commands = blocks_of("Tool definitions", "bash")[1]
+    assert "tooldeck diff calculator.json calculator-next.json" in commands
