@@ -249,3 +249,34 @@ def test_yaml_and_json_are_watched_alike(folder: Path) -> None:
     DirectoryWatcher(deck.manager, folder).load()
     assert served(deck) == {"calc.add": "1.0.0"}
     assert deck.manager.get("calc").digest == digest(definition())  # the same definition as the JSON one
+
+
+def test_serve_watch_over_http_announces_on_the_get_stream(folder: Path) -> None:
+    import threading
+
+    from http_client import HttpClient, serve_http
+
+    path = write(folder / "calc.json", definition())
+    upgraded = definition(version="1.1.0", capabilities=("add", "scale"))
+    with serve_http(str(folder), "--watch") as url, HttpClient(url) as http:
+        session = http.initialize()
+        with http.stream(method="GET", session=session) as get:
+            assert get.status_code == 200
+            stop = threading.Event()
+
+            def keep_saving() -> None:  # until the watcher (which starts moments after the server) has seen it
+                while not stop.is_set():
+                    write(path, upgraded)
+                    stop.wait(0.5)
+
+            saver = threading.Thread(target=keep_saving)
+            saver.start()
+            try:
+                note = next(get.messages())
+            finally:
+                stop.set()
+                saver.join()
+        assert note == {"jsonrpc": "2.0", "method": "notifications/tools/list_changed"}
+        with http.stream({"jsonrpc": "2.0", "id": 1, "method": "tools/list"}, session=session) as listed:
+            (reply,) = list(listed.messages())
+        assert [t["name"] for t in reply["result"]["tools"]] == ["calc.add", "calc.scale"]
