@@ -13,6 +13,12 @@ if TYPE_CHECKING:
 def serve(args: argparse.Namespace) -> int:
     from ..loader import load_deck
 
+    if getattr(args, "watch", False) and args.log_level == "warning":
+        import logging
+
+        # What the watcher applies is worth a line each at the default level, as its refusals are.
+        logging.getLogger("tooldeck.manifest").setLevel(logging.INFO)
+
     store = getattr(args, "task_store", None)
     if store is not None:
         from ..server.task_manager import check_store_spec
