@@ -6,6 +6,7 @@ that is enforced. Names, annotations, icons and task support are checked here, w
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from typing import Any
 
@@ -14,6 +15,7 @@ from ..protocol.record import Record
 from ..schema.validate import Validator
 
 TASK_SUPPORT = ("forbidden", "optional", "required")
+_SCOPE_TOKEN = re.compile(r"[!#-\[\]-~]+")  # RFC 6749 section 3.3: %x21 / %x23-5B / %x5D-7E
 _ANNOTATION_KEYS = {
     "title": "title",
     "readOnlyHint": "readOnlyHint",
@@ -135,14 +137,17 @@ def check_security_level(level: Any, owner: str) -> int | None:
 
 
 def check_scopes(scopes: Any, owner: str) -> tuple[str, ...]:
-    """A list of scope names (non-empty strings without spaces: RFC 6749 scope tokens)."""
+    """A list of scope names: RFC 6749 scope tokens (printable ASCII but space, '"' and '\\'), as the definition
+    format's schema has them."""
     if scopes is None:
         return ()
     if isinstance(scopes, str) or not isinstance(scopes, list | tuple):
         raise RegistrationError(f"{owner}: scopes must be a list of strings, got {scopes!r}")
     for scope in scopes:
-        if not isinstance(scope, str) or not scope or any(c in scope for c in ' "\\') or not scope.isprintable():
-            raise RegistrationError(f"{owner}: {scope!r} is not a scope (a non-empty string without spaces or quotes)")
+        if not isinstance(scope, str) or not _SCOPE_TOKEN.fullmatch(scope):
+            raise RegistrationError(
+                f"{owner}: {scope!r} is not a scope (a non-empty string of printable ASCII without spaces or quotes)"
+            )
     return tuple(scopes)
 
 
