@@ -272,6 +272,7 @@ class Calls:
         self.first_failure: str | None = None
         self.wall_ns = 0
         self.block_p99_us: list[float] = []  # one per block, for round-by-round ratios
+        self.block_max_us: list[float] = []
 
     def summary(self) -> dict[str, Any]:
         ordered = self.latencies
@@ -284,6 +285,7 @@ class Calls:
             "p99_us": percentile(ordered, 0.99) / 1e3,
             "max_us": max(ordered) / 1e3,
             "block_p99_us": self.block_p99_us,
+            "block_max_us": self.block_max_us,
         }
 
 
@@ -330,6 +332,7 @@ def call_block(
         selector.close()
     calls.wall_ns += time.perf_counter_ns() - started
     calls.block_p99_us.append(percentile(calls.latencies[first:], 0.99) / 1e3)
+    calls.block_max_us.append(max(calls.latencies[first:]) / 1e3)
 
 
 def upgrades(plan: Plan, cpus: set[int] | None, log: Any) -> dict[str, Any]:
@@ -428,6 +431,11 @@ def table(data: dict[str, Any]) -> str:
     add(
         "  one register() on the loop: p50 / max (ms)",
         f"{stats.get('apply_p50_ms', 0):.2f} / {stats.get('apply_max_ms', 0):.2f}",
+    )
+    gc_max, gc_full = stats["gc_max_ms"], stats["gc_full_collections"]
+    add(
+        "  server GC: longest pause without / with upgrades (ms); full collections",
+        f"{gc_max['without']:.2f} / {gc_max['with']:.2f}; {gc_full['without']} / {gc_full['with']}",
     )
     add(
         "  tools served at the end; server RSS start -> end (MB)",

@@ -13,6 +13,7 @@ prints the result as one JSON line.
 
 import asyncio
 import copy
+import gc
 import json
 import os
 import random
@@ -94,6 +95,21 @@ class Upgrader:
         self.stats: dict[str, int] = {"upgrades": 0, "patch": 0, "minor": 0, "failed": 0}
         self.first_failure: str | None = None
         self.apply_ns: list[int] = []
+        # Garbage-collector pauses, by whether upgrades were on: the history the manager keeps grows the heap.
+        self.gc_max_ms = {"with": 0.0, "without": 0.0}
+        self.gc_full = {"with": 0, "without": 0}
+        self._gc_started = 0
+        self._controlled = False
+        gc.callbacks.append(self._gc)
+
+    def _gc(self, phase: str, info: dict[str, Any]) -> None:
+        if phase == "start":
+            self._gc_started = time.perf_counter_ns()
+            return
+        mode = "with" if self.on.is_set() else "without"
+        pause = (time.perf_counter_ns() - self._gc_started) / 1e6
+        self.gc_max_ms[mode] = max(self.gc_max_ms[mode], pause)
+        self.gc_full[mode] += info.get("generation") == 2
 
     def register_all(self) -> None:
         self.deck.manager.apply([self._definition(doc) for doc in self.current.values()])
@@ -139,6 +155,10 @@ class Upgrader:
 
     def control(self, upgrading: bool) -> dict[str, Any]:
         """Switch upgrading on or off; the counts so far (and the time one ``register`` took, p50/max)."""
+        if not self._controlled:  # GC pauses count from the first block on, not from start-up and warm-up
+            self._controlled = True
+            self.gc_max_ms = {"with": 0.0, "without": 0.0}
+            self.gc_full = {"with": 0, "without": 0}
         if upgrading:
             self.on.set()
         else:
@@ -152,6 +172,8 @@ class Upgrader:
             **self.stats,
             "first_failure": self.first_failure,
             **timing,
+            "gc_max_ms": self.gc_max_ms,
+            "gc_full_collections": self.gc_full,
             "capabilities": capabilities,
             "tools": len(self.deck.tools),
         }
