@@ -261,6 +261,13 @@ YAML_HEAD = "id: calc\nname: Calc\nversion: 1.0.0\ndescription: d\ncapabilities:
         (YAML_HEAD + "metadata:\n  1: one\n", "calc.yaml: $.metadata: key 1 is a YAML int, not a string; quote it"),
         (YAML_HEAD + "metadata:\n  true: yes\n",
          "calc.yaml: $.metadata: key true is a YAML bool, not a string; quote it"),
+        (YAML_HEAD + "metadata:\n  n: .nan\n",
+         "calc.yaml: $.metadata.n: nan is not a JSON number; quote it to make it a string"),
+        (YAML_HEAD + "metadata:\n  tags: [-.inf]\n",
+         "calc.yaml: $.metadata.tags[0]: -inf is not a JSON number; quote it to make it a string"),
+        (YAML_HEAD + "metadata:\n  big: 18446744073709551616\n",
+         "calc.yaml: $.metadata.big: 18446744073709551616 does not fit in 64 bits, as JSON numbers must here; quote it "
+         "to make it a string"),
         (YAML_HEAD.replace("1.0.0", "1.0"), "calc.yaml: $.version: expected string, got 1.0"),
         ("", "calc.yaml: $: expected object, got null"),
     ],
@@ -288,6 +295,13 @@ def test_yaml_syntax_errors_have_line_and_column(tmp_path: Path, text: str, reas
     with pytest.raises(DefinitionError) as caught:
         load_definition(tmp_path / "calc.yaml", "calc.yaml")
     assert re.fullmatch(rf"calc\.yaml: \$: not valid YAML: {reason}", str(caught.value)), str(caught.value)
+
+
+def test_the_largest_integers_json_holds_here_pass(tmp_path: Path) -> None:
+    (tmp_path / "calc.yaml").write_text(
+        YAML_HEAD + "metadata:\n  big: 18446744073709551615\n  small: -9223372036854775808\n"
+    )
+    assert load_definition(tmp_path / "calc.yaml").document["metadata"] == {"big": 2**64 - 1, "small": -(2**63)}
 
 
 def test_yml_is_yaml_too(tmp_path: Path) -> None:

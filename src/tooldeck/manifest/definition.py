@@ -9,6 +9,7 @@ usable JSON Schema; a YAML file holds only what JSON can (no dates, no non-strin
 from __future__ import annotations
 
 import hashlib
+import math
 import os
 import re
 from collections.abc import Iterable
@@ -26,6 +27,7 @@ SUFFIXES = (".json", ".yaml", ".yml")
 _SCHEMA_FILE = os.path.join(os.path.dirname(__file__), "definition.schema.json")
 _PATH_PREFIX = re.compile(r'\$(?:\.[A-Za-z_][A-Za-z0-9_]*|\[\d+\]|\["(?:[^"\\]|\\.)*"\])*(?=: )')
 _schema_validator: Validator | None = None
+_INT_MIN, _INT_MAX = -(2**63), 2**64 - 1
 
 
 class Problem(Record):
@@ -158,8 +160,13 @@ def check_document(document: Any, label: str) -> list[Problem]:
             key = next(key for key in value if not isinstance(key, str))
             message = f"key {preview(key)} is a YAML {type(key).__name__}, not a string; quote it"
             return [Problem(label, format_path(path), message)]
-        kind = type(value).__name__
-        return [Problem(label, format_path(path), f"a YAML {kind} is not a JSON value; quote it to make it a string")]
+        if isinstance(value, float):
+            message = f"{value!r} is not a JSON number; quote it to make it a string"
+        elif isinstance(value, int):
+            message = f"{value} does not fit in 64 bits, as JSON numbers must here; quote it to make it a string"
+        else:
+            message = f"a YAML {type(value).__name__} is not a JSON value; quote it to make it a string"
+        return [Problem(label, format_path(path), message)]
     problems = [Problem(label, *_split(line)) for line in _validator().errors(document)]
     if problems:
         return problems
@@ -169,7 +176,11 @@ def check_document(document: Any, label: str) -> list[Problem]:
 def _not_json(value: Any) -> bool:
     if isinstance(value, dict):
         return any(not isinstance(key, str) for key in value)
-    return not isinstance(value, str | int | float | bool | list | type(None))
+    if isinstance(value, float):
+        return not math.isfinite(value)  # YAML's .nan and .inf: no JSON number (the digest would make them null)
+    if isinstance(value, int) and not isinstance(value, bool):
+        return not _INT_MIN <= value <= _INT_MAX  # orjson, hence the digest and the wire, holds 64 bits
+    return not isinstance(value, str | bool | list | type(None))
 
 
 def _split(line: str) -> tuple[str, str]:
