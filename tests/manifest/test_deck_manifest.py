@@ -241,3 +241,14 @@ async def test_definition_tools_and_python_tools_are_served_side_by_side(here: P
         await c.wait_for_notification(LIST_CHANGED)
         assert await names(c) == ["echo"]
         assert (await c.call_tool("echo", {"text": "hi"}))["structuredContent"] == {"result": "hi"}
+
+
+async def test_a_deck_that_served_nothing_announces_its_first_definition(here: Path) -> None:
+    deck = Deck("d")
+    async with client(deck) as c:
+        assert c.initialize_result is not None
+        assert c.initialize_result["capabilities"]["tools"] == {"listChanged": True}
+        assert await c.list_tools() == []
+        deck.load_manifest(write(here, V1))
+        await c.wait_for_notification(LIST_CHANGED)
+        assert await names(c) == ["calc.add", "calc.subtract"]
