@@ -179,6 +179,8 @@ def test_serving_a_definition_without_handlers_is_one_clear_line(tmp_path: Path)
     assert done.stderr == (
         f"tooldeck: {path}: $.capabilities[0]: capability 'add' has no handler: add \"handler\" to it (or to the "
         "tool), or bind a function with @deck.implements('calculator.add') before loading the definition\n"
+        f"{path}: $.capabilities[1]: capability 'subtract' has no handler: add \"handler\" to it (or to the tool), or "
+        "bind a function with @deck.implements('calculator.subtract') before loading the definition\n"
     )
 
 

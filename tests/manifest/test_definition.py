@@ -81,7 +81,7 @@ SCHEMA_CASES = [
     (["id"], "", '$.id: expected at least 1 character, got ""'),
     (["name"], None, "$.name: expected string, got null"),
     (["description"], ["x"], '$.description: expected string, got ["x"]'),
-    (["version"], 1.0, "$.version: expected string, got 1.0"),
+    (["version"], 1.0, '$.version: expected string, got 1.0; quote it, as in version: "1.0.0"'),
     (["capabilities", 0, "name"], "", '$.capabilities[0].name: expected at least 1 character, got ""'),
     (["capabilities", 0, "parameters", 0, "required"], "yes",
      '$.capabilities[0].parameters[0].required: expected boolean, got "yes"'),
@@ -268,7 +268,7 @@ YAML_HEAD = "id: calc\nname: Calc\nversion: 1.0.0\ndescription: d\ncapabilities:
         (YAML_HEAD + "metadata:\n  big: 18446744073709551616\n",
          "calc.yaml: $.metadata.big: 18446744073709551616 does not fit in 64 bits, as JSON numbers must here; quote it "
          "to make it a string"),
-        (YAML_HEAD.replace("1.0.0", "1.0"), "calc.yaml: $.version: expected string, got 1.0"),
+        (YAML_HEAD.replace("1.0.0", "1.0"), 'calc.yaml: $.version: expected string, got 1.0; quote it, as in version: "1.0.0"'),
         ("", "calc.yaml: $: expected object, got null"),
     ],
 )  # fmt: skip

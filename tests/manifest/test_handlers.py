@@ -348,6 +348,12 @@ def test_the_manager_reports_a_binding_error_as_a_problem_of_the_file(here: Path
             "path": "$.capabilities[0].handler",
             "message": f"handler 'calc_ops:add': no module named 'calc_ops' (looked beside the definition, in {here}, "
             "and on sys.path)",
-        }
+        },
+        {  # every capability that cannot be bound is listed, not only the first
+            "file": str(path),
+            "path": "$.capabilities[1]",
+            "message": "capability 'neg' has no handler: add \"handler\" to it (or to the tool), or bind a function "
+            "with @deck.implements('calc.neg') before loading the definition",
+        },
     ]
     assert list(deck.tools) == [] and "calc" not in deck.manager

@@ -266,6 +266,8 @@ def test_apply_is_all_or_nothing(counted: Counted) -> None:
         "calc.json: $.version: 1.0.0 -> 0.1.0 is a lower version; use rollback",
         "ruler.json: $.capabilities[0]: capability 'add' has no handler: add \"handler\" to it (or to the tool), or "
         "bind a function with @deck.implements('ruler.add') before loading the definition",
+        "ruler.json: $.capabilities[1]: capability 'subtract' has no handler: add \"handler\" to it (or to the tool), "
+        "or bind a function with @deck.implements('ruler.subtract') before loading the definition",
     ]
     assert list(counted.registry) == before and counted.events == 1 and "abacus" not in counted.manager
 
@@ -403,3 +405,34 @@ def test_applied_lines() -> None:
         str(Applied("t", "upgraded", "1.0.0", "2.0.0", "major: x"))
         == "tool definition t: upgraded 1.0.0 -> 2.0.0 (major: x)"
     )
+
+
+def test_history_keeps_the_last_versions_and_ends_with_unregister() -> None:
+    from tooldeck.manifest.manager import HISTORY
+
+    manager = Counted().manager
+    for patch in range(HISTORY + 3):
+        manager.register(calc(f"1.0.{patch}"))
+    assert [d.version for d in manager.history("calculator")] == [f"1.0.{p}" for p in range(2, HISTORY + 2)]
+    manager.unregister("calculator")
+    manager.register(calc("2.0.0"))
+    assert manager.history("calculator") == []
+    with pytest.raises(ManagerError, match="no earlier version was served"):
+        manager.rollback("calculator")
+
+
+def test_a_handler_serving_many_capabilities_is_read_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    from tooldeck.manifest import handlers
+
+    reads = []
+    real = handlers.inspect_function
+    monkeypatch.setattr(handlers, "inspect_function", lambda fn, **kw: reads.append(fn) or real(fn, **kw))
+
+    def shared(capability: str, x: float) -> str:
+        return capability
+
+    manager = ToolManager(ToolRegistry())
+    manager.implements("calculator")(shared)
+    manager.register(calc("1.0.0", "add", "subtract", "multiply"))
+    manager.register(calc("1.0.1", "add", "subtract", "multiply"))
+    assert reads == [shared]

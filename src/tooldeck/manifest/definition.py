@@ -100,12 +100,16 @@ def load_definition(path: str | os.PathLike[str], label: str | None = None) -> D
     path = os.fspath(path)
     label = label or path
     document = read_document(path, label)
-    return parse_definition(document, label, source=path)
+    # orjson reads nothing JSON cannot hold, so only YAML (and documents built in code) need that walk
+    return parse_definition(document, label, source=path, json_only=not path.endswith((".yaml", ".yml")))
 
 
-def parse_definition(document: Any, label: str = "<definition>", source: str | None = None) -> Definition:
-    """``document`` (a dict as read from a file) checked and made a Definition; DefinitionError lists the problems."""
-    problems = check_document(document, label)
+def parse_definition(
+    document: Any, label: str = "<definition>", source: str | None = None, *, json_only: bool = False
+) -> Definition:
+    """``document`` (a dict as read from a file) checked and made a Definition; DefinitionError lists the problems.
+    ``json_only``: it came from a JSON parser, so it holds JSON values only."""
+    problems = check_document(document, label, json_only=json_only)
     if problems:
         raise DefinitionError(problems)
     return Definition(document, source)
@@ -151,9 +155,9 @@ def _read_yaml(data: bytes, label: str) -> Any:
 # --- checking -------------------------------------------------------------------------------------------------------
 
 
-def check_document(document: Any, label: str) -> list[Problem]:
+def check_document(document: Any, label: str, *, json_only: bool = False) -> list[Problem]:
     """Every problem with ``document``: the schema first; the registration rules once the shape is right."""
-    found = find(document, _not_json)
+    found = None if json_only else find(document, _not_json)
     if found is not None:
         path, value = found
         if isinstance(value, dict):
@@ -169,6 +173,11 @@ def check_document(document: Any, label: str) -> list[Problem]:
         return [Problem(label, format_path(path), message)]
     problems = [Problem(label, *_split(line)) for line in _validator().errors(document)]
     if problems:
+        version = document.get("version") if isinstance(document, dict) else None
+        if isinstance(version, int | float) and not isinstance(version, bool):
+            for problem in problems:
+                if problem.path == "$.version":  # YAML reads `version: 1.0` as a number
+                    problem.message += '; quote it, as in version: "1.0.0"'
         return problems
     return list(_rule_problems(document, label))
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 import functools
 import importlib
 import sys
+import weakref
 from collections.abc import Callable
 from typing import Any
 
@@ -106,6 +107,29 @@ def _import(reference: str, base_dir: str, where: str) -> Callable[..., Any]:
     return target
 
 
+_signatures: weakref.WeakKeyDictionary[Any, tuple[tuple[type, ...], dict[str, type], list[Any]]] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+def _read(fn: Callable[..., Any], injectable: tuple[type, ...]) -> tuple[dict[str, type], list[Any]]:
+    """The injected parameters and the signature of ``fn``, read once per function: one handler often serves many
+    capabilities, and reading type hints is most of what loading a definition costs."""
+    try:
+        cached = _signatures.get(fn)
+    except TypeError:  # not weakly referenceable (a builtin, say): read it every time
+        cached = None
+    if cached is not None and cached[0] == injectable:
+        return dict(cached[1]), cached[2]
+    injected = dict(inspect_function(fn, injectable=injectable, schema_given=True, output=False).injected)
+    signature = read_parameters(fn)
+    try:
+        _signatures[fn] = (injectable, injected, signature)
+    except TypeError:
+        pass
+    return dict(injected), signature
+
+
 def _check_signature(
     fn: Callable[..., Any], parameters: Any, per_tool: bool, injectable: tuple[type, ...], place: str, label: str
 ) -> dict[str, type]:
@@ -114,8 +138,7 @@ def _check_signature(
     if not callable(fn):
         raise RegistrationError(f"{where}: a handler must be callable, got {type(fn).__name__}")
     try:
-        injected = dict(inspect_function(fn, injectable=injectable, schema_given=True, output=False).injected)
-        signature = read_parameters(fn)
+        injected, signature = _read(fn, injectable)
     except (SchemaError, TypeError, ValueError) as exc:
         # inspect_function's messages may start with the function's name already: say it once
         raise RegistrationError(f"{where}: {str(exc).removeprefix(f'{label}: ')}") from None

@@ -38,6 +38,7 @@ if TYPE_CHECKING:
     from ..tools.tool import Tool
 
 log = logging.getLogger("tooldeck.manifest")
+HISTORY = 10  # earlier versions kept per definition for rollback
 F = TypeVar("F", bound=Callable[..., Any])
 
 
@@ -100,7 +101,8 @@ class ToolManager:
         return served.definition if served is not None else None
 
     def history(self, tool_id: str) -> list[Definition]:
-        """The versions served before the current one, oldest first (what ``rollback`` goes back through)."""
+        """The versions served before the current one, oldest first (what ``rollback`` goes back through: the last
+        ``HISTORY``, since the definition was last registered)."""
         return [served.definition for served in self._history.get(tool_id, ())]
 
     # --- binding code -------------------------------------------------------------------------------------------
@@ -206,7 +208,7 @@ class ToolManager:
             try:
                 tools = definition_tools(definition, self.bindings, self._injectable)
             except RegistrationError as exc:
-                problems.append(Problem(file, *_located(str(exc), file)))
+                problems.extend(Problem(file, *_located(line, file)) for line in str(exc).splitlines())
                 continue
             old = current.definition.version if current else None
             plan.append((Applied(definition.id, action, old, definition.version, change), _Served(definition, tools)))
@@ -248,13 +250,16 @@ class ToolManager:
             current = self._served.get(applied.id)
             if current is not None:
                 old_tools.extend(current.tools)
-                self._history.setdefault(applied.id, []).append(current)
+                earlier = self._history.setdefault(applied.id, [])
+                earlier.append(current)
+                del earlier[:-HISTORY]  # each keeps its Tools (and handlers) alive: a long-lived server keeps a few
             new_tools.extend(served.tools)
             self._served[applied.id] = served
             self._pins[(applied.id, served.definition.version)] = served.definition.digest
         done = [applied for applied, _ in plan]
         for tool_id in remove:
             served = self._served.pop(tool_id)
+            self._history.pop(tool_id, None)  # a definition registered again later starts a history of its own
             old_tools.extend(served.tools)
             done.append(Applied(tool_id, "unregistered", served.definition.version, None))
         self._swap(old_tools, new_tools)

@@ -16,6 +16,7 @@ from collections.abc import Callable
 from typing import Any
 
 from ..model.metadata import normalize_icons
+from ..protocol.errors import RegistrationError
 from ..tools.tool import Tool, check_scopes, check_security_level, compile_schema, normalize_annotations
 from .definition import Definition
 from .handlers import bind
@@ -26,8 +27,17 @@ _TYPES = {"string", "number", "boolean", "object", "array"}  # and "any": no typ
 def definition_tools(
     definition: Definition, bindings: dict[str, Callable[..., Any]], injectable: tuple[type, ...] = ()
 ) -> list[Tool]:
-    """One Tool per capability, each bound to its handler; RegistrationError names the first that cannot be."""
-    return [_tool(definition, index, bindings, injectable) for index in range(len(definition.capabilities))]
+    """One Tool per capability, each bound to its handler; RegistrationError names every one that cannot be (a line
+    each)."""
+    tools, failures = [], []
+    for index in range(len(definition.capabilities)):
+        try:
+            tools.append(_tool(definition, index, bindings, injectable))
+        except RegistrationError as exc:
+            failures.append(str(exc))
+    if failures:
+        raise RegistrationError("\n".join(failures))
+    return tools
 
 
 def _tool(
