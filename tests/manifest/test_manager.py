@@ -436,3 +436,16 @@ def test_a_handler_serving_many_capabilities_is_read_once(monkeypatch: pytest.Mo
     manager.register(calc("1.0.0", "add", "subtract", "multiply"))
     manager.register(calc("1.0.1", "add", "subtract", "multiply"))
     assert reads == [shared]
+
+
+def test_an_upgrade_reuses_the_validators_of_unchanged_schemas() -> None:
+    manager = Counted().manager
+    manager.register(calc("1.0.0", "add", "subtract"))
+    before = {tool.name: tool for tool in manager._registry}
+    changed = calc("1.1.0", "add", "subtract")
+    changed["capabilities"][1]["parameters"].append({"name": "y", "type": "number"})
+    manager.register(changed)
+    after = {tool.name: tool for tool in manager._registry}
+    assert after["calculator.add"] is not before["calculator.add"]  # a new Tool for the new version ...
+    assert after["calculator.add"].input_validator is before["calculator.add"].input_validator  # ... same schema
+    assert after["calculator.subtract"].input_validator is not before["calculator.subtract"].input_validator

@@ -206,7 +206,8 @@ class ToolManager:
                 elif claimed.setdefault(name, definition.id) != definition.id:
                     problems.append(Problem(file, "$.id", f"tool {name!r} is also defined by {claimed[name]!r}"))
             try:
-                tools = definition_tools(definition, self.bindings, self._injectable)
+                previous = {tool.name: tool for tool in current.tools} if current else None
+                tools = definition_tools(definition, self.bindings, self._injectable, previous)
             except RegistrationError as exc:
                 problems.extend(Problem(file, *_located(line, file)) for line in str(exc).splitlines())
                 continue

@@ -17,6 +17,7 @@ from typing import Any
 
 from ..model.metadata import normalize_icons
 from ..protocol.errors import RegistrationError
+from ..schema.validate import Validator
 from ..tools.tool import Tool, check_scopes, check_security_level, compile_schema, normalize_annotations
 from .definition import Definition
 from .handlers import bind
@@ -25,14 +26,18 @@ _TYPES = {"string", "number", "boolean", "object", "array"}  # and "any": no typ
 
 
 def definition_tools(
-    definition: Definition, bindings: dict[str, Callable[..., Any]], injectable: tuple[type, ...] = ()
+    definition: Definition,
+    bindings: dict[str, Callable[..., Any]],
+    injectable: tuple[type, ...] = (),
+    previous: dict[str, Tool] | None = None,
 ) -> list[Tool]:
     """One Tool per capability, each bound to its handler; RegistrationError names every one that cannot be (a line
-    each)."""
+    each). ``previous``: the tools of the version being replaced, whose validators are reused where a schema did
+    not change (an upgrade then costs its calls no compiling)."""
     tools, failures = [], []
     for index in range(len(definition.capabilities)):
         try:
-            tools.append(_tool(definition, index, bindings, injectable))
+            tools.append(_tool(definition, index, bindings, injectable, previous or {}))
         except RegistrationError as exc:
             failures.append(str(exc))
     if failures:
@@ -41,13 +46,18 @@ def definition_tools(
 
 
 def _tool(
-    definition: Definition, index: int, bindings: dict[str, Callable[..., Any]], injectable: tuple[type, ...]
+    definition: Definition,
+    index: int,
+    bindings: dict[str, Callable[..., Any]],
+    injectable: tuple[type, ...],
+    previous: dict[str, Tool],
 ) -> Tool:
     document = definition.document
     capability = definition.capabilities[index]
     name = f"{definition.id}.{capability['name']}"
     owner = f"{definition.source or definition.id}: $.capabilities[{index}]"
     handler = bind(definition, index, bindings, injectable)
+    before = previous.get(name)
     input_schema = input_schema_of(capability.get("parameters", ()))
     output_schema, wraps = output_schema_of(capability.get("return", {}).get("schema"))
     annotations = {**document.get("annotations", {}), **capability.get("annotations", {})} or None
@@ -61,10 +71,9 @@ def _tool(
         input_schema=input_schema,
         output_schema=output_schema,
         wraps_output=wraps,
-        input_validator=compile_schema(input_schema, name, "inputSchema", trusted=True),
-        # trusted: check_document compiled it already; a validator made at first use keeps loading fast
+        input_validator=_validator(input_schema, name, "inputSchema", before, "input"),
         output_validator=(
-            compile_schema(output_schema, name, "outputSchema", trusted=True) if output_schema is not None else None
+            _validator(output_schema, name, "outputSchema", before, "output") if output_schema is not None else None
         ),
         title=capability.get("title") or f"{document.get('title') or document['name']}: {capability['name']}",
         annotations=normalize_annotations(annotations, name),
@@ -77,6 +86,15 @@ def _tool(
         scopes=check_scopes(scopes, owner),
         definition=definition,
     )
+
+
+def _validator(schema: dict[str, Any], name: str, which: str, before: Tool | None, side: str) -> Validator:
+    """The previous version's validator when the schema is the same, else a new one compiled at first use (trusted:
+    check_document has compiled the return schema once already, and parameters build valid schemas)."""
+    if before is not None and getattr(before, f"{side}_schema") == schema:
+        validator: Validator = getattr(before, f"{side}_validator")
+        return validator
+    return compile_schema(schema, name, which, trusted=True)
 
 
 def input_schema_of(parameters: Any) -> dict[str, Any]:

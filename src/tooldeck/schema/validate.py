@@ -59,14 +59,16 @@ class Validator:
         else:
             self._compile()
 
-    def _compile(self) -> Any:
+    def _compile(self, meta: bool = True) -> Any:
+        """``meta``: check the schema against its meta-schema first (a trusted one was checked, or built, already)."""
         # Imported on first use: jsonschema_rs loads the email package, a cost start-up should not pay.
         import jsonschema_rs
 
         schema = self.schema
         validator_class: type[jsonschema_rs.Validator] = getattr(jsonschema_rs, self._class_name)
         try:
-            jsonschema_rs.meta.validate(schema)
+            if meta:
+                jsonschema_rs.meta.validate(schema)
         except jsonschema_rs.ValidationError as error:
             reason = _describe(error)[0][1]
             raise SchemaError(f"invalid JSON Schema ({self.dialect}): {reason}") from None
@@ -81,7 +83,7 @@ class Validator:
         return self._compiled
 
     def _compile_and_check(self, instance: Any) -> bool:
-        return bool(self._compile().is_valid(instance))
+        return bool(self._compile(meta=False).is_valid(instance))
 
     def errors(self, instance: Any) -> list[str]:
         """One line per failure, ``$.path: what was wrong``, sorted by path; empty when the instance is valid."""
