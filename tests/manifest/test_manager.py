@@ -443,7 +443,7 @@ def test_an_upgrade_reuses_the_validators_of_unchanged_schemas() -> None:
     manager.register(calc("1.0.0", "add", "subtract"))
     before = {tool.name: tool for tool in manager._registry}
     changed = calc("1.1.0", "add", "subtract")
-    changed["capabilities"][1]["parameters"].append({"name": "y", "type": "number"})
+    changed["capabilities"][1]["parameters"][0]["description"] = "the number"  # a different inputSchema
     manager.register(changed)
     after = {tool.name: tool for tool in manager._registry}
     assert after["calculator.add"] is not before["calculator.add"]  # a new Tool for the new version ...
