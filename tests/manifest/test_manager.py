@@ -449,3 +449,12 @@ def test_an_upgrade_reuses_the_validators_of_unchanged_schemas() -> None:
     assert after["calculator.add"] is not before["calculator.add"]  # a new Tool for the new version ...
     assert after["calculator.add"].input_validator is before["calculator.add"].input_validator  # ... same schema
     assert after["calculator.subtract"].input_validator is not before["calculator.subtract"].input_validator
+
+
+def test_upgrade_replaces_a_served_definition_only() -> None:
+    manager = Counted().manager
+    with pytest.raises(ManagerError, match=r"^cannot upgrade 'calculator': it is not served \(register it\)$"):
+        manager.upgrade(calc("1.0.0"))
+    manager.register(calc("1.0.0"))
+    applied = manager.upgrade(calc("1.1.0", "add", "subtract", "multiply"))
+    assert str(applied) == "tool definition calculator: upgraded 1.0.0 -> 1.1.0 (minor: capability 'multiply' added)"

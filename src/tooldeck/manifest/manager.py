@@ -138,6 +138,13 @@ class ToolManager:
         """Register, upgrade or confirm one definition (a Definition, a document dict, or a file path)."""
         return self.apply([as_definition(definition)])[0]
 
+    def upgrade(self, definition: Definition | dict[str, Any] | str | os.PathLike[str]) -> Applied:
+        """Replace a served definition with a higher version (``register`` that refuses a definition not served)."""
+        definition = as_definition(definition)
+        if definition.id not in self._served:
+            raise ManagerError(f"cannot upgrade {definition.id!r}: it is not served (register it)")
+        return self.apply([definition])[0]
+
     def unregister(self, tool_id: str) -> Applied:
         """Stop serving a definition's tools (its versions stay pinned)."""
         return self.apply((), remove=(tool_id,))[0]
