@@ -20,7 +20,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("schema",),
     ("model",),
     ("tools", "resources", "prompts", "tasks"),
-    ("manifest",),
+    ("manifest", "security"),
     ("server",),
     ("transports",),
     ("deck",),

@@ -1,0 +1,46 @@
+"""The Principal: who is asking, as an authentication backend established it.
+
+A request's principal is None when nobody authenticated (anonymous). Sessions and tasks are bound to
+``principal.id`` (the subject); the policy reads ``scopes`` and ``roles``; per-call verification reads
+``auth_time``; the HTTP layer refuses a token past ``expires_at``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..protocol.record import Record
+
+
+class Principal(Record):
+    """An authenticated caller. ``method`` says how: "token" (a static API key), "jwt" (an OAuth access token),
+    "local" (the user running a stdio server), or a backend's own word."""
+
+    __slots__ = ("subject", "scopes", "roles", "method", "auth_time", "expires_at", "claims")
+
+    def __init__(
+        self,
+        subject: str,
+        *,
+        scopes: frozenset[str] | set[str] | tuple[str, ...] | list[str] = frozenset(),
+        roles: frozenset[str] | set[str] | tuple[str, ...] | list[str] = frozenset(),
+        method: str = "token",
+        auth_time: float | None = None,
+        expires_at: float | None = None,
+        claims: dict[str, Any] | None = None,
+    ) -> None:
+        self.subject = subject
+        self.scopes = frozenset(scopes)
+        self.roles = frozenset(roles)
+        self.method = method
+        self.auth_time = auth_time  # seconds since the epoch when the user authenticated (a JWT's auth_time)
+        self.expires_at = expires_at  # seconds since the epoch when the credential stops being valid
+        self.claims = claims or {}
+
+    @property
+    def id(self) -> str:
+        """What sessions and tasks are bound to."""
+        return self.subject
+
+    def __str__(self) -> str:
+        return self.subject
