@@ -124,14 +124,24 @@ class TaskLimitError(ProtocolError):
 class RefusedError(ProtocolError):
     """The caller may not do this: raised by an authorization or limit step of the call pipeline.
 
-    ``http_status`` (401, 403, 429, ...) is what an HTTP transport answers with; stdio sends the JSON-RPC error.
+    ``http_status`` (401, 403, 429, ...) is what an HTTP transport answers with, with ``headers`` (``(name,
+    value)`` byte pairs: ``WWW-Authenticate`` for a step-up, ``Retry-After``); stdio sends the JSON-RPC error.
     """
 
     code = SERVER_ERROR
 
-    def __init__(self, message: str, data: Any = None, *, code: int | None = None, http_status: int = 403) -> None:
+    def __init__(
+        self,
+        message: str,
+        data: Any = None,
+        *,
+        code: int | None = None,
+        http_status: int = 403,
+        headers: list[tuple[bytes, bytes]] | None = None,
+    ) -> None:
         super().__init__(message, data, code=code)
         self.http_status = http_status
+        self.headers = headers or []
 
 
 class ToolError(TooldeckError):

@@ -54,7 +54,7 @@ class Runner:
         self.loop = loop if loop is not None else asyncio.get_running_loop()
         self.in_flight: dict[RequestId, Flight] = {}
         self.outgoing: dict[RequestId, asyncio.Future[Response]] = {}
-        self.refused: Callable[[RequestId, int], None] | None = None  # transport hook: the status for a refusal
+        self.refused: Callable[[RequestId, RefusedError], None] | None = None  # transport hook: HTTP status, headers
         self._next_id = 0
         self.closed = False
 
@@ -103,7 +103,7 @@ class Runner:
         """The error response for work that raised: its own code for a ProtocolError, else a logged -32603."""
         if isinstance(exc, ProtocolError):
             if isinstance(exc, RefusedError) and self.refused is not None:
-                self.refused(request_id, exc.http_status)
+                self.refused(request_id, exc)
             return jsonrpc.error(request_id, exc)
         log.error("request %r failed", request_id, exc_info=exc)
         return jsonrpc.error(request_id, InternalError("Internal error"))

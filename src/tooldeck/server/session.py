@@ -23,7 +23,7 @@ from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 from ..protocol import jsonrpc, versions
-from ..protocol.errors import InternalError, InvalidRequestError, MethodNotFoundError, ProtocolError
+from ..protocol.errors import InternalError, InvalidRequestError, MethodNotFoundError, ProtocolError, RefusedError
 from ..protocol.jsonrpc import Invalid, Notification, Request, RequestId, Response
 from . import lifecycle
 from .request import RequestContext, Work
@@ -130,10 +130,11 @@ class Session:
         self._direct = Reply(send)
         # Hooks for transports that keep a connection per request (HTTP): Context.close_sse_stream() calls
         # close_stream; request_dropped is called when a request ends with no response (the client cancelled it);
-        # request_refused with the HTTP status of a request refused by the pipeline's authorize or limit step.
+        # request_refused with the refusal (its HTTP status and headers) of a request refused by the pipeline's
+        # authorize or limit step.
         self.close_stream_hook: Callable[[RequestId], None] | None = None
         self.request_dropped: Callable[[RequestId], None] | None = None
-        self.request_refused: Callable[[RequestId, int], None] | None = None
+        self.request_refused: Callable[[RequestId, RefusedError], None] | None = None
         # What the server announces (list changes, resource updates, task status) reaches the session through the
         # bus; a session for one stateless request has nothing to hear.
         self._subscriptions = server.attach(self) if listen else ()

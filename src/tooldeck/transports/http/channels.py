@@ -17,6 +17,7 @@ from ...server.session import Session
 from ...server.state import SessionState
 
 if TYPE_CHECKING:
+    from ...protocol.errors import RefusedError
     from ...server.core import Server
 
 STANDALONE = "0"
@@ -90,7 +91,7 @@ class HttpSession:
         self.session.close_stream_hook = self._close_stream
         self.session.request_dropped = self._dropped
         self.session.request_refused = self._refused
-        self.status: dict[Any, int] = {}  # HTTP status of requests refused by the pipeline (none: 200)
+        self.status: dict[Any, RefusedError] = {}  # requests refused by the pipeline: their HTTP status and headers
         self.saved = -1  # the state's change count when it was last stored
         self.channels: dict[str, Channel] = {}
         self.by_request: dict[Any, Channel] = {}
@@ -144,8 +145,8 @@ class HttpSession:
             channel.settle(request_id)  # cancelled: no response will come
             channel.wake()
 
-    def _refused(self, request_id: Any, status: int) -> None:
-        self.status[request_id] = status
+    def _refused(self, request_id: Any, refusal: RefusedError) -> None:
+        self.status[request_id] = refusal
 
     def _close_stream(self, request_id: Any) -> None:
         channel = self.by_request.get(request_id)

@@ -190,7 +190,9 @@ class Endpoint:
             return
         status = 200
         if http_session.status and type(response) is dict:
-            status = http_session.status.pop(response.get("id"), 200)  # refused by the pipeline: 401/403/429
+            refusal = http_session.status.pop(response.get("id"), None)  # refused by the pipeline: 401/403/429
+            if refusal is not None:
+                status, extra = refusal.http_status, [*extra, *refusal.headers]
         await respond(send, status, codec.encode(response), JSON + extra)
 
     # --- GET ----------------------------------------------------------------------------------------------------
