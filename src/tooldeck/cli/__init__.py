@@ -154,4 +154,18 @@ def _parser() -> argparse.ArgumentParser:
     diff.add_argument("new", metavar="NEW", help="the definition that would replace it")
     diff.add_argument("--json", action="store_true", help="print the changes and the verdict as JSON")
     diff.set_defaults(command=_command("definitions", "diff"))
+
+    audit = commands.add_parser("audit", help="check a tamper-evident audit trail")
+    audit_verify = audit.add_subparsers(required=True, metavar="ACTION").add_parser(
+        "verify", help="check the hash chain of an audit trail (its rotated files in any order)"
+    )
+    audit_verify.add_argument("files", nargs="+", metavar="FILE", help="audit.jsonl and its rotated .1, .2, ...")
+    audit_verify.add_argument("--json", action="store_true", help="print the report as JSON")
+    audit_verify.add_argument(
+        "--expect-head", metavar="HASH", help="a record hash copied earlier: it must be in the chain"
+    )
+    audit_verify.add_argument(
+        "--allow-breaks", action="store_true", help="chain breaks after interrupted writes are not errors"
+    )
+    audit_verify.set_defaults(command=_command("audit", "verify"))
     return parser

@@ -1,0 +1,210 @@
+"""The tamper-evident audit trail: one record per call (``audit_record``), written by an ``AuditSink`` into a hash
+chain, and checked by ``verify``.
+
+Arguments are never written as the client sent them. Each record holds ``arguments`` with every secret value
+replaced by ``"[redacted]"`` — a property the tool's inputSchema marks ``writeOnly: true`` or ``format: "password"``
+(found through nested objects, arrays, ``$ref`` and ``anyOf``/``oneOf``/``allOf``), or a key named in
+``redact_names`` at any depth, case-insensitively — and ``arguments_digest``, the SHA-256 of those redacted
+arguments as canonical JSON (sorted keys). The digest is of the redacted form on purpose: a digest of a password
+would let anyone holding the trail test guesses against it.
+
+    {"seq":7,"prev":"9f2c…","time":"2025-06-18T09:30:00.125Z","event":"call","request_id":3,"session":"s-1",
+     "principal":"alice","auth":"jwt","tool":"deploy","version":"1.2.0","security_level":7,"decision":"allowed",
+     "reason":null,"outcome":"ok","duration_ms":12.5,"arguments_digest":"sha256:…",
+     "arguments":{"service":"web","token":"[redacted]"}}
+
+The chain, its sinks and ``verify`` live in ``audit_chain``, ``audit_sinks`` and ``audit_verify``; their public
+names are re-exported here.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Any
+
+import orjson
+
+from .audit_chain import GENESIS, AuditError, format_time, line_hash
+from .audit_sinks import FSYNC_MODES, AuditSink, FileAuditSink, MemoryAuditSink, StderrAuditSink
+from .audit_verify import VerifyReport, verify
+
+if TYPE_CHECKING:
+    from .principal import Principal
+
+__all__ = [
+    "DECISIONS",
+    "FSYNC_MODES",
+    "GENESIS",
+    "OUTCOMES",
+    "REDACTED",
+    "AuditError",
+    "AuditSink",
+    "FileAuditSink",
+    "MemoryAuditSink",
+    "StderrAuditSink",
+    "VerifyReport",
+    "arguments_digest",
+    "audit_record",
+    "line_hash",
+    "redact",
+    "verify",
+]
+
+REDACTED = "[redacted]"
+DECISIONS = ("allowed", "refused")
+OUTCOMES = ("ok", "error", "refused", "cancelled", "timeout")
+_COMBINATORS = ("allOf", "anyOf", "oneOf")
+_REF_DEPTH = 32  # $ref hops followed from one schema: a schema whose $ref names itself ends here
+
+
+def audit_record(
+    *,
+    time: float,
+    request_id: str | int | None,
+    session: str | None,
+    principal: Principal | None,
+    tool: str,
+    version: str | None,
+    security_level: int | None,
+    decision: str,
+    reason: str | None,
+    arguments: dict[str, Any] | None,
+    input_schema: dict[str, Any] | None,
+    redact_names: Iterable[str] = (),
+    outcome: str,
+    duration_ms: float | None,
+) -> dict[str, Any]:
+    """One call's record, ready for ``AuditSink.write`` (which adds ``seq`` and ``prev``). ``time`` is seconds since
+    the epoch; ``principal`` None is an anonymous caller; ``decision`` is the policy's ("allowed" or "refused", with
+    its ``reason``); ``outcome`` is how the call ended (one of ``OUTCOMES``: a refused call's is "refused")."""
+    if decision not in DECISIONS:
+        raise ValueError(f"decision must be 'allowed' or 'refused', got {decision!r}")
+    if outcome not in OUTCOMES:
+        raise ValueError(f"outcome must be one of {', '.join(map(repr, OUTCOMES))}, got {outcome!r}")
+    if decision == "refused" and outcome != "refused":
+        raise ValueError(f"a refused call did not run: its outcome is 'refused', not {outcome!r}")
+    shown = redact(arguments or {}, input_schema, redact_names)
+    return {
+        "time": format_time(time),
+        "event": "call",
+        "request_id": request_id,
+        "session": session,
+        "principal": principal.subject if principal is not None else None,
+        "auth": principal.method if principal is not None else None,
+        "tool": tool,
+        "version": version,
+        "security_level": security_level,
+        "decision": decision,
+        "reason": reason,
+        "outcome": outcome,
+        "duration_ms": round(duration_ms, 3) if duration_ms is not None else None,
+        "arguments_digest": arguments_digest(shown),
+        "arguments": shown,
+    }
+
+
+def arguments_digest(arguments: Any) -> str:
+    """``sha256:`` and the hex digest of ``arguments`` as canonical JSON (sorted keys, no spaces)."""
+    canonical = orjson.dumps(arguments, default=repr, option=orjson.OPT_SORT_KEYS | orjson.OPT_NON_STR_KEYS)
+    return "sha256:" + hashlib.sha256(canonical).hexdigest()
+
+
+def redact(value: Any, schema: dict[str, Any] | None, names: Iterable[str] = ()) -> Any:
+    """A copy of ``value`` with every secret replaced by ``REDACTED``: values whose schema (in ``schema``, a tool's
+    inputSchema) says ``writeOnly: true`` or ``format: "password"``, and values under a key in ``names`` (any
+    depth, any case). The walk follows the value, so a recursive schema costs no more than the value's size."""
+    lowered = frozenset(name.lower() for name in names)
+    return _redact(value, [schema] if schema else [], schema or {}, lowered)
+
+
+def _redact(value: Any, schemas: list[Any], root: dict[str, Any], names: frozenset[str]) -> Any:
+    schemas = _expand(schemas, root)
+    if any(schema.get("writeOnly") is True or schema.get("format") == "password" for schema in schemas):
+        return REDACTED
+    if isinstance(value, dict):
+        return {
+            key: REDACTED
+            if isinstance(key, str) and key.lower() in names
+            else _redact(item, _property_schemas(schemas, key), root, names)
+            for key, item in value.items()
+        }
+    if isinstance(value, list):
+        return [_redact(item, _item_schemas(schemas, index), root, names) for index, item in enumerate(value)]
+    return value
+
+
+def _expand(schemas: list[Any], root: dict[str, Any]) -> list[dict[str, Any]]:
+    """``schemas`` and every schema they take in through ``$ref`` and the combinators, each once."""
+    found: list[dict[str, Any]] = []
+    seen: set[int] = set()
+    todo = [(schema, 0) for schema in schemas]
+    while todo:
+        schema, hops = todo.pop()
+        if not isinstance(schema, dict) or id(schema) in seen:
+            continue
+        seen.add(id(schema))
+        found.append(schema)
+        ref = schema.get("$ref")
+        if isinstance(ref, str) and hops < _REF_DEPTH:
+            todo.append((_resolve(ref, root), hops + 1))
+        for word in _COMBINATORS:
+            branches = schema.get(word)
+            if isinstance(branches, list):
+                todo.extend((branch, hops) for branch in branches)
+    return found
+
+
+def _resolve(ref: str, root: dict[str, Any]) -> Any:
+    """The schema a local ``$ref`` ("#/$defs/Name") points at, or None (a remote or broken reference)."""
+    if not ref.startswith("#"):
+        return None
+    target: Any = root
+    for part in ref[1:].split("/")[1:]:
+        part = part.replace("~1", "/").replace("~0", "~")
+        if isinstance(target, dict) and part in target:
+            target = target[part]
+        elif isinstance(target, list) and part.isdigit() and int(part) < len(target):
+            target = target[int(part)]
+        else:
+            return None
+    return target
+
+
+def _property_schemas(schemas: list[dict[str, Any]], key: Any) -> list[Any]:
+    found = []
+    for schema in schemas:
+        properties = schema.get("properties")
+        if isinstance(properties, dict) and key in properties:
+            found.append(properties[key])
+            continue
+        patterns = schema.get("patternProperties")
+        matched = [
+            sub for pattern, sub in (patterns.items() if isinstance(patterns, dict) else ()) if _matches(pattern, key)
+        ]
+        found.extend(matched)
+        if not matched and isinstance(schema.get("additionalProperties"), dict):
+            found.append(schema["additionalProperties"])
+    return found
+
+
+def _item_schemas(schemas: list[dict[str, Any]], index: int) -> list[Any]:
+    found = []
+    for schema in schemas:
+        prefix = schema.get("prefixItems")
+        items = schema.get("items")
+        if isinstance(prefix, list) and index < len(prefix):
+            found.append(prefix[index])
+        elif isinstance(items, list):  # the older tuple form
+            found.append(items[index] if index < len(items) else schema.get("additionalItems"))
+        elif items is not None:
+            found.append(items)
+    return found
+
+
+def _matches(pattern: str, key: Any) -> bool:
+    try:
+        return isinstance(key, str) and re.search(pattern, key) is not None
+    except re.error:
+        return False

@@ -1,0 +1,298 @@
+"""Where audit records go: the ``AuditSink`` seam, and its memory, stderr and JSONL-file implementations.
+
+Every sink stamps records into the hash chain (``audit_chain``). ``write`` never blocks on I/O: the stderr and file
+sinks hand the record to a daemon writer thread through a queue, so an auditor on the event loop costs one
+``put``. ``flush`` and ``close`` wait for what was queued before them.
+"""
+
+from __future__ import annotations
+
+import atexit
+import hashlib
+import logging
+import os
+import queue
+import sys
+import threading
+import time
+from typing import Any, Protocol, TextIO
+
+import orjson
+
+from .audit_chain import CHAIN_BREAK, AuditError, Chain, format_time, read_tail
+
+log = logging.getLogger("tooldeck.audit")
+
+FSYNC_MODES = ("never", "each", "interval")
+_CLOSE = object()
+_BATCH = 1024  # records taken from the queue for one write (and at most one fsync)
+
+
+class AuditSink(Protocol):
+    def write(self, record: dict[str, Any]) -> None:
+        """Add ``record`` to the trail; returns without waiting for I/O. Raises ``AuditError`` after ``close``."""
+
+    def flush(self) -> None:
+        """Return once every record written before is in the trail (on disk, for a file sink that fsyncs)."""
+
+    def close(self) -> None:
+        """Flush and release the sink; closing twice is harmless."""
+
+
+class MemoryAuditSink:
+    """The trail in two lists, for tests: ``lines`` as they would be written (without newlines) and ``records``,
+    the same parsed back (so with their ``seq`` and ``prev``)."""
+
+    def __init__(self) -> None:
+        self.lines: list[bytes] = []
+        self.records: list[dict[str, Any]] = []
+        self.closed = False
+        self._chain = Chain()
+
+    def write(self, record: dict[str, Any]) -> None:
+        if self.closed:
+            raise AuditError("the audit sink is closed")
+        line = self._chain.encode(record)
+        self.lines.append(line)
+        self.records.append(orjson.loads(line))
+
+    def flush(self) -> None:
+        pass
+
+    def close(self) -> None:
+        self.closed = True
+
+    @property
+    def head(self) -> tuple[int, str]:
+        return self._chain.head
+
+
+class ThreadedSink:
+    """A sink whose records are encoded and written by one daemon thread; subclasses say how lines are written
+    (``_emit``), made durable (``_sync``) and finished (``_finish``). The thread is joined at interpreter exit."""
+
+    def __init__(self, chain: Chain, name: str) -> None:
+        self._chain = chain
+        self._queue: queue.SimpleQueue[Any] = queue.SimpleQueue()
+        self._closed = False
+        self._close_lock = threading.Lock()
+        self.error: BaseException | None = None  # the last write failure: flush and close raise it
+        self._thread = threading.Thread(target=self._loop, name=name, daemon=True)
+        self._thread.start()
+        atexit.register(self.close)  # a daemon thread dies with the interpreter: drain the queue first
+
+    def write(self, record: dict[str, Any]) -> None:
+        if self._closed:
+            raise AuditError("the audit sink is closed")
+        self._queue.put(record)
+
+    def flush(self) -> None:
+        if self._closed:
+            return
+        done = threading.Event()
+        self._queue.put(done)
+        while not done.wait(1.0):
+            if not self._thread.is_alive():
+                raise AuditError("the audit writer thread has stopped; records written since are lost")
+        self._raise_error()
+
+    def close(self) -> None:
+        with self._close_lock:
+            if self._closed:
+                return
+            self._closed = True
+        atexit.unregister(self.close)
+        self._queue.put(_CLOSE)
+        self._thread.join()
+        self._raise_error()
+
+    @property
+    def head(self) -> tuple[int, str]:
+        """The ``seq`` and hash of the last record written (after ``flush``, of every record given so far)."""
+        return self._chain.head
+
+    def _raise_error(self) -> None:
+        if self.error is not None:
+            error, self.error = self.error, None
+            raise AuditError(f"the audit trail could not be written: {error}") from error
+
+    # --- the writer thread ----------------------------------------------------------------------------------------
+
+    def _loop(self) -> None:
+        closing = False
+        while not closing:
+            try:
+                batch = [self._queue.get(timeout=self._idle_timeout())]
+            except queue.Empty:
+                self._guard(self._sync, True)
+                continue
+            while len(batch) < _BATCH:
+                try:
+                    batch.append(self._queue.get_nowait())
+                except queue.Empty:
+                    break
+            lines, waiting = [], []
+            for item in batch:
+                if item is _CLOSE:
+                    closing = True
+                elif isinstance(item, threading.Event):
+                    waiting.append(item)
+                else:
+                    lines.append(self._chain.encode(item))
+            if lines:
+                self._guard(self._emit, lines)
+            if closing:
+                self._guard(self._finish)
+            else:
+                self._guard(self._sync, bool(waiting))
+            for done in waiting:
+                done.set()
+
+    def _guard(self, step: Any, *args: Any) -> None:
+        try:
+            step(*args)
+        except Exception as exc:  # a full disk must not kill the writer: later records may still get through
+            log.error("audit trail: %s", exc)
+            self.error = exc
+
+    def _idle_timeout(self) -> float | None:
+        return None
+
+    def _emit(self, lines: list[bytes]) -> None:
+        raise NotImplementedError
+
+    def _sync(self, flushing: bool) -> None:
+        """After each batch (``flushing``: a ``flush()`` is waiting) and when ``_idle_timeout`` runs out."""
+
+    def _finish(self) -> None:
+        self._sync(True)
+
+
+class StderrAuditSink(ThreadedSink):
+    """JSONL on stderr (or ``stream``), for a log collector to pick up. Each process starts a new chain at seq 0."""
+
+    def __init__(self, stream: TextIO | None = None) -> None:
+        self._stream = stream if stream is not None else sys.stderr
+        super().__init__(Chain(), "tooldeck-audit stderr")
+
+    def _emit(self, lines: list[bytes]) -> None:
+        self._stream.write(b"".join(line + b"\n" for line in lines).decode())
+        self._stream.flush()
+
+
+class FileAuditSink(ThreadedSink):
+    """The trail as a JSONL file, continued across restarts and rotated by size.
+
+    ``max_bytes``: rotate before a record would take the file past this size, like logging's
+    ``RotatingFileHandler``: ``audit.jsonl`` becomes ``audit.jsonl.1``, ``.1`` becomes ``.2``, ... and the oldest past
+    ``backups`` is deleted. The chain runs on across files, so ``verify`` takes the whole set in any order.
+    ``fsync``: "never" (the OS writes when it likes: a crash of the machine, not of the process, can lose the last
+    records), "each" (every batch the writer takes is on disk before it takes the next), "interval" (at most
+    ``fsync_interval`` seconds after a record is written). ``flush()`` fsyncs unless the mode is "never".
+
+    Opening continues the chain from the file's last record (or from ``.1``'s, if the file is empty). A last line
+    without its newline is a record an interrupted write cut short: it is kept, ended with a newline, and followed by
+    a ``{"event": "chain-break", ...}`` record naming its line, length and SHA-256, chained to the last intact record.
+    The trail stays writable after a crash, and ``verify`` reports the break (an error unless breaks are allowed),
+    so the lost record is never hidden. A file whose last complete line is not a record is refused (``AuditError``).
+    """
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        *,
+        max_bytes: int | None = None,
+        backups: int = 5,
+        fsync: str = "never",
+        fsync_interval: float = 1.0,
+    ) -> None:
+        if fsync not in FSYNC_MODES:
+            raise ValueError(f"fsync must be one of {', '.join(map(repr, FSYNC_MODES))}, got {fsync!r}")
+        if not fsync_interval > 0:
+            raise ValueError(f"fsync_interval must be a positive number of seconds, got {fsync_interval!r}")
+        if max_bytes is not None and max_bytes < 1:
+            raise ValueError(f"max_bytes must be a positive number of bytes (or None: never rotate), got {max_bytes}")
+        if max_bytes is not None and backups < 1:
+            raise ValueError("backups must be at least 1 when max_bytes is set: rotating with none deletes the trail")
+        self.path = os.fspath(path)
+        self.max_bytes = max_bytes
+        self.backups = backups
+        self.fsync = fsync
+        self.fsync_interval = fsync_interval
+        self._dirty = False
+        self._synced_at = time.monotonic()
+        chain, chain_break = self._continue()
+        self._file = open(self.path, "ab")  # noqa: SIM115 - the writer thread owns it until close
+        self._size = self._file.tell()
+        if chain_break is not None:  # written here, into this file, next to the line it names
+            self._file.write(b"\n" + chain.encode(chain_break) + b"\n")
+            self._size = self._file.tell()
+            self._sync(True)
+        super().__init__(chain, f"tooldeck-audit {self.path}")
+
+    def _continue(self) -> tuple[Chain, dict[str, Any] | None]:
+        try:
+            tail = read_tail(self.path)
+            chain = tail.chain
+            if chain is None and os.path.exists(f"{self.path}.1"):
+                chain = read_tail(f"{self.path}.1").chain
+        except FileNotFoundError:
+            return Chain(), None
+        except OSError as exc:
+            raise AuditError(f"{self.path}: cannot open the audit trail: {exc.strerror or exc}") from None
+        if tail.partial is None:
+            return chain or Chain(), None
+        log.warning(
+            "audit trail %s: line %d is a record cut short (%d bytes): writing a chain-break record after it",
+            self.path,
+            tail.partial_line,
+            len(tail.partial),
+        )
+        chain_break = {
+            "time": format_time(time.time()),
+            "event": CHAIN_BREAK,
+            "reason": "truncated last line",
+            "line": tail.partial_line,
+            "lost_bytes": len(tail.partial),
+            "lost_sha256": hashlib.sha256(tail.partial).hexdigest(),
+        }
+        return chain or Chain(), chain_break
+
+    def _emit(self, lines: list[bytes]) -> None:
+        for line in lines:
+            size = len(line) + 1
+            if self.max_bytes is not None and self._size and self._size + size > self.max_bytes:
+                self._rotate()
+            self._file.write(line + b"\n")
+            self._size += size
+        self._dirty = True
+
+    def _rotate(self) -> None:
+        self._sync(True)
+        self._file.close()
+        for index in range(self.backups - 1, 0, -1):
+            if os.path.exists(f"{self.path}.{index}"):
+                os.replace(f"{self.path}.{index}", f"{self.path}.{index + 1}")
+        os.replace(self.path, f"{self.path}.1")
+        self._file = open(self.path, "ab")  # noqa: SIM115
+        self._size = 0
+
+    def _sync(self, flushing: bool) -> None:
+        self._file.flush()  # to the OS after every batch: a crash of the process loses nothing already taken
+        if self.fsync == "never" or not (self._dirty or flushing):
+            return
+        now = time.monotonic()
+        if self.fsync == "each" or flushing or now - self._synced_at >= self.fsync_interval:
+            os.fsync(self._file.fileno())
+            self._dirty, self._synced_at = False, now
+
+    def _idle_timeout(self) -> float | None:
+        if self.fsync != "interval" or not self._dirty:
+            return None
+        return max(0.0, self._synced_at + self.fsync_interval - time.monotonic())
+
+    def _finish(self) -> None:
+        try:
+            self._sync(True)
+        finally:
+            self._file.close()

@@ -1,0 +1,66 @@
+"""``tooldeck audit verify``: its one-line verdicts, exit codes and JSON, run as a real command."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import orjson
+
+from stdio_client import ROOT, TOOLDECK
+from tooldeck.security.audit import FileAuditSink, line_hash
+
+
+def run(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([*TOOLDECK, "audit", "verify", *args], capture_output=True, text=True, cwd=ROOT, timeout=60)
+
+
+def write_trail(tmp_path: Path, records: int, max_bytes: int | None = None) -> Path:
+    path = tmp_path / "audit.jsonl"
+    sink = FileAuditSink(path, max_bytes=max_bytes, backups=10)
+    for n in range(records):
+        sink.write({"event": "call", "tool": "deploy", "n": n})
+    sink.close()
+    return path
+
+
+def test_an_intact_rotated_trail_given_in_any_order(tmp_path: Path) -> None:
+    path = write_trail(tmp_path, 7, max_bytes=300)
+    files = sorted(str(p) for p in tmp_path.iterdir())
+    assert len(files) == 4
+    done = run(*reversed(files))
+    assert (done.returncode, done.stdout, done.stderr) == (0, "ok: 7 records in 4 files, chain intact\n", "")
+    head = line_hash(path.read_bytes().splitlines()[-1])
+    done = run("--json", *files)
+    assert (done.returncode, orjson.loads(done.stdout)) == (
+        0,
+        {"ok": True, "records": 7, "files": 4, "problem": None, "breaks": [], "first_seq": 0, "head": head},
+    )
+
+
+def test_the_first_problem_on_one_line_and_exit_1(tmp_path: Path) -> None:
+    path = write_trail(tmp_path, 3)
+    lines = path.read_bytes().splitlines()
+    path.write_bytes(lines[0] + b"\n" + lines[1].replace(b'"n":1', b'"n":9') + b"\n" + lines[2] + b"\n")
+    done = run(str(path))
+    assert (done.returncode, done.stderr) == (1, "")
+    assert done.stdout == f"{path}:2: record was edited (its hash does not match the next record's prev)\n"
+
+
+def test_expect_head_and_allowed_breaks(tmp_path: Path) -> None:
+    path = write_trail(tmp_path, 2)
+    path.write_bytes(path.read_bytes()[:-5])  # a write cut short ...
+    FileAuditSink(path).close()  # ... and the chain-break record of the next writer
+    done = run("--allow-breaks", "--expect-head", "f" * 64, str(path))
+    assert done.returncode == 1
+    assert done.stdout.startswith(f"{path}:3: no record has the expected head {'f' * 64}: ")
+    first = line_hash(path.read_bytes().splitlines()[0])
+    done = run("--allow-breaks", "--expect-head", first, str(path))
+    assert (done.returncode, done.stdout) == (0, f"ok: 2 records in 1 file, chain intact; 1 break allowed: {path}:2\n")
+
+
+def test_an_unreadable_file_is_exit_2_with_one_line(tmp_path: Path) -> None:
+    write_trail(tmp_path, 1)
+    done = run(str(tmp_path / "audit.jsonl"), str(tmp_path / "audit.jsonl.1"))
+    assert (done.returncode, done.stdout) == (2, "")
+    assert done.stderr == f"tooldeck: {tmp_path / 'audit.jsonl.1'}: cannot read: No such file or directory\n"
