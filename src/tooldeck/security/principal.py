@@ -44,3 +44,20 @@ class Principal(Record):
 
     def __str__(self) -> str:
         return self.subject
+
+
+def local_principal(stdio: dict[str, Any] | None = None) -> Principal:
+    """The user running a stdio (or in-process) server: the spec has stdio take its credentials from the
+    environment. ``stdio`` is the policy's ``[authentication.stdio]`` table (subject, scopes, roles)."""
+    import os
+
+    stdio = stdio or {}
+    subject = stdio.get("subject") or os.environ.get("USER") or os.environ.get("LOGNAME") or os.environ.get("USERNAME")
+    if not subject:
+        import getpass
+
+        try:
+            subject = getpass.getuser()
+        except (KeyError, OSError):  # no user name to be found (a container without a passwd entry)
+            subject = "local"
+    return Principal(subject, scopes=stdio.get("scopes", ()), roles=stdio.get("roles", ()), method="local")

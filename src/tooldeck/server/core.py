@@ -16,6 +16,9 @@ from ..prompts.registry import PromptRegistry
 from ..protocol import revisions
 from ..protocol.cursor import CursorCodec
 from ..resources.registry import ResourceRegistry, TemplateRegistry
+from ..security.levels import AccessControl
+from ..security.policy import Policy
+from ..security.principal import Principal, local_principal
 from ..tools.registry import ToolRegistry
 from .bus import Bus, MemoryBus, Subscription
 from .methods import Method, method_table
@@ -50,7 +53,12 @@ class Server:
             catalog.subscribe(functools.partial(self.changed, kind))
         self.methods: dict[str, Method] = method_table()
         self.pipeline = Pipeline(self.workers, options)
+        # Security levels are enforced on every call, policy file or not (a policy only says more).
+        self.policy = Policy()
+        self.access = AccessControl(self.policy, ask=_confirm)
+        self.pipeline.authorizers.append(self.access)
         self.policies = self.pipeline.authorizers  # access control: async-capable steps (request, call)
+        self._local_principal: Principal | None = None
         self.bus: Bus = bus if bus is not None else MemoryBus()
         self._loop: asyncio.AbstractEventLoop | None = None
         self._workers: WorkerPool | None = None
@@ -95,6 +103,12 @@ class Server:
             cached = revisions.initialize_result(cached, protocol_version)  # what that revision defines, no more
             self._init_results[key] = cached
         return cached
+
+    def local_principal(self) -> Principal:
+        """Who a stdio (or in-process) session is: the local user, or the policy's ``[authentication.stdio]``."""
+        if self._local_principal is None:
+            self._local_principal = local_principal(self.policy.authentication.get("stdio"))
+        return self._local_principal
 
     # --- lifespan services --------------------------------------------------------------------------------------
 
@@ -197,6 +211,13 @@ class Server:
         kinds, self._pending_changes = self._pending_changes, set()
         for kind in sorted(kinds):
             self.bus.publish("list_changed", kind)
+
+
+async def _confirm(request: Any, call: Any, message: str, schema: dict[str, Any], timeout: float) -> Any:
+    """How the access control asks the user to confirm a call (levels 8-10): a form elicitation in the call."""
+    from .context import Context
+
+    return await Context(request, call.name, None).elicit(message, schema, timeout=timeout)
 
 
 def _service_done(task: asyncio.Task[None]) -> None:

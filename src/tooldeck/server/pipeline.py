@@ -67,9 +67,19 @@ class Pipeline:
 
     # --- authorize, limits --------------------------------------------------------------------------------------
 
-    async def admit(self, rctx: RequestContext, call: Call) -> None:
-        """The authorize and limit steps, in that order; the first refusal ends the call."""
-        for step in (*self.authorizers, *self.limiters):
+    def admit(self, rctx: RequestContext, call: Call) -> Any:
+        """The authorize and limit steps, in that order; the first refusal ends the call. Returns None when every
+        step finished at once (the common case: no coroutine is made), else an awaitable of the rest."""
+        steps = (*self.authorizers, *self.limiters)
+        for index, step in enumerate(steps):
+            outcome = step(rctx, call)
+            if hasattr(outcome, "__await__"):
+                return self._admit_rest(outcome, steps[index + 1 :], rctx, call)
+        return None
+
+    async def _admit_rest(self, outcome: Any, steps: tuple[Step, ...], rctx: RequestContext, call: Call) -> None:
+        await outcome
+        for step in steps:
             outcome = step(rctx, call)
             if hasattr(outcome, "__await__"):
                 await outcome
@@ -78,7 +88,9 @@ class Pipeline:
         """``admit`` for a call that has no isError result to carry a step's ``ToolError`` (a resource, a prompt, a
         task being created): the refusal is the error response."""
         try:
-            await self.admit(rctx, call)
+            pending = self.admit(rctx, call)
+            if pending is not None:
+                await pending
         except ToolError as exc:
             raise RefusedError(str(exc) or f"{call.kind} {call.name!r} was refused") from None
 
@@ -95,7 +107,9 @@ class Pipeline:
         if not admitted and self.admits:
             call = Call("tool", tool.name, tool, arguments)
             try:
-                await self.admit(rctx, call)  # a ProtocolError refusal is the call's error response
+                pending = self.admit(rctx, call)  # a ProtocolError refusal is the call's error response
+                if pending is not None:
+                    await pending
             except ToolError as exc:
                 return await self.finish(rctx, call, error_result(str(exc) or f"Tool {tool.name!r} was refused"))
         timeout = tool.timeout if tool.timeout is not None else self.options.tool_timeout

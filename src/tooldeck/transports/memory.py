@@ -49,7 +49,7 @@ class MemoryClient:
         self._notified = asyncio.Event()
         self.handlers: dict[str, Callable[[dict[str, Any]], Any]] = {}  # answers to the server's requests
         self.requests: list[dict[str, Any]] = []  # every request the server sent
-        self.session = Session(deck, self._from_server)
+        self.session = Session(deck, self._from_server, principal=deck.local_principal())
         self.initialize_result: dict[str, Any] | None = None
 
     def _from_server(self, message: Any, related: Any = None) -> None:

@@ -105,7 +105,7 @@ class Connection:
                  drain_timeout: float = DRAIN_TIMEOUT) -> None:  # fmt: skip
         self.stdin_fd = stdin_fd
         self.output = Output(stdout_fd)
-        self.session = Session(server, self.output.send)
+        self.session = Session(server, self.output.send, principal=server.local_principal())
         limit = max_message_bytes if max_message_bytes is not None else server.options.max_message_bytes
         self.reader = LineReader(self.session, limit)
         self.drain_timeout = drain_timeout

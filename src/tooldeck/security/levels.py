@@ -1,0 +1,162 @@
+"""Security levels (seed 002), enforced on every call that runs user code: the pipeline's authorize step.
+
+    level 0      anyone
+    level 1-3    an authenticated principal
+    level 4-7    ... with the item's scopes (its own, or granted by its roles)
+    level 8-10   ... and the call verified: a recent authentication (auth_time within the policy's window), or the
+                 user's confirmation through elicitation, bound to this principal, tool@version and arguments
+
+A tool's level is its own, else the policy's default; scopes are checked whenever an item declares them (at any
+level above 0). Refusals say what would allow the call: 401 without credentials, 403 with the spec's step-up
+``WWW-Authenticate: Bearer error="insufficient_scope", scope="..."`` for missing scopes.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Any
+
+import orjson
+
+from ..protocol.errors import ClientRequestError, RefusedError, ToolError
+from .policy import Policy
+
+CONFIRM_TTL = 300.0  # seconds a confirmation code is good for
+
+
+class Confirmations:
+    """Confirmation codes, each single-use, short-lived and bound to (principal, tool@version, arguments digest): a
+    client that replays an accepted answer for other arguments, another tool or another principal is refused."""
+
+    def __init__(self, ttl: float = CONFIRM_TTL, clock: Callable[[], float] = time.monotonic) -> None:
+        self.ttl = ttl
+        self.clock = clock
+        self._open: dict[str, tuple[tuple[str, str, str], float]] = {}
+
+    def issue(self, binding: tuple[str, str, str]) -> str:
+        now = self.clock()
+        self._open = {code: entry for code, entry in self._open.items() if entry[1] > now}  # drop the expired
+        import secrets  # here: the module costs start-up time and only levels 8-10 need it
+
+        code = f"{secrets.randbelow(10**6):06d}"
+        while code in self._open:
+            code = f"{secrets.randbelow(10**6):06d}"
+        self._open[code] = (binding, now + self.ttl)
+        return code
+
+    def redeem(self, code: Any, binding: tuple[str, str, str]) -> bool:
+        """True once for a code issued for ``binding`` and not expired; the code is spent either way."""
+        entry = self._open.pop(code, None) if isinstance(code, str) else None
+        return entry is not None and entry[0] == binding and entry[1] > self.clock()
+
+
+def arguments_digest(arguments: Any) -> str:
+    import hashlib
+
+    return hashlib.sha256(orjson.dumps(arguments, option=orjson.OPT_SORT_KEYS)).hexdigest()
+
+
+class AccessControl:
+    """The authorize step for a policy: ``await control(request, call)`` refuses (raises) or returns.
+
+    ``ask`` is how a confirmation reaches the user: ``await ask(request, call, message, schema, timeout)`` returns
+    the elicitation result (``.action``, ``.content``) or raises ClientRequestError (the deck passes one that goes
+    through a Context). ``resource_metadata``: the URL of this server's RFC 9728 document, for 401/403 headers.
+    """
+
+    def __init__(
+        self,
+        policy: Policy,
+        ask: Callable[..., Any] | None = None,
+        resource_metadata: str | None = None,
+        confirmations: Confirmations | None = None,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.policy = policy
+        self.ask = ask
+        self.resource_metadata = resource_metadata
+        self.confirmations = confirmations or Confirmations()
+        self.clock = clock
+
+    def level_of(self, item: Any) -> int:
+        level = getattr(item, "security_level", None)
+        return int(self.policy.levels["default"] if level is None else level)
+
+    def can_use(self, principal: Any, item: Any) -> bool:
+        """Whether ``principal`` could ever call ``item`` (per-call verification aside): what lists show it."""
+        level = self.level_of(item)
+        if level == 0:
+            return True
+        if principal is None:
+            return False
+        scopes = getattr(item, "scopes", ())
+        return not scopes or set(scopes) <= self.policy.scopes_of(principal)
+
+    def __call__(self, request: Any, call: Any) -> Any:
+        """None when the call may go on; a coroutine to await when it needs verification (levels 8-10); raises
+        RefusedError otherwise. Sync on purpose: level 0, the common case, costs one attribute read."""
+        item = call.item
+        level = getattr(item, "security_level", None)
+        if level is None:
+            level = self.policy.levels["default"]
+        if level == 0:
+            return None
+        principal = request.principal
+        label = f"{call.kind} {call.name!r}"
+        if principal is None:
+            raise RefusedError(f"{label} needs an authenticated caller (security level {level}); send credentials",
+                               http_status=401, headers=self._challenge())  # fmt: skip
+        scopes = tuple(getattr(item, "scopes", ()))
+        missing = sorted(set(scopes) - self.policy.scopes_of(principal))
+        if missing:
+            raise RefusedError(
+                f"{label} needs the scope{'s' if len(missing) > 1 else ''} {', '.join(missing)} (security level "
+                f"{level}); ask for a token that grants {' '.join(scopes)}",
+                http_status=403,
+                headers=self._challenge(error="insufficient_scope", scope=" ".join(scopes)),
+            )
+        return self._verify(request, call, principal, level, label) if level >= 8 else None
+
+    async def _verify(self, request: Any, call: Any, principal: Any, level: int, label: str) -> None:
+        window = self.policy.levels["recent_auth_seconds"]
+        auth_time = getattr(principal, "auth_time", None)
+        if window and auth_time is not None and self.clock() - auth_time <= window:
+            return
+        if not self.policy.levels["confirm"] or self.ask is None:
+            raise RefusedError(self._unverifiable(label, level, window), http_status=403)
+        item = call.item
+        version = getattr(item, "version", None) or ""
+        binding = (str(getattr(principal, "id", principal)), f"{call.name}@{version}", arguments_digest(call.arguments))
+        code = self.confirmations.issue(binding)
+        shown = orjson.dumps(call.arguments, option=orjson.OPT_INDENT_2).decode()
+        message = (
+            f"Confirm this call (security level {level}):\n{call.name}{'@' + version if version else ''}\n"
+            f"arguments: {shown}\nTo run it, enter the code {code}."
+        )
+        schema = {"type": "object", "properties": {"code": {"type": "string", "title": "Confirmation code"}},
+                  "required": ["code"]}  # fmt: skip
+        try:
+            answer = await self.ask(request, call, message, schema, float(self.policy.levels["confirm_timeout"]))
+        except ClientRequestError as exc:
+            if "does not support" in str(exc) or "only URL-mode" in str(exc):
+                raise RefusedError(self._unverifiable(label, level, window), http_status=403) from None
+            raise ToolError(f"{label} was not run: the confirmation failed ({exc})") from None
+        if answer.action != "accept":
+            raise ToolError(f"{label} was not run: the user did not confirm it ({answer.action})")
+        if not self.confirmations.redeem((answer.content or {}).get("code"), binding):
+            raise ToolError(f"{label} was not run: the confirmation code does not match this call")
+
+    def _unverifiable(self, label: str, level: int, window: float) -> str:
+        ways = ["a client that supports elicitation (to confirm the call)"] if self.policy.levels["confirm"] else []
+        if window:
+            ways.append(f"a token from an authentication in the last {window:g} s")
+        allow = " or ".join(ways) or "a policy that allows confirmation or recent authentication ([levels])"
+        return f"{label} needs per-call verification (security level {level}); it needs {allow}"
+
+    def _challenge(self, **params: str) -> list[tuple[bytes, bytes]]:
+        parts = [f'{name}="{value}"' for name, value in params.items()]
+        if self.resource_metadata:
+            parts.append(f'resource_metadata="{self.resource_metadata}"')
+        value = "Bearer " + ", ".join(parts) if parts else "Bearer"
+        return [(b"www-authenticate", value.encode())]
