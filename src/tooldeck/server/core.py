@@ -104,6 +104,14 @@ class Server:
             self._init_results[key] = cached
         return cached
 
+    def use_policy(self, policy: Policy) -> None:
+        """Serve under ``policy`` (security levels' defaults and verification, roles, the stdio principal); the deck's
+        ``apply_policy`` also installs its authentication, limits, sanitiser and audit."""
+        self.policy = policy
+        self.access.policy = policy
+        self._local_principal = None
+        self._init_results.clear()
+
     def local_principal(self) -> Principal:
         """Who a stdio (or in-process) session is: the local user, or the policy's ``[authentication.stdio]``."""
         if self._local_principal is None:

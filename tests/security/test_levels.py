@@ -1,0 +1,209 @@
+"""Security levels on every call: 0 anyone, 1-3 authenticated, 4-7 scopes (own or by role), 8-10 verified by a recent
+authentication or the user's confirmation — over the in-process client (schema-checked) and over HTTP."""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import time
+from typing import Any
+
+import pytest
+
+from helpers import client
+from tooldeck import Deck
+from tooldeck.security.levels import AccessControl, Confirmations
+from tooldeck.security.policy import Policy
+from tooldeck.security.principal import Principal
+
+
+def deck_with_levels(policy: dict[str, Any] | None = None) -> Deck:
+    deck = Deck("levels")
+
+    @deck.tool
+    def open_(x: int = 0) -> str:
+        return "open"
+
+    @deck.tool(security_level=2)
+    def signed_in(x: int = 0) -> str:
+        return "signed in"
+
+    @deck.tool(security_level=5, scopes=["weather:read"])
+    def weather(x: int = 0) -> str:
+        return "sunny"
+
+    @deck.tool(security_level=9, scopes=["deploy:write"], version="2.1.0")
+    def deploy(target: str) -> str:
+        return f"deployed {target}"
+
+    deck.use_policy(Policy(policy or {}))
+    return deck
+
+
+ALICE = Principal("alice", scopes={"weather:read"}, roles={"ops"})
+
+
+async def refusal(c: Any, name: str, arguments: dict[str, Any] | None = None) -> dict[str, Any]:
+    reply = await c.request_raw("tools/call", {"name": name, "arguments": arguments or {}})
+    assert "error" in reply, reply
+    return reply["error"]  # type: ignore[no-any-return]
+
+
+async def test_level_0_is_open_to_anyone_and_level_1_needs_someone() -> None:
+    deck = deck_with_levels()
+    async with client(deck) as c:
+        c.session.principal = None  # anonymous
+        assert (await c.call_tool("open_"))["structuredContent"] == {"result": "open"}
+        assert await refusal(c, "signed_in") == {
+            "code": -32000,
+            "message": "tool 'signed_in' needs an authenticated caller (security level 2); send credentials",
+        }
+        c.session.principal = Principal("bob")
+        assert (await c.call_tool("signed_in"))["structuredContent"] == {"result": "signed in"}
+
+
+async def test_levels_4_to_7_need_the_scopes_or_a_role_that_grants_them() -> None:
+    deck = deck_with_levels()
+    async with client(deck) as c:
+        c.session.principal = Principal("bob")
+        assert await refusal(c, "weather") == {
+            "code": -32000,
+            "message": "tool 'weather' needs the scope weather:read (security level 5); ask for a token that grants "
+            "weather:read",
+        }
+        c.session.principal = ALICE
+        assert (await c.call_tool("weather"))["structuredContent"] == {"result": "sunny"}
+    deck = deck_with_levels({"roles": {"forecaster": ["weather:read"]}})
+    async with client(deck) as c:
+        c.session.principal = Principal("carol", roles={"forecaster"})
+        assert (await c.call_tool("weather"))["structuredContent"] == {"result": "sunny"}
+
+
+async def test_the_policy_default_level_applies_to_tools_that_declare_none() -> None:
+    deck = deck_with_levels({"levels": {"default": 1}})
+    async with client(deck) as c:
+        c.session.principal = None
+        assert (await refusal(c, "open_"))["message"].startswith("tool 'open_' needs an authenticated caller")
+
+
+async def test_a_recent_authentication_verifies_levels_8_to_10() -> None:
+    deck = deck_with_levels({"levels": {"recent_auth_seconds": 300, "confirm": False}})
+    async with client(deck) as c:
+        c.session.principal = Principal("dave", scopes={"deploy:write"}, auth_time=time.time() - 60)
+        assert (await c.call_tool("deploy", {"target": "prod"}))["structuredContent"] == {"result": "deployed prod"}
+        c.session.principal = Principal("dave", scopes={"deploy:write"}, auth_time=time.time() - 3600)
+        assert await refusal(c, "deploy", {"target": "prod"}) == {
+            "code": -32000,
+            "message": "tool 'deploy' needs per-call verification (security level 9); it needs a token from an "
+            "authentication in the last 300 s",
+        }
+
+
+def confirm_with_the_code(params: dict[str, Any]) -> dict[str, Any]:
+    code = re.search(r"enter the code (\d{6})", params["message"])
+    assert code is not None, params["message"]
+    return {"action": "accept", "content": {"code": code.group(1)}}
+
+
+async def test_a_confirmation_shows_the_call_and_verifies_it_once() -> None:
+    deck = deck_with_levels()
+    asked: list[dict[str, Any]] = []
+    async with client(deck, capabilities={"elicitation": {}}) as c:
+        c.session.principal = Principal("erin", scopes={"deploy:write"})
+        c.on_request("elicitation/create", lambda params: asked.append(params) or confirm_with_the_code(params))
+        result = await c.call_tool("deploy", {"target": "prod"})
+        assert result["structuredContent"] == {"result": "deployed prod"}
+        (params,) = asked
+        assert params["mode"] == "form"
+        assert 'deploy@2.1.0\narguments: {\n  "target": "prod"\n}' in params["message"]
+        assert params["requestedSchema"]["required"] == ["code"]
+
+
+@pytest.mark.parametrize("action", ["decline", "cancel"])
+async def test_a_declined_or_cancelled_confirmation_does_not_run_the_call(action: str) -> None:
+    ran: list[str] = []
+    deck = deck_with_levels()
+
+    @deck.tool(security_level=8)
+    def wipe() -> str:
+        ran.append("wipe")
+        return "wiped"
+
+    async with client(deck, capabilities={"elicitation": {}}) as c:
+        c.on_request("elicitation/create", lambda params: {"action": action})
+        result = await c.call_tool("wipe")
+    assert result == {
+        "content": [{"type": "text", "text": f"tool 'wipe' was not run: the user did not confirm it ({action})"}],
+        "isError": True,
+    }
+    assert ran == []
+
+
+async def test_a_confirmation_that_times_out_does_not_run_the_call() -> None:
+    deck = deck_with_levels({"levels": {"confirm_timeout": 0.05}})
+    async with client(deck, capabilities={"elicitation": {}}) as c:
+        c.session.principal = Principal("erin", scopes={"deploy:write"})
+        c.on_request("elicitation/create", lambda params: None)  # never answers
+        result = await c.call_tool("deploy", {"target": "prod"})
+    assert result["isError"] is True
+    assert result["content"][0]["text"] == (
+        "tool 'deploy' was not run: the confirmation failed (the client did not answer elicitation/create within "
+        "0.05 s)"
+    )
+
+
+async def test_without_elicitation_or_recent_auth_the_refusal_says_what_would_allow_it() -> None:
+    deck = deck_with_levels({"levels": {"recent_auth_seconds": 600}})
+    async with client(deck) as c:  # no elicitation capability
+        c.session.principal = Principal("erin", scopes={"deploy:write"})
+        assert (await refusal(c, "deploy", {"target": "prod"}))["message"] == (
+            "tool 'deploy' needs per-call verification (security level 9); it needs a client that supports "
+            "elicitation (to confirm the call) or a token from an authentication in the last 600 s"
+        )
+
+
+async def test_a_replayed_confirmation_for_other_arguments_is_refused() -> None:
+    deck = deck_with_levels()
+    codes: list[str] = []
+
+    def first_then_replay(params: dict[str, Any]) -> dict[str, Any]:
+        answer = confirm_with_the_code(params)
+        codes.append(answer["content"]["code"])
+        return {"action": "accept", "content": {"code": codes[0]}}  # always the first call's code
+
+    async with client(deck, capabilities={"elicitation": {}}) as c:
+        c.session.principal = Principal("erin", scopes={"deploy:write"})
+        c.on_request("elicitation/create", first_then_replay)
+        assert (await c.call_tool("deploy", {"target": "staging"}))["isError"] is False
+        replayed = await c.call_tool("deploy", {"target": "prod"})
+    assert replayed["content"][0]["text"] == "tool 'deploy' was not run: the confirmation code does not match this call"
+
+
+def test_confirmation_codes_are_bound_single_use_and_short_lived() -> None:
+    now = [1000.0]
+    codes = Confirmations(ttl=10, clock=lambda: now[0])
+    binding = ("erin", "deploy@2.1.0", "digest")
+    code = codes.issue(binding)
+    assert not codes.redeem(code, ("mallory", "deploy@2.1.0", "digest"))  # another principal: and now it is spent
+    code = codes.issue(binding)
+    assert codes.redeem(code, binding) and not codes.redeem(code, binding)  # single use
+    code = codes.issue(binding)
+    now[0] += 11
+    assert not codes.redeem(code, binding)  # expired
+
+
+def test_can_use_is_what_lists_show() -> None:
+    deck = deck_with_levels()
+    access: AccessControl = deck.access
+    tools = {tool.name: tool for tool in deck.tools}
+    assert [name for name, tool in tools.items() if access.can_use(None, tool)] == ["open_"]
+    assert [name for name, tool in tools.items() if access.can_use(ALICE, tool)] == ["open_", "signed_in", "weather"]
+
+
+async def test_stdio_and_in_process_sessions_are_the_local_user(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("USER", "olivia")
+    deck = deck_with_levels({"authentication": {"stdio": {"scopes": ["weather:read"]}}})
+    async with client(deck) as c:
+        assert c.session.principal == Principal("olivia", scopes={"weather:read"}, method="local")
+        assert (await c.call_tool("weather"))["structuredContent"] == {"result": "sunny"}
+    await asyncio.sleep(0)
