@@ -20,6 +20,7 @@ from __future__ import annotations
 import functools
 import logging
 from collections.abc import Callable
+from time import monotonic
 from typing import TYPE_CHECKING, Any
 
 from ..protocol.errors import InternalError, ProtocolError, RefusedError, ToolError, UrlElicitationRequiredError
@@ -38,20 +39,23 @@ log = logging.getLogger("tooldeck.pipeline")
 
 Step = Callable[["RequestContext", "Call"], Any]  # may return an awaitable
 Sanitiser = Callable[["RequestContext", "Call", dict[str, Any]], dict[str, Any]]
-Auditor = Callable[["RequestContext", "Call", dict[str, Any]], Any]
+Auditor = Callable[["RequestContext", "Call", "dict[str, Any] | None"], Any]  # None: the call was refused
 
 
 class Call(Record):
     """What one invocation is about: ``kind`` ("tool", "resource", "prompt"), its ``name`` (a tool or prompt name, a
-    resource URI), the registered ``item`` and the ``arguments`` as the client sent them."""
+    resource URI), the registered ``item`` and the ``arguments`` as the client sent them; ``started`` (a monotonic
+    clock reading) and, for a call an authorize or limit step refused, the ``refusal``."""
 
-    __slots__ = ("kind", "name", "item", "arguments")
+    __slots__ = ("kind", "name", "item", "arguments", "started", "refusal")
 
     def __init__(self, kind: str, name: str, item: Any, arguments: dict[str, Any]) -> None:
         self.kind = kind
         self.name = name
         self.item = item
         self.arguments = arguments
+        self.started = monotonic()
+        self.refusal: ProtocolError | None = None
 
 
 class Pipeline:
@@ -64,6 +68,7 @@ class Pipeline:
         self.limiters: list[Step] = []
         self.sanitisers: list[Sanitiser] = []
         self.auditors: list[Auditor] = []
+        self._background: set[Any] = set()  # async auditors of refusals, kept until they finish
 
     # --- authorize, limits --------------------------------------------------------------------------------------
 
@@ -92,7 +97,12 @@ class Pipeline:
             if pending is not None:
                 await pending
         except ToolError as exc:
-            raise RefusedError(str(exc) or f"{call.kind} {call.name!r} was refused") from None
+            refusal = RefusedError(str(exc) or f"{call.kind} {call.name!r} was refused")
+            self._refused(rctx, call, refusal)
+            raise refusal from None
+        except ProtocolError as exc:
+            self._refused(rctx, call, exc)
+            raise
 
     @property
     def admits(self) -> bool:
@@ -111,7 +121,10 @@ class Pipeline:
                 if pending is not None:
                     await pending
             except ToolError as exc:
-                return await self.finish(rctx, call, error_result(str(exc) or f"Tool {tool.name!r} was refused"))
+                return await self.finish(rctx, call, self._refusal_result(tool, exc))
+            except ProtocolError as exc:
+                self._refused(rctx, call, exc)
+                raise
         timeout = tool.timeout if tool.timeout is not None else self.options.tool_timeout
         try:
             if tool.is_async and timeout is None and not tool.injected:  # the common case, one await fewer
@@ -131,8 +144,11 @@ class Pipeline:
                 result = error_result(f"Tool {tool.name!r} timed out after {timeout:g} s and was stopped")
         except Exception as exc:  # the tool's own bug or failure; BaseException (cancellation, exit) passes through
             result = error_result(describe_failure(f"tool {tool.name!r}", exc, self.options.mask_errors))
-        if self.sanitisers or self.auditors:  # tested here: most servers have none, and then no coroutine is made
-            result = await self.finish(rctx, call or Call("tool", tool.name, tool, arguments), result)
+        if self.sanitisers or self.auditors:
+            result, pending = self._finish(rctx, call or Call("tool", tool.name, tool, arguments), result)
+            if pending:  # an async auditor (the built-in ones are not: they hand records to a writer thread)
+                for outcome in pending:
+                    await outcome
         return result
 
     # --- resources and prompts ----------------------------------------------------------------------------------
@@ -179,10 +195,38 @@ class Pipeline:
 
     async def finish(self, rctx: RequestContext, call: Call, result: dict[str, Any]) -> dict[str, Any]:
         """The sanitise and audit steps of a result (resources and prompts call it; tools/call calls it itself)."""
+        result, pending = self._finish(rctx, call, result)
+        for outcome in pending:
+            await outcome
+        return result
+
+    def _finish(self, rctx: RequestContext, call: Call, result: dict[str, Any]) -> tuple[dict[str, Any], list[Any]]:
         for sanitise in self.sanitisers:
             result = sanitise(rctx, call, result)
+        pending = []
         for audit in self.auditors:
             outcome = audit(rctx, call, result)
             if hasattr(outcome, "__await__"):
-                await outcome
+                pending.append(outcome)
+        return result, pending
+
+    def _refused(self, rctx: RequestContext, call: Call, refusal: ProtocolError) -> None:
+        """Auditors hear of a refused call too: ``call.refusal`` says why, and there is no result (None)."""
+        call.refusal = refusal
+        for audit in self.auditors:
+            outcome = audit(rctx, call, None)
+            if hasattr(outcome, "__await__"):
+                import asyncio
+
+                task = asyncio.ensure_future(outcome)  # the refusal is answered now; the record follows
+                self._background.add(task)
+                task.add_done_callback(self._background.discard)
+
+    @staticmethod
+    def _refusal_result(tool: Tool, exc: ToolError) -> dict[str, Any]:
+        """The isError result of a tools/call a step refused with a ToolError; a rate limit adds when to retry."""
+        result = error_result(str(exc) or f"Tool {tool.name!r} was refused")
+        retry_after = getattr(exc, "retry_after", None)
+        if retry_after is not None:
+            result["_meta"] = {"tooldeck/retryAfter": retry_after}
         return result
