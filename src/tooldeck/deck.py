@@ -87,6 +87,17 @@ class Deck(Server):
         manager: registered, or upgraded under its version rules. DefinitionError lists every problem."""
         return self.manager.load(path)
 
+    # --- security -----------------------------------------------------------------------------------------------
+
+    def apply_policy(self, policy: Any) -> None:
+        """Serve under a policy: a TOML file's path, or a ``tooldeck.security.policy.Policy``. It sets who may
+        authenticate over HTTP, what security levels need, rate limits, the sanitiser and the audit trail (see the
+        README's security section); PolicyError names the file, line and problem."""
+        from .security.apply import apply_policy
+        from .security.policy import Policy, load_policy
+
+        apply_policy(self, policy if isinstance(policy, Policy) else load_policy(policy))
+
     # --- resources ----------------------------------------------------------------------------------------------
 
     def resource(self, uri: str, **options: Any) -> Callable[[F], F]:

@@ -86,6 +86,12 @@ def _parser() -> argparse.ArgumentParser:
         help="TARGET is a directory of tool definitions: apply new, changed and deleted files while serving",
     )
     serve.add_argument(
+        "--policy",
+        default=None,
+        metavar="FILE",
+        help="a security policy (TOML): authentication, security levels, rate limits, sanitiser, audit trail",
+    )
+    serve.add_argument(
         "--max-message-bytes",
         type=positive_int,
         default=None,

@@ -2,20 +2,21 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+import logging
+from typing import TYPE_CHECKING, Any
 
 from ..protocol.errors import TargetError
 
 if TYPE_CHECKING:
     import argparse
 
+log = logging.getLogger("tooldeck.serve")
+
 
 def serve(args: argparse.Namespace) -> int:
     from ..loader import load_deck
 
     if getattr(args, "watch", False) and args.log_level == "warning":
-        import logging
-
         # What the watcher applies is worth a line each at the default level, as its refusals are.
         logging.getLogger("tooldeck.manifest").setLevel(logging.INFO)
 
@@ -32,6 +33,10 @@ def serve(args: argparse.Namespace) -> int:
         from ..transports.http.server import run_http
 
         deck = load_deck(args.target, watch=getattr(args, "watch", False))
+        _policy(deck, args)
+        if deck.http_auth is None and args.host not in _LOOPBACK:
+            log.warning("serving %s on %s without authentication: anyone who can reach it can call its tools "
+                        "(give --policy with [authentication])", deck.name, args.host)  # fmt: skip
         if deck.options.task_store is None:
             deck.options.task_store = store or f"sqlite:{default_store_path(deck.name)}"
         run_http(
@@ -50,9 +55,25 @@ def serve(args: argparse.Namespace) -> int:
 
     out_fd = claim_stdout()  # before the target is imported: its import-time prints must not reach the client
     deck = load_deck(args.target, watch=getattr(args, "watch", False))
+    _policy(deck, args)
     if store is not None and deck.options.task_store is None:
         deck.options.task_store = store
     drain = getattr(args, "drain_timeout", None)
     run_stdio(deck, max_message_bytes=args.max_message_bytes, stdout_fd=out_fd,
               **({"drain_timeout": drain} if drain is not None else {}))  # fmt: skip
     return 0
+
+
+_LOOPBACK = ("127.0.0.1", "::1", "localhost")
+
+
+def _policy(deck: Any, args: argparse.Namespace) -> None:
+    path = getattr(args, "policy", None)
+    if path is None:
+        return
+    from ..security.policy import PolicyError
+
+    try:
+        deck.apply_policy(path)
+    except PolicyError as exc:
+        raise TargetError(str(exc)) from None

@@ -59,6 +59,11 @@ class Server:
         self.pipeline.authorizers.append(self.access)
         self.policies = self.pipeline.authorizers  # access control: async-capable steps (request, call)
         self._local_principal: Principal | None = None
+        # Set by a policy (security/apply.py): the HTTP authentication backend, the routes it adds (RFC 9728
+        # metadata) and that document's URL.
+        self.http_auth: Any = None
+        self.http_routes: dict[str, Any] = {}
+        self.resource_metadata: str | None = None
         self.bus: Bus = bus if bus is not None else MemoryBus()
         self._loop: asyncio.AbstractEventLoop | None = None
         self._workers: WorkerPool | None = None

@@ -55,7 +55,7 @@ class Call(Record):
         self.item = item
         self.arguments = arguments
         self.started = monotonic()
-        self.refusal: ProtocolError | None = None
+        self.refusal: Exception | None = None
 
 
 class Pipeline:
@@ -121,6 +121,7 @@ class Pipeline:
                 if pending is not None:
                     await pending
             except ToolError as exc:
+                call.refusal = exc  # refused with an isError result (a rate limit, say): audited as a refusal
                 return await self.finish(rctx, call, self._refusal_result(tool, exc))
             except ProtocolError as exc:
                 self._refused(rctx, call, exc)
@@ -228,5 +229,5 @@ class Pipeline:
         result = error_result(str(exc) or f"Tool {tool.name!r} was refused")
         retry_after = getattr(exc, "retry_after", None)
         if retry_after is not None:
-            result["_meta"] = {"tooldeck/retryAfter": retry_after}
+            result["_meta"] = {"tooldeck/retryAfter": -(-retry_after * 10 // 1) / 10}  # seconds, rounded up to 0.1
         return result

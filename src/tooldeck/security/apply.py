@@ -1,0 +1,215 @@
+"""A policy put to work on a server: its authentication for HTTP, its levels, limits, sanitiser and audit trail as
+steps of the call pipeline. ``apply_policy(server, policy)`` may be called again: what it installed is replaced.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import Any
+
+from ..protocol.errors import RefusedError, ToolError
+from .policy import Policy
+
+log = logging.getLogger("tooldeck.security")
+
+
+class Installed:
+    """What ``apply_policy`` added to a server, so that applying another policy can take it out again."""
+
+    def __init__(self) -> None:
+        self.limiters: list[Any] = []
+        self.sanitisers: list[Any] = []
+        self.auditors: list[Any] = []
+        self.sink: Any = None
+
+
+def apply_policy(server: Any, policy: Policy) -> None:
+    """Serve ``server`` under ``policy``: levels and roles, the stdio principal, HTTP authentication (and RFC 9728
+    metadata), rate limits, input limits, the sanitiser and the audit trail."""
+    installed: Installed | None = getattr(server, "_security", None)
+    pipeline = server.pipeline
+    if installed is not None:
+        for attribute in ("limiters", "sanitisers", "auditors"):
+            steps = getattr(pipeline, attribute)
+            for step in getattr(installed, attribute):
+                if step in steps:
+                    steps.remove(step)
+        if installed.sink is not None:
+            installed.sink.close()
+    installed = Installed()
+    server.use_policy(policy)
+    server.http_auth, server.http_routes, server.resource_metadata = authentication(policy)
+    server.access.resource_metadata = server.resource_metadata
+
+    sanitise = policy.sanitise
+    if sanitise.get("enabled", True):
+        installed.limiters.append(InputStep(sanitise))
+        installed.sanitisers.append(Sanitiser(sanitise))
+    if policy.limits:
+        installed.limiters.append(rate_limits(policy.limits).step)
+    if policy.audit.get("file"):
+        installed.sink = audit_sink(policy.audit)
+        installed.auditors.append(CallAuditor(installed.sink, policy.audit.get("redact", ()), server.access))
+        server.services.append(_closer(installed.sink))
+    pipeline.limiters[:0] = installed.limiters  # before the deck's own limit steps
+    pipeline.sanitisers.extend(installed.sanitisers)
+    pipeline.auditors.extend(installed.auditors)
+    server._security = installed
+
+
+def authentication(policy: Policy) -> tuple[Any, dict[str, Any], str | None]:
+    """The HTTP authentication backend of a policy (None: everyone anonymous), the routes it adds, and the URL of
+    the protected resource metadata (for WWW-Authenticate)."""
+    auth = policy.authentication
+    required = bool(auth.get("required", False))
+    jwt = auth.get("jwt")
+    resource = auth.get("resource") or (_first(jwt["audience"]) if jwt else None)
+    metadata_url = routes = None
+    if resource is not None:
+        from .metadata import metadata_routes, protected_resource_metadata
+        from .metadata import metadata_url as url_of
+
+        servers = (jwt or {}).get("authorization_servers") or ([jwt["issuer"]] if jwt else [])
+        scopes = sorted({scope for scopes in policy.roles.values() for scope in scopes})
+        document = protected_resource_metadata(resource, servers, scopes_supported=scopes or None)
+        metadata_url, routes = url_of(resource), metadata_routes(document)
+    backends: list[Any] = []
+    if auth.get("tokens"):
+        from .tokens import StaticToken, StaticTokens
+
+        entries = [StaticToken(t["subject"], t["sha256"], scopes=t.get("scopes", ()), roles=t.get("roles", ()))
+                   for t in auth["tokens"]]  # fmt: skip
+        backends.append(StaticTokens(entries, resource_metadata=metadata_url, required=required))
+    if jwt:
+        from .jwt import JwtBackend
+
+        options = {key: jwt[key] for key in ("algorithms", "roles_claim", "leeway") if key in jwt}
+        backends.append(JwtBackend(jwt["issuer"], jwt["audience"], jwt["jwks"], required=required,
+                                   resource_metadata=metadata_url, **options))  # fmt: skip
+    backend = None if not backends else backends[0] if len(backends) == 1 else EitherBackend(*backends)
+    return backend, routes or {}, metadata_url
+
+
+class EitherBackend:
+    """Static tokens and JWTs side by side: a token with two dots is a JWT; anything else is looked up."""
+
+    def __init__(self, tokens: Any, jwt: Any) -> None:
+        self.tokens, self.jwt = tokens, jwt
+
+    async def authenticate(self, scope: Any) -> Any:
+        token = self.tokens.bearer_token(scope)
+        if token is None:
+            return await self.tokens.authenticate(scope)  # anonymous, or 401 when credentials are required
+        backend = self.jwt if token.count(".") == 2 else self.tokens
+        return await backend.authenticate(scope)
+
+
+def _first(audience: Any) -> str:
+    return audience if isinstance(audience, str) else audience[0]
+
+
+def rate_limits(limits: dict[str, Any]) -> Any:
+    from .limits import Limit, RateLimits
+
+    burst = limits.get("burst")
+
+    def spec(key: str) -> Any:
+        return Limit(limits[key], burst) if key in limits else None
+
+    return RateLimits(per_principal=spec("per_principal"), per_tool=spec("per_tool"),
+                      per_principal_tool=spec("per_principal_tool"), global_=spec("global"),
+                      anonymous_key=lambda request: getattr(request.peer, "key", None))  # fmt: skip
+
+
+class InputStep:
+    """Input limits as a limit step: arguments too deep, too long or too large end the call before it runs."""
+
+    def __init__(self, sanitise: dict[str, Any]) -> None:
+        from .inputs import InputLimits
+
+        options = {"max_depth": "max_depth", "max_string": "max_string", "max_bytes": "max_argument_bytes"}
+        self.limits = InputLimits(**{name: sanitise[key] for name, key in options.items() if key in sanitise})
+
+    def __call__(self, request: Any, call: Any) -> None:
+        problem = self.limits.check(call.arguments)
+        if problem is not None:
+            if call.kind == "tool":
+                raise ToolError(f"Invalid arguments for tool {call.name!r}: {problem}")
+            raise RefusedError(f"Invalid arguments for {call.kind} {call.name!r}: {problem}", http_status=400)
+
+
+class Sanitiser:
+    """The output sanitiser as a pipeline step: every result's text, and what the results link to, made safe."""
+
+    def __init__(self, sanitise: dict[str, Any]) -> None:
+        from .sanitise import sanitise_result
+
+        self.sanitise_result = sanitise_result
+        self.max_bytes = sanitise.get("max_result_bytes")
+        self.oversize = sanitise.get("oversize", "truncate")
+
+    def __call__(self, request: Any, call: Any, result: dict[str, Any]) -> dict[str, Any]:
+        return self.sanitise_result(result, max_bytes=self.max_bytes, oversize=self.oversize)
+
+
+def audit_sink(audit: dict[str, Any]) -> Any:
+    from .audit_sinks import FileAuditSink, StderrAuditSink
+
+    if audit["file"] == "-":
+        return StderrAuditSink()
+    options = {key: audit[key] for key in ("max_bytes", "backups", "fsync") if key in audit}
+    return FileAuditSink(audit["file"], **options)
+
+
+class CallAuditor:
+    """One audit record per tools/call and per refused call of any kind, handed to the sink (which writes it off the
+    event loop)."""
+
+    def __init__(self, sink: Any, redact: Any, access: Any) -> None:
+        from .audit import audit_record
+
+        self.sink = sink
+        self.redact = tuple(redact)
+        self.access = access
+        self.record = audit_record
+
+    def __call__(self, request: Any, call: Any, result: dict[str, Any] | None) -> None:
+        refusal = call.refusal
+        if refusal is None and call.kind != "tool":
+            return  # resources and prompts are recorded when refused; their reads are not calls
+        item = call.item
+        if refusal is not None:
+            decision, reason, outcome = "refused", str(refusal), "refused"
+        else:
+            decision, reason = "allowed", None
+            outcome = "error" if result is not None and result.get("isError") else "ok"
+        record = self.record(
+            time=time.time(),
+            request_id=request.request_id,
+            session=getattr(request.peer, "key", None),
+            principal=request.principal,
+            tool=call.name if call.kind == "tool" else f"{call.kind}:{call.name}",
+            version=getattr(item, "version", None),
+            security_level=self.access.level_of(item),
+            decision=decision,
+            reason=reason,
+            arguments=call.arguments,
+            input_schema=getattr(item, "input_schema", None),
+            redact_names=self.redact,
+            outcome=outcome,
+            duration_ms=round((time.monotonic() - call.started) * 1000, 3),
+        )
+        self.sink.write(record)
+
+
+def _closer(sink: Any) -> Any:
+    async def close_on_shutdown() -> None:
+        import asyncio
+
+        try:
+            await asyncio.Event().wait()  # until the server stops and cancels its services
+        finally:
+            sink.close()
+
+    return close_on_shutdown
