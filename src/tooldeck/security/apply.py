@@ -4,14 +4,11 @@ steps of the call pipeline. ``apply_policy(server, policy)`` may be called again
 
 from __future__ import annotations
 
-import logging
 import time
 from typing import Any
 
 from ..protocol.errors import RefusedError, ToolError
 from .policy import Policy
-
-log = logging.getLogger("tooldeck.security")
 
 
 class Installed:
@@ -45,7 +42,7 @@ def apply_policy(server: Any, policy: Policy) -> None:
     sanitise = policy.sanitise
     if sanitise.get("enabled", True):
         installed.limiters.append(InputStep(sanitise))
-        installed.sanitisers.append(Sanitiser(sanitise))
+        installed.sanitisers.append(Sanitiser(server, sanitise))
     if policy.limits:
         installed.limiters.append(rate_limits(policy.limits).step)
     if policy.audit.get("file"):
@@ -126,13 +123,20 @@ class InputStep:
     """Input limits as a limit step: arguments too deep, too long or too large end the call before it runs."""
 
     def __init__(self, sanitise: dict[str, Any]) -> None:
+        options = {"max_depth": "max_depth", "max_string": "max_string", "max_bytes": "max_argument_bytes"}
+        # By default a string may be as long as a message may (4 MiB): only a policy makes strings shorter.
+        self.options = {"max_string": 4_194_304}
+        self.options.update({name: sanitise[key] for name, key in options.items() if key in sanitise})
+        self.check = self._first_check  # the module is loaded by the first call, not by start-up
+
+    def _first_check(self, arguments: Any) -> str | None:
         from .inputs import InputLimits
 
-        options = {"max_depth": "max_depth", "max_string": "max_string", "max_bytes": "max_argument_bytes"}
-        self.limits = InputLimits(**{name: sanitise[key] for name, key in options.items() if key in sanitise})
+        self.check = InputLimits(**self.options).check
+        return self.check(arguments)
 
     def __call__(self, request: Any, call: Any) -> None:
-        problem = self.limits.check(call.arguments)
+        problem = self.check(call.arguments)
         if problem is not None:
             if call.kind == "tool":
                 raise ToolError(f"Invalid arguments for tool {call.name!r}: {problem}")
@@ -142,15 +146,30 @@ class InputStep:
 class Sanitiser:
     """The output sanitiser as a pipeline step: every result's text, and what the results link to, made safe."""
 
-    def __init__(self, sanitise: dict[str, Any]) -> None:
-        from .sanitise import sanitise_result
-
-        self.sanitise_result = sanitise_result
+    def __init__(self, server: Any, sanitise: dict[str, Any]) -> None:
+        self.server = server
         self.max_bytes = sanitise.get("max_result_bytes")
         self.oversize = sanitise.get("oversize", "truncate")
+        self.schemes: frozenset[str] | None = None
+        self._seen: tuple[int, int] = (-1, -1)
 
     def __call__(self, request: Any, call: Any, result: dict[str, Any]) -> dict[str, Any]:
-        return self.sanitise_result(result, max_bytes=self.max_bytes, oversize=self.oversize)
+        from .sanitise import sanitise_result  # loaded by the first result (its patterns cost start-up ~10 ms)
+
+        return sanitise_result(result, max_bytes=self.max_bytes, oversize=self.oversize, schemes=self._schemes())
+
+    def _schemes(self) -> frozenset[str]:
+        """The schemes links may use: the web's and file:, and those of the deck's own resources and templates."""
+        resources, templates = self.server.resources, self.server.templates
+        seen = (resources._generation, templates._generation)
+        if self.schemes is None or seen != self._seen:
+            from .sanitise import ALLOWED_SCHEMES
+
+            own = {r.uri.split(":", 1)[0].lower() for r in resources} | {
+                t.uri_template.text.split(":", 1)[0].lower() for t in templates
+            }
+            self.schemes, self._seen = frozenset(ALLOWED_SCHEMES) | own, seen
+        return self.schemes
 
 
 def audit_sink(audit: dict[str, Any]) -> Any:

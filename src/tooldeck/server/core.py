@@ -16,6 +16,7 @@ from ..prompts.registry import PromptRegistry
 from ..protocol import revisions
 from ..protocol.cursor import CursorCodec
 from ..resources.registry import ResourceRegistry, TemplateRegistry
+from ..security.apply import apply_policy
 from ..security.levels import AccessControl
 from ..security.policy import Policy
 from ..security.principal import Principal, local_principal
@@ -64,16 +65,17 @@ class Server:
         self.http_auth: Any = None
         self.http_routes: dict[str, Any] = {}
         self.resource_metadata: str | None = None
+        self.services: list[Callable[[], Coroutine[Any, Any, None]]] = []
+        """Coroutines that run beside the sessions while the server serves (a directory watcher, say): started
+        when a transport's loop runs (``bind_loop``), cancelled by ``aclose``."""
         self.bus: Bus = bus if bus is not None else MemoryBus()
         self._loop: asyncio.AbstractEventLoop | None = None
         self._workers: WorkerPool | None = None
         self._pending_changes: set[str] = set()
         self._init_results: dict[tuple[str, bool], dict[str, Any]] = {}
         self._tasks: TaskManager | None = None
-        self.services: list[Callable[[], Coroutine[Any, Any, None]]] = []
-        """Coroutines that run beside the sessions while the server serves (a directory watcher, say): started
-        when a transport's loop runs (``bind_loop``), cancelled by ``aclose``."""
         self._running_services: list[asyncio.Task[None]] = []
+        apply_policy(self, self.policy)  # the default policy: levels enforced, inputs limited, output sanitised
 
     # --- what initialize answers --------------------------------------------------------------------------------
 
