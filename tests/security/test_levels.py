@@ -207,3 +207,30 @@ async def test_stdio_and_in_process_sessions_are_the_local_user(monkeypatch: pyt
         assert c.session.principal == Principal("olivia", scopes={"weather:read"}, method="local")
         assert (await c.call_tool("weather"))["structuredContent"] == {"result": "sunny"}
     await asyncio.sleep(0)
+
+
+async def test_lists_leave_out_what_a_principal_can_never_use() -> None:
+    deck = deck_with_levels()
+    async with client(deck) as c:
+        c.session.principal = None
+        assert [t["name"] for t in await c.list_tools()] == ["open_"]
+        c.session.principal = ALICE
+        assert [t["name"] for t in await c.list_tools()] == ["open_", "signed_in", "weather"]
+        c.session.principal = Principal("root", scopes={"weather:read", "deploy:write"})
+        assert [t["name"] for t in await c.list_tools()] == ["open_", "signed_in", "weather", "deploy"]
+    shown = deck_with_levels({"levels": {"hide_unusable": False}})
+    async with client(shown) as c:
+        c.session.principal = None
+        assert len(await c.list_tools()) == 4
+
+
+def test_a_visibility_class_is_listed_from_one_cached_view() -> None:
+    deck = deck_with_levels()
+    access: AccessControl = deck.access
+    key = access.view_key(ALICE, deck.tools)
+    assert key == (True, frozenset({"weather:read"}))
+    assert access.view_key(Principal("other", scopes={"weather:read", "unrelated"}), deck.tools) == key
+    view = deck.tools.view(key, lambda tool: access.can_use(ALICE, tool))
+    assert deck.tools.view(key, lambda tool: False) is view  # cached: the filter is not run again
+    deck.remove_tool("open_")
+    assert deck.tools.view(key, lambda tool: access.can_use(ALICE, tool)) is not view  # a change empties the cache

@@ -18,6 +18,7 @@ from ..protocol.cursor import CursorCodec
 from ..protocol.errors import RegistrationError
 
 T = TypeVar("T")
+_MAX_VIEWS = 256  # visibility classes cached per catalog (a class is a set of scopes; few exist in practice)
 
 
 class Catalog(Generic[T]):
@@ -48,6 +49,7 @@ class Catalog(Generic[T]):
         self._cache: list[Any] | None = None
         self._cache_json: Fragment | None = None
         self._older: dict[str, tuple[list[Any], Fragment]] = {}  # listings cut down for older revisions
+        self._views: dict[Any, Catalog[T]] = {}  # the items each visibility class may see, with their own caches
 
     def __len__(self) -> int:
         return len(self._items)
@@ -163,8 +165,25 @@ class Catalog(Generic[T]):
         items = self.listing(revision)[start:end]
         return items, codec.encode(self.kind, self._order[end - 1]) if end < len(self._order) and items else None
 
+    def view(self, key: Any, keep: Callable[[T], bool]) -> Catalog[T]:
+        """The items ``keep`` lets through, as a catalog of their own (cached under ``key`` until this one changes),
+        listed and paged like this one: its cursors are this catalog's, so a client never sees the difference."""
+        view = self._views.get(key)
+        if view is None:
+            view = Catalog(self.kind, self._wire, self._key, self._identity, self._alternative)
+            generation = self._generation
+            view._items = {name: item for name, item in self._items.items() if keep(item)}
+            view._seq = {name: self._seq[name] for name in view._items}
+            view._order = sorted(view._seq.values())
+            if generation == self._generation:
+                if len(self._views) >= _MAX_VIEWS:
+                    self._views.clear()
+                self._views[key] = view
+        return view
+
     def _changed(self) -> None:
         self._generation += 1
+        self._views = {}
         self._cache = None
         self._cache_json = None
         self._older.clear()

@@ -78,10 +78,30 @@ class AccessControl:
         self.resource_metadata = resource_metadata
         self.confirmations = confirmations or Confirmations()
         self.clock = clock
+        self._restricted: dict[int, tuple[int, Policy, bool, frozenset[str]]] = {}  # per catalog, per change
 
     def level_of(self, item: Any) -> int:
         level = getattr(item, "security_level", None)
         return int(self.policy.levels["default"] if level is None else level)
+
+    def view_key(self, principal: Any, catalog: Any) -> Any:
+        """The visibility class of ``principal`` for ``catalog`` — (authenticated, the scopes it has among those the
+        catalog's items need) — or None when the principal sees everything (nothing is hidden)."""
+        if not self.policy.levels["hide_unusable"]:
+            return None
+        generation = catalog._generation
+        known = self._restricted.get(id(catalog))
+        if known is None or known[0] != generation or known[1] is not self.policy:
+            default = self.policy.levels["default"]
+            levels = [getattr(item, "security_level", None) for item in catalog]
+            guarded = any((default if level is None else level) > 0 for level in levels)
+            needed = frozenset(scope for item in catalog for scope in getattr(item, "scopes", ()))
+            known = self._restricted[id(catalog)] = (generation, self.policy, guarded, needed)
+        if not known[2]:
+            return None
+        if principal is None:
+            return (False, frozenset())
+        return (True, self.policy.scopes_of(principal) & known[3])
 
     def can_use(self, principal: Any, item: Any) -> bool:
         """Whether ``principal`` could ever call ``item`` (per-call verification aside): what lists show it."""

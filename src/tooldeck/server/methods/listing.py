@@ -11,6 +11,10 @@ from ..request import RequestContext
 def listing(rctx: RequestContext, catalog: Any, key: str) -> dict[str, Any]:
     """``{key: [...], "nextCursor"?: ...}`` for the page the request's cursor names."""
     server = rctx.server
+    principal = rctx.principal
+    visibility = server.access.view_key(principal, catalog)
+    if visibility is not None:  # leave out what this principal can never use
+        catalog = catalog.view(visibility, lambda item: server.access.can_use(principal, item))
     items, next_cursor = catalog.page(rctx.params.get("cursor"), server.options.page_size, server.cursors,
                                       rctx.revision)  # fmt: skip
     if next_cursor is None:
