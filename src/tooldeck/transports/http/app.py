@@ -35,7 +35,8 @@ class HttpApp:
     ``"*"`` accepts any. ``stateless``: no sessions; every POST is answered on its own. ``session_idle_timeout``:
     seconds without traffic after which a session is closed. ``max_sessions``: live sessions at most (503 past it).
     ``auth``: the authentication backend (default: everyone is anonymous). ``session_store``: where session state
-    is kept (default: in memory). ``routes``: more ASGI apps by path (``/.well-known/...``).
+    is kept (default: in memory). ``routes``: more ASGI apps by path (``/.well-known/...``). ``body_timeout``:
+    seconds a POST body may take to arrive whole (408 past it).
     """
 
     def __init__(
@@ -50,6 +51,7 @@ class HttpApp:
         session_idle_timeout: float = 1800.0,
         max_sessions: int = 10_000,
         max_body_bytes: int | None = None,
+        body_timeout: float = 30.0,
         event_store: EventStore | None = None,
         session_store: SessionStore | None = None,
         auth: AuthenticationBackend | None = None,
@@ -66,7 +68,7 @@ class HttpApp:
         self.sse = SseWriter(self.events, self.registry, retry_ms=retry_ms, keepalive=keepalive)
         limit = max_body_bytes if max_body_bytes is not None else deck.options.max_message_bytes
         self.endpoint = Endpoint(self.registry, self.sse, json_response=json_response, stateless=stateless,
-                                 max_body_bytes=limit)  # fmt: skip
+                                 max_body_bytes=limit, body_timeout=body_timeout)  # fmt: skip
         self.routes = Routes({path: self.endpoint, **(routes or {})}, endpoint=path)
         inner: App = self.routes if auth is None else AuthenticationLayer(self.routes, auth)  # no backend: anonymous
         self.guard = HostOriginGuard(inner, allowed_hosts=allowed_hosts, allowed_origins=allowed_origins)

@@ -9,6 +9,7 @@ response is written from there.
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 from ...protocol import codec, jsonrpc, versions
@@ -38,12 +39,14 @@ class Endpoint:
         json_response: bool = False,
         stateless: bool = False,
         max_body_bytes: int,
+        body_timeout: float = 30.0,
     ) -> None:
         self.registry = registry
         self.sse = sse
         self.json_response = json_response
         self.stateless = stateless
         self.max_body_bytes = max_body_bytes
+        self.body_timeout = body_timeout
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         try:
@@ -70,7 +73,9 @@ class Endpoint:
         json_ok, sse_ok = _accepts(headers.get(b"accept"))
         if not (json_ok or sse_ok):
             raise HttpError(406, INVALID_REQUEST, "Not Acceptable: accept application/json or text/event-stream")
-        body = await _read_body(receive, self.max_body_bytes)
+        body = await _read_body(receive, self.max_body_bytes, self.body_timeout)
+        if body is None:
+            return  # the client left before its body ended: there is no one to answer
         try:
             obj = codec.decode(body)
         except ProtocolError as exc:
@@ -271,18 +276,31 @@ def _accepts(accept: bytes | None) -> tuple[bool, bool]:
     return found
 
 
-async def _read_body(receive: Receive, limit: int) -> bytes:
-    message = await receive()
-    body: bytes = message.get("body", b"")
-    if message.get("more_body"):  # the body came in pieces (the usual case is one message)
-        chunks = [body]
-        size = len(body)
-        while message.get("more_body") and size <= limit:
+async def _read_body(receive: Receive, limit: int, timeout: float) -> bytes | None:
+    """The whole body, read within ``timeout`` seconds; None if the client disconnected first.
+
+    The body is read before the request is bound to a session, so a body that stalls holds no session, channel or
+    connection count: a DELETE of its session is not held up by it, and the timeout ends it. The 408 closes the
+    connection, as the rest of the body might still come (RFC 9110 §15.5.9).
+    """
+    try:
+        async with asyncio.timeout(timeout):
             message = await receive()
-            piece = message.get("body", b"")
-            size += len(piece)
-            chunks.append(piece)
-        body = b"".join(chunks)
+            body: bytes = message.get("body", b"")
+            if message.get("more_body"):  # the body came in pieces (the usual case is one message)
+                chunks = [body]
+                size = len(body)
+                while message.get("more_body") and size <= limit:
+                    message = await receive()
+                    piece = message.get("body", b"")
+                    size += len(piece)
+                    chunks.append(piece)
+                body = b"".join(chunks)
+    except TimeoutError:
+        late = f"Request Timeout: the request body did not arrive within {timeout:g} s"
+        raise HttpError(408, INVALID_REQUEST, late, [(b"connection", b"close")]) from None
+    if message.get("type") == "http.disconnect":
+        return None
     if len(body) > limit:
         raise HttpError(413, INVALID_REQUEST, f"Payload Too Large: the limit is {limit} bytes")
     return body

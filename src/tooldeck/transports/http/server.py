@@ -1,4 +1,5 @@
-"""Serving the HTTP app with uvicorn: bind, run, and drain gracefully on SIGTERM/SIGINT.
+"""Serving the HTTP app with uvicorn: bind, run, limit slow clients and open connections (connections.py), and
+drain gracefully on SIGTERM/SIGINT.
 
 Imported only to serve HTTP (``deck.run(transport="http")``, ``tooldeck serve --http``), so uvicorn loads with it.
 """
@@ -12,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 import uvicorn
 
 from .app import HttpApp
+from .connections import limited_protocol
 from .cork import corked_protocol
 from .guard import LOOPBACK
 
@@ -28,14 +30,45 @@ def run_http(
     host: str = "127.0.0.1",
     port: int = 8000,
     graceful_timeout: int = 10,
+    header_timeout: float = 10.0,
+    max_connections: int = 1000,
     log_level: str = "warning",
     **app_options: Any,
 ) -> None:
     """Serve ``deck`` at ``http://host:port/mcp`` until SIGTERM/SIGINT.
 
     On shutdown new sessions are refused and GET streams end at once; POSTs in flight get up to
-    ``graceful_timeout`` seconds to finish before their work is cancelled.
+    ``graceful_timeout`` seconds to finish before their work is cancelled. A request's headers must arrive within
+    ``header_timeout`` seconds, and at most ``max_connections`` connections are open at once (see connections.py);
+    a body must arrive within ``body_timeout`` seconds (an ``HttpApp`` option, like the rest of ``app_options``).
     """
+    server = http_server(deck, host=host, port=port, graceful_timeout=graceful_timeout,
+                         header_timeout=header_timeout, max_connections=max_connections, log_level=log_level,
+                         **app_options)  # fmt: skip
+    # uvicorn re-raises the signal that stopped it once it has drained, with the handlers it found installed;
+    # these turn that into a clean exit (status 0), as on stdio.
+    previous = signal.signal(signal.SIGTERM, _ignore)
+    try:
+        server.run()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def http_server(
+    deck: Deck,
+    *,
+    host: str = "127.0.0.1",
+    port: int = 8000,
+    graceful_timeout: int = 10,
+    header_timeout: float = 10.0,
+    max_connections: int = 1000,
+    log_level: str = "warning",
+    **app_options: Any,
+) -> _DrainingServer:
+    """The uvicorn server ``run_http`` runs (``.run()``, or ``await .serve()`` in a loop of one's own); its app is
+    ``server.mcp_app``."""
     allowed_hosts = list(app_options.pop("allowed_hosts", ()))
     if host not in _WILDCARDS and host not in LOOPBACK and host not in allowed_hosts:
         allowed_hosts.append(host)  # the name we were told to bind is a name clients may use
@@ -46,11 +79,13 @@ def run_http(
             host,
         )
     app = HttpApp(deck, allowed_hosts=allowed_hosts, **app_options)
+    base = corked_protocol() or _h11_protocol()  # one write per response (see cork.py); h11 without httptools
     config = uvicorn.Config(
         app,
         host=host,
         port=port,
-        http=corked_protocol() or "auto",  # one write per response (see cork.py)
+        http=limited_protocol(base, header_timeout=header_timeout, max_connections=max_connections),
+        ws="none",  # tooldeck serves no WebSocket; an upgraded connection would escape the limits above
         lifespan="on",
         log_level=log_level,
         timeout_graceful_shutdown=graceful_timeout,
@@ -58,15 +93,13 @@ def run_http(
         server_header=False,
         proxy_headers=False,  # tooldeck reads no client address; the middleware would only cost time
     )
-    # uvicorn re-raises the signal that stopped it once it has drained, with the handlers it found installed;
-    # these turn that into a clean exit (status 0), as on stdio.
-    previous = signal.signal(signal.SIGTERM, _ignore)
-    try:
-        _DrainingServer(config, app).run()
-    except KeyboardInterrupt:
-        pass
-    finally:
-        signal.signal(signal.SIGTERM, previous)
+    return _DrainingServer(config, app)
+
+
+def _h11_protocol() -> type[Any]:
+    from uvicorn.protocols.http.h11_impl import H11Protocol
+
+    return H11Protocol
 
 
 def _ignore(signum: int, frame: Any) -> None:
