@@ -26,7 +26,7 @@ def python_blocks() -> list[str]:
 
 
 # Examples that are run by tests of their own (they need files, a transport, or a deck of their own).
-SEPARATE = ("deck.run(", "transports.memory", "implements(", "deck.manager")
+SEPARATE = ("deck.run(", "transports.memory", "implements(", "deck.manager", "apply_policy(")
 
 
 def run_as_module(source: str) -> ModuleType:
@@ -167,3 +167,27 @@ def test_the_diff_example_prints_what_the_readme_shows(tmp_path: Path) -> None:
     assert (done.returncode, done.stdout) == (1, shown)
     commands = blocks_of("Tool definitions", "bash")[1]
     assert "tooldeck diff calculator.json calculator-next.json" in commands
+
+
+async def test_the_security_examples(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    (command, verify) = blocks_of("Security", "bash")
+    assert command.strip() == "tooldeck serve app.py --http --policy examples/policy.toml"
+    (applying,) = blocks_of("Security", "python")
+    root = Path(__file__).resolve().parent.parent
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "policy.toml").write_text((root / "examples" / "policy.toml").read_text())
+    namespace: dict[str, Any] = {"deck": Deck("readme-security")}
+
+    @namespace["deck"].tool(security_level=5, scopes=["deploy:write"])
+    def deploy() -> str:
+        return "deployed"
+
+    exec(compile(applying, "README.md (security)", "exec"), namespace)
+    deck = namespace["deck"]
+    async with client(deck) as c:  # the stdio user of examples/policy.toml has deploy:write
+        assert (await c.call_tool("deploy"))["structuredContent"] == {"result": "deployed"}
+    deck._security.sink.close()
+    assert verify.split("#")[0].strip() == "tooldeck audit verify audit.jsonl*"
+    done = subprocess.run([*TOOLDECK, "audit", "verify", "audit.jsonl"], capture_output=True, text=True,
+                          cwd=tmp_path, timeout=60)  # fmt: skip
+    assert (done.returncode, done.stdout) == (0, "ok: 1 record in 1 file, chain intact\n")
