@@ -69,7 +69,10 @@ class HttpApp:
         limit = max_body_bytes if max_body_bytes is not None else deck.options.max_message_bytes
         self.endpoint = Endpoint(self.registry, self.sse, json_response=json_response, stateless=stateless,
                                  max_body_bytes=limit, body_timeout=body_timeout)  # fmt: skip
-        self.routes = Routes({path: self.endpoint, **(routes or {})}, endpoint=path)
+        if auth is None:  # the deck's policy may name one (and its RFC 9728 metadata route)
+            auth = getattr(deck, "http_auth", None)
+        routes = {**getattr(deck, "http_routes", {}), **(routes or {})}
+        self.routes = Routes({path: self.endpoint, **routes}, endpoint=path)
         inner: App = self.routes if auth is None else AuthenticationLayer(self.routes, auth)  # no backend: anonymous
         self.guard = HostOriginGuard(inner, allowed_hosts=allowed_hosts, allowed_origins=allowed_origins)
 

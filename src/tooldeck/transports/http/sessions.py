@@ -78,7 +78,11 @@ class SessionRegistry:
         http_session = self.live.get(session_id.decode("latin-1"))
         if http_session is None or http_session.closed:
             return None
-        return http_session if _bound_to(http_session, principal) else None  # lookup says why not
+        if not _bound_to(http_session, principal):
+            return None  # lookup says why not
+        if principal is not None:  # the same subject, perhaps with a fresher token: its scopes count from now on
+            http_session.session.state.principal = principal
+        return http_session
 
     async def lookup(self, session_id: bytes | None, principal: Any) -> HttpSession:
         """The session a request names: 400 without an id, 404 for an unknown or ended one, 403 for another
@@ -91,6 +95,8 @@ class SessionRegistry:
             http_session = await self._rebuild(key)
         if not _bound_to(http_session, principal):
             raise HttpError(403, INVALID_REQUEST, "Forbidden: this session belongs to another principal")
+        if principal is not None:
+            http_session.session.state.principal = principal
         self._start_reaper()
         return http_session
 

@@ -1,0 +1,163 @@
+"""A policy over Streamable HTTP: API keys and JWTs from the policy file, 401 and the step-up 403 exactly as the spec
+shows them, RFC 9728 metadata, a session bound to its token's subject, and rate limits."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+import jwt
+import pytest
+from cryptography.hazmat.primitives.asymmetric import ec
+
+from asgi_client import AsgiClient
+from tooldeck import Deck
+from tooldeck.security.tokens import hash_token
+from tooldeck.transports.http.app import HttpApp
+
+RESOURCE = "https://mcp.example.com/mcp"
+ISSUER = "https://auth.example.com"
+PRM = "https://mcp.example.com/.well-known/oauth-protected-resource/mcp"
+INIT = {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}
+
+
+@pytest.fixture
+def signer(tmp_path: Path) -> tuple[Any, Path]:
+    key = ec.generate_private_key(ec.SECP256R1())
+    public = {**jwt.algorithms.ECAlgorithm.to_jwk(key.public_key(), as_dict=True), "kid": "k1"}
+    path = tmp_path / "jwks.json"
+    path.write_text(json.dumps({"keys": [public]}))
+    return key, path
+
+
+def token(key: Any, sub: str, scope: str = "", **claims: Any) -> str:
+    now = int(time.time())
+    payload = {"iss": ISSUER, "aud": RESOURCE, "sub": sub, "exp": now + 600, "iat": now, "scope": scope, **claims}
+    return jwt.encode(payload, key, algorithm="ES256", headers={"kid": "k1"})
+
+
+def policy_file(tmp_path: Path, jwks: Path, limits: str = "") -> Path:
+    path = tmp_path / "policy.toml"
+    path.write_text(
+        f"""
+[[authentication.tokens]]
+subject = "ci-bot"
+sha256 = "{hash_token("ci-secret")}"
+scopes = ["weather:read"]
+
+[authentication.jwt]
+issuer = "{ISSUER}"
+audience = "{RESOURCE}"
+jwks = "{jwks}"
+
+[roles]
+ops = ["deploy:write"]
+{limits}
+"""
+    )
+    return path
+
+
+def secured_deck(policy: Path) -> Deck:
+    deck = Deck("secured")
+
+    @deck.tool
+    def ping() -> str:
+        return "pong"
+
+    @deck.tool(security_level=5, scopes=["weather:read"])
+    def weather() -> str:
+        return "sunny"
+
+    deck.apply_policy(policy)
+    return deck
+
+
+async def open_session(client: AsgiClient, bearer: str | None) -> tuple[Any, str | None]:
+    headers = {"authorization": f"Bearer {bearer}"} if bearer else {}
+    reply = await client.post({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": INIT}, version=None,
+                              headers=headers)  # fmt: skip
+    session = reply.headers.get("mcp-session-id")
+    await reply.body()
+    if session is not None:
+        done = await client.post({"jsonrpc": "2.0", "method": "notifications/initialized"}, session=session,
+                                 headers=headers)  # fmt: skip
+        assert done.status == 202
+    return reply, session
+
+
+async def call(client: AsgiClient, session: str, name: str, bearer: str | None) -> Any:
+    headers = {"authorization": f"Bearer {bearer}"} if bearer else {}
+    message = {"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": {"name": name, "arguments": {}}}
+    return await client.post(message, session=session, headers=headers, accept="application/json")
+
+
+async def test_levels_over_http_with_keys_and_jwts(tmp_path: Path, signer: tuple[Any, Path]) -> None:
+    key, jwks = signer
+    client = AsgiClient(HttpApp(secured_deck(policy_file(tmp_path, jwks))))
+
+    _, anonymous = await open_session(client, None)  # authentication is not required: anonymous may connect
+    assert anonymous is not None
+    refused = await call(client, anonymous, "weather", None)
+    assert refused.status == 401
+    assert refused.headers["www-authenticate"] == f'Bearer resource_metadata="{PRM}"'
+    assert (await refused.json())["error"]["message"] == (
+        "tool 'weather' needs an authenticated caller (security level 5); send credentials"
+    )
+    assert (await (await call(client, anonymous, "ping", None)).json())["result"]["structuredContent"] == {
+        "result": "pong"
+    }
+
+    bob = token(key, "bob")
+    _, session = await open_session(client, bob)
+    assert session is not None
+    refused = await call(client, session, "weather", bob)
+    assert refused.status == 403
+    assert refused.headers["www-authenticate"] == (
+        f'Bearer error="insufficient_scope", scope="weather:read", resource_metadata="{PRM}"'
+    )
+    stepped_up = token(key, "bob", "weather:read")  # the same subject with more scope: the same session
+    allowed = await call(client, session, "weather", stepped_up)
+    assert allowed.status == 200 and (await allowed.json())["result"]["structuredContent"] == {"result": "sunny"}
+
+    _, ci = await open_session(client, "ci-secret")  # an API key from the policy file
+    assert ci is not None
+    assert (await (await call(client, ci, "weather", "ci-secret")).json())["result"]["isError"] is False
+    stolen = await call(client, ci, "weather", stepped_up)  # bob's token on ci-bot's session
+    assert stolen.status == 403
+    assert (await stolen.json())["error"]["message"] == "Forbidden: this session belongs to another principal"
+
+
+async def test_bad_tokens_get_invalid_token(tmp_path: Path, signer: tuple[Any, Path]) -> None:
+    key, jwks = signer
+    client = AsgiClient(HttpApp(secured_deck(policy_file(tmp_path, jwks))))
+    expired = token(key, "bob", exp=int(time.time()) - 3600)
+    for bad in (expired, "not-a-key", token(key, "bob", aud="https://elsewhere.example.com/mcp")):
+        reply, session = await open_session(client, bad)
+        assert (reply.status, session) == (401, None)
+        assert reply.headers["www-authenticate"].startswith('Bearer error="invalid_token", error_description=')
+        assert reply.headers["www-authenticate"].endswith(f'resource_metadata="{PRM}"')
+
+
+async def test_the_protected_resource_metadata_is_served(tmp_path: Path, signer: tuple[Any, Path]) -> None:
+    _, jwks = signer
+    client = AsgiClient(HttpApp(secured_deck(policy_file(tmp_path, jwks))))
+    reply = await client.request("GET", path="/.well-known/oauth-protected-resource/mcp", jsonrpc=False)
+    document = await reply.json()
+    assert (reply.status, document["resource"], document["authorization_servers"]) == (200, RESOURCE, [ISSUER])
+    assert document["scopes_supported"] == ["deploy:write"]
+
+
+async def test_rate_limits_over_http(tmp_path: Path, signer: tuple[Any, Path]) -> None:
+    _, jwks = signer
+    deck = secured_deck(policy_file(tmp_path, jwks, '[limits]\nper_principal = "2/minute"\n'))
+    client = AsgiClient(HttpApp(deck))
+    _, session = await open_session(client, "ci-secret")
+    assert session is not None
+    results = [await (await call(client, session, "ping", "ci-secret")).json() for _ in range(3)]
+    assert [r["result"]["isError"] for r in results] == [False, False, True]
+    third = results[2]["result"]
+    assert third["content"][0]["text"].startswith("Rate limit exceeded (per principal: 2/minute); retry in ")
+    assert 29 < third["_meta"]["tooldeck/retryAfter"] <= 30.1
