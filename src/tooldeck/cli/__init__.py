@@ -130,6 +130,18 @@ def _parser() -> argparse.ArgumentParser:
         metavar="ORIGIN",
         help="accept this Origin besides loopback ones ('*': any); repeatable",
     )
+    http.add_argument(
+        "--header-timeout", type=positive_float, default=10.0, metavar="SECONDS",
+        help="a request's headers must arrive within this time (408 or close; default 10)",
+    )  # fmt: skip
+    http.add_argument(
+        "--body-timeout", type=positive_float, default=30.0, metavar="SECONDS",
+        help="a request's body must arrive within this time (408; default 30)",
+    )  # fmt: skip
+    http.add_argument(
+        "--max-connections", type=positive_int, default=1000, metavar="N",
+        help="open connections at most; more are answered 503 and closed (default 1000)",
+    )  # fmt: skip
     http.add_argument("--stateless", action="store_true", help="no sessions: each POST stands alone")
     http.add_argument("--json-response", action="store_true", help="answer requests with JSON, never SSE")
     serve.set_defaults(command=_command("serve", "serve"))

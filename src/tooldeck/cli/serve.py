@@ -49,6 +49,9 @@ def serve(args: argparse.Namespace) -> int:
             stateless=args.stateless,
             json_response=args.json_response,
             max_body_bytes=args.max_message_bytes,
+            header_timeout=args.header_timeout,
+            body_timeout=args.body_timeout,
+            max_connections=args.max_connections,
         )
         return 0
     from ..transports.stdio import claim_stdout, run_stdio
