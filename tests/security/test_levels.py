@@ -234,3 +234,38 @@ def test_a_visibility_class_is_listed_from_one_cached_view() -> None:
     assert deck.tools.view(key, lambda tool: False) is view  # cached: the filter is not run again
     deck.remove_tool("open_")
     assert deck.tools.view(key, lambda tool: access.can_use(ALICE, tool)) is not view  # a change empties the cache
+
+
+async def test_resources_and_prompts_have_levels_and_scopes_too() -> None:
+    deck = Deck("guarded")
+
+    @deck.resource("secret://plans", security_level=5, scopes=["plans:read"])
+    def plans() -> str:
+        return "the plans"
+
+    @deck.resource_template("secret://plans/{n}", security_level=5, scopes=["plans:read"])
+    def plan(n: int) -> str:
+        return f"plan {n}"
+
+    @deck.prompt(security_level=1)
+    def review(code: str) -> str:
+        return f"Review {code}"
+
+    async with client(deck) as c:
+        c.session.principal = None
+        read = await c.request_raw("resources/read", {"uri": "secret://plans"})
+        assert (
+            read["error"]["message"]
+            == "resource 'secret://plans' needs an authenticated caller (security level 5); send credentials"
+        )
+        got = await c.request_raw("prompts/get", {"name": "review", "arguments": {"code": "x"}})
+        assert got["error"]["code"] == -32000
+        assert (await c.request("resources/list", {}))["resources"] == []
+        assert (await c.request("prompts/list", {}))["prompts"] == []
+        c.session.principal = Principal("pat")
+        read = await c.request_raw("resources/read", {"uri": "secret://plans/2"})
+        assert read["error"]["message"].startswith("resource 'secret://plans/2' needs the scope plans:read")
+        assert (await c.request("prompts/get", {"name": "review", "arguments": {"code": "x"}}))["messages"]
+        c.session.principal = Principal("pat", scopes={"plans:read"})
+        assert (await c.request("resources/read", {"uri": "secret://plans/2"}))["contents"][0]["text"] == "plan 2"
+        assert [r["uri"] for r in (await c.request("resources/list", {}))["resources"]] == ["secret://plans"]

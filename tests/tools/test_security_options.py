@@ -10,6 +10,7 @@ import pytest
 from helpers import client
 from tooldeck import Deck, RegistrationError
 from tooldeck.manifest.definition import check_document
+from tooldeck.security.principal import Principal
 
 
 def noop(x: int) -> int:
@@ -32,6 +33,7 @@ async def test_the_options_are_shown_in_meta_on_the_wire() -> None:
         return "ok"
 
     async with client(deck) as c:
+        c.session.principal = Principal("reader", scopes={"files:read", "files:write"})  # else it is not listed
         tools = {tool["name"]: tool for tool in await c.list_tools()}
     assert tools["read_file"]["_meta"] == {
         "com.example/k": 1,

@@ -11,6 +11,7 @@ from ..protocol.errors import RegistrationError
 NAME_PATTERN = re.compile(r"[A-Za-z0-9_.\-]{1,128}")
 _ICON_KEYS = {"src": "src", "mimeType": "mimeType", "mime_type": "mimeType", "sizes": "sizes", "theme": "theme"}
 _ICON_SCHEMES = ("https:", "http:", "data:")
+_SCOPE_TOKEN = re.compile(r"[!#-\[\]-~]+")  # RFC 6749 section 3.3: %x21 / %x23-5B / %x5D-7E
 
 
 def check_name(name: Any, kind: str = "tool") -> str:
@@ -57,3 +58,27 @@ def normalize_icons(icons: Any, owner: str) -> tuple[dict[str, Any], ...] | None
             raise RegistrationError(f"{owner}: icons[{i}].theme must be 'light' or 'dark'")
         out.append(wire)
     return tuple(out)
+
+
+def check_security_level(level: Any, owner: str) -> int | None:
+    """None (the policy decides) or an integer from 0 to 10 (seed 002)."""
+    if level is None:
+        return None
+    if isinstance(level, bool) or not isinstance(level, int) or not 0 <= level <= 10:
+        raise RegistrationError(f"{owner}: security_level must be an integer from 0 to 10, got {level!r}")
+    return level
+
+
+def check_scopes(scopes: Any, owner: str) -> tuple[str, ...]:
+    """A list of scope names: RFC 6749 scope tokens (printable ASCII but space, '"' and '\\'), as the definition
+    format's schema has them."""
+    if scopes is None:
+        return ()
+    if isinstance(scopes, str) or not isinstance(scopes, list | tuple):
+        raise RegistrationError(f"{owner}: scopes must be a list of strings, got {scopes!r}")
+    for scope in scopes:
+        if not isinstance(scope, str) or not _SCOPE_TOKEN.fullmatch(scope):
+            raise RegistrationError(
+                f"{owner}: {scope!r} is not a scope (a non-empty string of printable ASCII without spaces or quotes)"
+            )
+    return tuple(scopes)

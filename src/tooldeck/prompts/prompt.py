@@ -11,7 +11,7 @@ from typing import Any
 
 from ..model.arguments import ArgumentError, StringConverter, choices, string_converters
 from ..model.completion import Completer, make_completers
-from ..model.metadata import check_name, is_async, normalize_icons
+from ..model.metadata import check_name, check_scopes, check_security_level, is_async, normalize_icons
 from ..protocol.errors import InvalidParamsError, RegistrationError, SchemaError
 from ..protocol.paths import preview
 from ..protocol.record import Record
@@ -23,7 +23,7 @@ class Prompt(Record):
 
     __slots__ = (
         "name", "title", "description", "arguments", "icons", "meta", "fn", "is_async", "converters", "completers",
-        "injected", "parameters", "required", "wire",
+        "injected", "parameters", "required", "wire", "security_level", "scopes",
     )  # fmt: skip
 
     def __init__(
@@ -55,6 +55,8 @@ class Prompt(Record):
         self.parameters: frozenset[str] = frozenset(argument["name"] for argument in self.arguments)
         self.required: tuple[str, ...] = tuple(a["name"] for a in self.arguments if a["required"])
         self.wire = _wire(self)
+        self.security_level: int | None = None  # set by prompt_from_function: None, the policy's default level
+        self.scopes: tuple[str, ...] = ()
 
 
 def prompt_from_function(
@@ -67,6 +69,8 @@ def prompt_from_function(
     meta: dict[str, Any] | None = None,
     complete: dict[str, Any] | None = None,
     injectable: tuple[type, ...] = (),
+    security_level: int | None = None,
+    scopes: list[str] | None = None,
 ) -> Prompt:
     """Everything about ``fn`` as a prompt: its name (the function's unless given), description (the docstring's),
     and one argument per parameter (described by the docstring or ``Annotated``; required when it has no default).
@@ -104,7 +108,7 @@ def prompt_from_function(
         if values is not None:
             completers[parameter] = Completer(choices=values, label=f"{owner}, argument {parameter!r}")
     completers.update(make_completers(complete, shape.parameters, owner))
-    return Prompt(
+    prompt = Prompt(
         name=prompt_name,
         fn=fn,
         is_async=is_async(fn),
@@ -117,6 +121,9 @@ def prompt_from_function(
         completers=completers,
         injected=dict(shape.injected),
     )
+    prompt.security_level = check_security_level(security_level, owner)
+    prompt.scopes = check_scopes(scopes, owner)
+    return prompt
 
 
 def check_arguments(prompt: Prompt, arguments: Any) -> dict[str, Any]:

@@ -9,12 +9,12 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from typing import Any
+from typing import Any, TypeVar
 
 from ..model.arguments import ArgumentError, StringConverter, choices, string_converters
 from ..model.completion import Completer, make_completers
 from ..model.content import AnnotationsLike, ContentError, annotations_from
-from ..model.metadata import is_async, normalize_icons
+from ..model.metadata import check_scopes, check_security_level, is_async, normalize_icons
 from ..protocol.errors import RegistrationError, SchemaError
 from ..protocol.record import Record
 from ..schema.generate import FunctionShape, inspect_function
@@ -35,7 +35,7 @@ class Resource(Record):
 
     __slots__ = (
         "uri", "name", "title", "description", "mime_type", "size", "annotations", "icons", "meta", "fn", "is_async",
-        "value", "injected", "wire",
+        "value", "injected", "wire", "security_level", "scopes",
     )  # fmt: skip
 
     def __init__(
@@ -69,6 +69,8 @@ class Resource(Record):
         self.value = value
         self.injected = injected or {}
         self.wire = _wire({"uri": uri, "name": name}, self, size=size)
+        self.security_level: int | None = None  # set by the factory: None, the policy's default level
+        self.scopes: tuple[str, ...] = ()
 
 
 class ResourceTemplate(Record):
@@ -76,7 +78,7 @@ class ResourceTemplate(Record):
 
     __slots__ = (
         "uri_template", "name", "title", "description", "mime_type", "annotations", "icons", "meta", "fn", "is_async",
-        "converters", "completers", "injected", "required", "wire",
+        "converters", "completers", "injected", "required", "wire", "security_level", "scopes",
     )  # fmt: skip
 
     def __init__(
@@ -112,6 +114,8 @@ class ResourceTemplate(Record):
         self.injected = injected or {}
         self.required = required
         self.wire = _wire({"uriTemplate": uri_template.text, "name": name}, self)
+        self.security_level: int | None = None  # set by the factory: None, the policy's default level
+        self.scopes: tuple[str, ...] = ()
 
     def match(self, uri: str) -> dict[str, Any] | None:
         """The arguments for ``fn`` if ``uri`` names one of this template's resources, else None.
@@ -151,6 +155,8 @@ def resource_from_function(
     annotations: AnnotationsLike = None,
     icons: list[dict[str, Any]] | None = None,
     meta: dict[str, Any] | None = None,
+    security_level: int | None = None,
+    scopes: list[str] | None = None,
     injectable: tuple[type, ...] = (),
 ) -> Resource:
     """A resource read by calling ``fn`` with no arguments (parameters with defaults, or injected ones, are fine).
@@ -172,9 +178,10 @@ def resource_from_function(
     if description is None:
         description = shape.description
     fields = _metadata(owner, title, description, mime_type, size, annotations, icons, meta)
-    return Resource(
+    resource = Resource(
         uri=uri, name=_name(name, fn, owner), fn=fn, is_async=is_async(fn), injected=dict(shape.injected), **fields
     )
+    return secured(resource, security_level, scopes, owner)
 
 
 def resource_from_value(
@@ -189,6 +196,8 @@ def resource_from_value(
     annotations: AnnotationsLike = None,
     icons: list[dict[str, Any]] | None = None,
     meta: dict[str, Any] | None = None,
+    security_level: int | None = None,
+    scopes: list[str] | None = None,
 ) -> Resource:
     """A resource with fixed content: text (``text/plain`` unless told) or bytes (``application/octet-stream``).
 
@@ -207,7 +216,8 @@ def resource_from_value(
     if size is None:
         size = byte_count
     fields = _metadata(owner, title, description, mime_type or default_mime, size, annotations, icons, meta)
-    return Resource(uri=uri, name=uri if name is None else _name(name, None, owner), value=value, **fields)
+    resource = Resource(uri=uri, name=uri if name is None else _name(name, None, owner), value=value, **fields)
+    return secured(resource, security_level, scopes, owner)
 
 
 def template_from_function(
@@ -221,6 +231,8 @@ def template_from_function(
     annotations: AnnotationsLike = None,
     icons: list[dict[str, Any]] | None = None,
     meta: dict[str, Any] | None = None,
+    security_level: int | None = None,
+    scopes: list[str] | None = None,
     complete: dict[str, Any] | None = None,
     injectable: tuple[type, ...] = (),
 ) -> ResourceTemplate:
@@ -257,7 +269,7 @@ def template_from_function(
     if description is None:
         description = shape.description
     fields = _metadata(owner, title, description, mime_type, None, annotations, icons, meta)
-    return ResourceTemplate(
+    made = ResourceTemplate(
         uri_template=template,
         name=_name(name, fn, owner),
         fn=fn,
@@ -268,6 +280,17 @@ def template_from_function(
         required=required,
         **fields,
     )
+    return secured(made, security_level, scopes, owner)
+
+
+R = TypeVar("R", Resource, ResourceTemplate)
+
+
+def secured(item: R, security_level: Any, scopes: Any, owner: str) -> R:
+    """``item`` with its security level (seed 002's 0-10; None: the policy's default) and the scopes reading it needs."""
+    item.security_level = check_security_level(security_level, owner)
+    item.scopes = check_scopes(scopes, owner)
+    return item
 
 
 def check_uri(uri: Any) -> str:

@@ -6,16 +6,17 @@ that is enforced. Names, annotations, icons and task support are checked here, w
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable
 from typing import Any
 
+from ..model.metadata import check_scopes, check_security_level
 from ..protocol.errors import RegistrationError, SchemaError
 from ..protocol.record import Record
 from ..schema.validate import Validator
 
+__all__ = ["Tool", "check_scopes", "check_security_level"]  # the checks live in model/metadata.py, shared
+
 TASK_SUPPORT = ("forbidden", "optional", "required")
-_SCOPE_TOKEN = re.compile(r"[!#-\[\]-~]+")  # RFC 6749 section 3.3: %x21 / %x23-5B / %x5D-7E
 _ANNOTATION_KEYS = {
     "title": "title",
     "readOnlyHint": "readOnlyHint",
@@ -125,30 +126,6 @@ def check_timeout(timeout: Any, owner: str) -> float | None:
     if isinstance(timeout, bool) or not isinstance(timeout, int | float) or not timeout > 0:
         raise RegistrationError(f"{owner}: timeout must be a positive number of seconds or None, got {timeout!r}")
     return float(timeout)
-
-
-def check_security_level(level: Any, owner: str) -> int | None:
-    """None (the policy decides) or an integer from 0 to 10 (seed 002)."""
-    if level is None:
-        return None
-    if isinstance(level, bool) or not isinstance(level, int) or not 0 <= level <= 10:
-        raise RegistrationError(f"{owner}: security_level must be an integer from 0 to 10, got {level!r}")
-    return level
-
-
-def check_scopes(scopes: Any, owner: str) -> tuple[str, ...]:
-    """A list of scope names: RFC 6749 scope tokens (printable ASCII but space, '"' and '\\'), as the definition
-    format's schema has them."""
-    if scopes is None:
-        return ()
-    if isinstance(scopes, str) or not isinstance(scopes, list | tuple):
-        raise RegistrationError(f"{owner}: scopes must be a list of strings, got {scopes!r}")
-    for scope in scopes:
-        if not isinstance(scope, str) or not _SCOPE_TOKEN.fullmatch(scope):
-            raise RegistrationError(
-                f"{owner}: {scope!r} is not a scope (a non-empty string of printable ASCII without spaces or quotes)"
-            )
-    return tuple(scopes)
 
 
 def check_version(version: Any, owner: str) -> str | None:
