@@ -97,7 +97,13 @@ class Pipeline:
             if pending is not None:
                 await pending
         except ToolError as exc:
-            refusal = RefusedError(str(exc) or f"{call.kind} {call.name!r} was refused")
+            retry_after = getattr(exc, "retry_after", None)  # a rate limit: 429 with Retry-After over HTTP
+            refusal = (
+                RefusedError(str(exc) or f"{call.kind} {call.name!r} was refused")
+                if retry_after is None
+                else RefusedError(str(exc), {"tooldeck/retryAfter": retry_after}, http_status=429,
+                                  headers=[(b"retry-after", str(max(1, -int(-retry_after // 1))).encode())])
+            )  # fmt: skip
             self._refused(rctx, call, refusal)
             raise refusal from None
         except ProtocolError as exc:
