@@ -161,3 +161,17 @@ async def test_rate_limits_over_http(tmp_path: Path, signer: tuple[Any, Path]) -
     third = results[2]["result"]
     assert third["content"][0]["text"].startswith("Rate limit exceeded (per principal: 2/minute); retry in ")
     assert 29 < third["_meta"]["tooldeck/retryAfter"] <= 30.1
+
+
+async def test_a_flood_of_requests_gets_429_with_retry_after(tmp_path: Path, signer: tuple[Any, Path]) -> None:
+    _, jwks = signer
+    deck = secured_deck(policy_file(tmp_path, jwks, '[limits]\nhttp_requests = "3/minute"\n'))
+    client = AsgiClient(HttpApp(deck))
+    _, session = await open_session(client, "ci-secret")  # two requests: initialize, initialized
+    assert session is not None
+    assert (await call(client, session, "ping", "ci-secret")).status == 200
+    flooded = await call(client, session, "ping", "ci-secret")
+    assert (flooded.status, flooded.headers["retry-after"]) == (429, "20")
+    assert (await flooded.json())["error"] == {"code": -32000, "message": "Too Many Requests: retry in 20 s"}
+    _, other = await open_session(client, None)  # another caller (anonymous, by address) has a bucket of its own
+    assert other is not None

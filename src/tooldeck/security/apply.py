@@ -43,8 +43,15 @@ def apply_policy(server: Any, policy: Policy) -> None:
     if sanitise.get("enabled", True):
         installed.limiters.append(InputStep(sanitise))
         installed.sanitisers.append(Sanitiser(server, sanitise))
-    if policy.limits:
+    server.http_request_limit = None
+    if any(key in policy.limits for key in ("per_principal", "per_tool", "per_principal_tool", "global")):
         installed.limiters.append(rate_limits(policy.limits).step)
+    if "http_requests" in policy.limits:
+        from .limits import MemoryRateLimiter, RequestRateGuard
+
+        server.http_request_limit = RequestRateGuard(
+            MemoryRateLimiter(), policy.limits["http_requests"], policy.limits.get("burst")
+        )
     if policy.audit.get("file"):
         installed.sink = audit_sink(policy.audit)
         installed.auditors.append(CallAuditor(installed.sink, policy.audit.get("redact", ()), server.access))
@@ -110,6 +117,7 @@ def rate_limits(limits: dict[str, Any]) -> Any:
     from .limits import Limit, RateLimits
 
     burst = limits.get("burst")
+    limits = {key: value for key, value in limits.items() if key != "http_requests"}
 
     def spec(key: str) -> Any:
         return Limit(limits[key], burst) if key in limits else None

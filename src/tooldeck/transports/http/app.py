@@ -73,7 +73,14 @@ class HttpApp:
             auth = getattr(deck, "http_auth", None)
         routes = {**getattr(deck, "http_routes", {}), **(routes or {})}
         self.routes = Routes({path: self.endpoint, **routes}, endpoint=path)
-        inner: App = self.routes if auth is None else AuthenticationLayer(self.routes, auth)  # no backend: anonymous
+        inner: App = self.routes
+        request_limit = getattr(deck, "http_request_limit", None)  # a policy's [limits] http_requests
+        if request_limit is not None:
+            from .flood import RequestLimitLayer
+
+            inner = RequestLimitLayer(inner, request_limit)
+        if auth is not None:  # no backend: everyone is anonymous
+            inner = AuthenticationLayer(inner, auth)
         self.guard = HostOriginGuard(inner, allowed_hosts=allowed_hosts, allowed_origins=allowed_origins)
 
     @property
