@@ -269,3 +269,19 @@ async def test_resources_and_prompts_have_levels_and_scopes_too() -> None:
         c.session.principal = Principal("pat", scopes={"plans:read"})
         assert (await c.request("resources/read", {"uri": "secret://plans/2"}))["contents"][0]["text"] == "plan 2"
         assert [r["uri"] for r in (await c.request("resources/list", {}))["resources"]] == ["secret://plans"]
+
+
+async def test_listings_are_sanitised_unless_the_policy_says_not_to() -> None:
+    deck = Deck("listing")
+
+    @deck.tool(title="Evil\u202e title", description="Does \x1b]8;;https://evil.example\x07things\x1b]8;;\x07 quietly")
+    def evil() -> str:
+        return "ok"
+
+    async with client(deck) as c:
+        (tool,) = await c.list_tools()
+    assert (tool["title"], tool["description"]) == ("Evil title", "Does things quietly")
+    deck.apply_policy(Policy({"sanitise": {"enabled": False}}))
+    async with client(deck) as c:
+        (tool,) = await c.list_tools()
+    assert tool["title"] == "Evil\u202e title"

@@ -165,6 +165,20 @@ class Catalog(Generic[T]):
         items = self.listing(revision)[start:end]
         return items, codec.encode(self.kind, self._order[end - 1]) if end < len(self._order) and items else None
 
+    def rewire(self, wire: Callable[[T], Any]) -> None:
+        """List items through ``wire`` from now on (a sanitiser, say); cached listings are dropped, clients not told:
+        what they were sent stays true."""
+        self._wire = wire
+        self._generation += 1
+        self._cache = None
+        self._cache_json = None
+        self._older.clear()
+        self._views = {}
+
+    @property
+    def wire(self) -> Callable[[T], Any]:
+        return self._wire
+
     def view(self, key: Any, keep: Callable[[T], bool]) -> Catalog[T]:
         """The items ``keep`` lets through, as a catalog of their own (cached under ``key`` until this one changes),
         listed and paged like this one: its cursors are this catalog's, so a client never sees the difference."""

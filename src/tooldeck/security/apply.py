@@ -40,9 +40,13 @@ def apply_policy(server: Any, policy: Policy) -> None:
     server.access.resource_metadata = server.resource_metadata
 
     sanitise = policy.sanitise
-    if sanitise.get("enabled", True):
+    enabled = sanitise.get("enabled", True)
+    if enabled:
         installed.limiters.append(InputStep(sanitise))
         installed.sanitisers.append(Sanitiser(server, sanitise))
+    for catalog in (server.tools, server.resources, server.templates, server.prompts):
+        base = getattr(catalog.wire, "base", catalog.wire)
+        catalog.rewire(CleanListing(base) if enabled else base)
     server.http_request_limit = None
     if any(key in policy.limits for key in ("per_principal", "per_tool", "per_principal_tool", "global")):
         installed.limiters.append(rate_limits(policy.limits).step)
@@ -149,6 +153,19 @@ class InputStep:
             if call.kind == "tool":
                 raise ToolError(f"Invalid arguments for tool {call.name!r}: {problem}")
             raise RefusedError(f"Invalid arguments for {call.kind} {call.name!r}: {problem}", http_status=400)
+
+
+class CleanListing:
+    """A catalog's wire function with tool-supplied titles and descriptions sanitised (listings are cached, so this
+    costs once per change, not per request)."""
+
+    def __init__(self, base: Any) -> None:
+        self.base = base
+
+    def __call__(self, item: Any) -> Any:
+        from .sanitise import sanitise_listing_text
+
+        return sanitise_listing_text(self.base(item))
 
 
 class Sanitiser:
