@@ -285,3 +285,20 @@ async def test_listings_are_sanitised_unless_the_policy_says_not_to() -> None:
     async with client(deck) as c:
         (tool,) = await c.list_tools()
     assert tool["title"] == "Evil\u202e title"
+
+
+async def test_a_stdio_session_can_take_an_api_key_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    from tooldeck.security.tokens import hash_token
+
+    policy = {
+        "authentication": {"tokens": [{"subject": "ci-bot", "sha256": hash_token("k3y"), "scopes": ["weather:read"]}]}
+    }
+    monkeypatch.setenv("TOOLDECK_TOKEN", "k3y")
+    deck = deck_with_levels(policy)
+    async with client(deck) as c:
+        assert c.session.principal == Principal("ci-bot", scopes={"weather:read"})
+        assert (await c.call_tool("weather"))["structuredContent"] == {"result": "sunny"}
+    monkeypatch.setenv("TOOLDECK_TOKEN", "wrong")
+    deck = deck_with_levels(policy)
+    async with client(deck) as c:
+        assert c.session.principal is None  # an unknown key is nobody, not the local user

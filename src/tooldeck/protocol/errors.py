@@ -12,9 +12,11 @@
     │   ├── UrlElicitationRequiredError  -32042  a tool needs the user to visit URLs first
     │   ├── TaskLimitError        -32000  the requestor has too many tasks running
     │   └── RefusedError          -32000  the caller may not do this (authorization, limits); ``http_status`` says
-    │                                     which HTTP status a transport that has one answers with
+    │       │                             which HTTP status a transport that has one answers with
+    │       └── RateLimitRefusedError     (security/limits.py) a read or get over a rate limit: 429
     ├── ToolError                 raised by a tool: becomes a result with ``isError: true``
-    │   └── ClientRequestError    a request to the client (elicitation, sampling) failed, was refused or timed out
+    │   ├── ClientRequestError    a request to the client (elicitation, sampling) failed, was refused or timed out
+    │   └── RateLimitedError      (security/limits.py) a tools/call over a rate limit, with ``retry_after``
     ├── RegistrationError         a tool (or other item) cannot be registered as given
     ├── SchemaError               a type or JSON Schema that tooldeck cannot use
     ├── ConversionError           a JSON value that passed the schema but cannot become the declared Python type
@@ -22,7 +24,11 @@
     ├── ContentError              a content block built with values the protocol does not allow
     ├── TaskStoreError            a task store cannot be opened, or is used after ``close()``
     ├── HttpError                 an HTTP request refused before it reached the protocol (status, code, message)
-    └── TargetError               the command line cannot load what it was pointed at
+    ├── TargetError               the command line cannot load what it was pointed at
+    ├── DefinitionError           (manifest/definition.py) tool definition files with problems (file, JSON path)
+    ├── ManagerError              (manifest/manager.py) a tool manager operation that cannot be done
+    ├── PolicyError               (security/policy.py) a policy file that cannot be used (file:line)
+    └── AuditError                (security/audit_chain.py) an audit trail that cannot be continued or written
 
 A ``ProtocolError`` knows its code, so no table maps exceptions to codes.
 """

@@ -8,6 +8,8 @@ bus when it is made (``attach``) and hears list changes, resource updates and ta
 from __future__ import annotations
 
 import functools
+import logging
+import os
 import sys
 from collections.abc import Callable, Coroutine
 from typing import TYPE_CHECKING, Any
@@ -120,10 +122,26 @@ class Server:
         self._local_principal = None
         self._init_results.clear()
 
-    def local_principal(self) -> Principal:
-        """Who a stdio (or in-process) session is: the local user, or the policy's ``[authentication.stdio]``."""
+    def local_principal(self) -> Principal | None:
+        """Who a stdio (or in-process) session is: the holder of ``$TOOLDECK_TOKEN`` when the policy lists that API
+        key (the spec has stdio take credentials from the environment), else the local user with the policy's
+        ``[authentication.stdio]`` scopes and roles. A ``$TOOLDECK_TOKEN`` the policy does not know: anonymous."""
         if self._local_principal is None:
-            self._local_principal = local_principal(self.policy.authentication.get("stdio"))
+            authentication = self.policy.authentication
+            token = os.environ.get("TOOLDECK_TOKEN")
+            if token and authentication.get("tokens"):
+                from ..security.tokens import StaticToken, StaticTokens
+
+                entries = [StaticToken(t["subject"], t["sha256"], scopes=t.get("scopes", ()), roles=t.get("roles", ()))
+                           for t in authentication["tokens"]]  # fmt: skip
+                found = StaticTokens(entries).lookup(token)
+                if found is None:
+                    logging.getLogger("tooldeck.security").warning("$TOOLDECK_TOKEN is not a key of the policy: "
+                                                                   "this session is anonymous")  # fmt: skip
+                    return None
+                self._local_principal = Principal(found.subject, scopes=found.scopes, roles=found.roles)
+            else:
+                self._local_principal = local_principal(authentication.get("stdio"))
         return self._local_principal
 
     # --- lifespan services --------------------------------------------------------------------------------------
