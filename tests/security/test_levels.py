@@ -302,3 +302,12 @@ async def test_a_stdio_session_can_take_an_api_key_from_the_environment(monkeypa
     deck = deck_with_levels(policy)
     async with client(deck) as c:
         assert c.session.principal is None  # an unknown key is nobody, not the local user
+
+
+async def test_error_messages_are_sanitised_too() -> None:
+    deck = Deck("errors")
+    deck.add_resource("docs://readme", "text")
+    async with client(deck) as c:
+        reply = await c.request_raw("resources/read", {"uri": "docs://\x1b[2J\u202egone"})
+    assert "\x1b" not in reply["error"]["message"] and "\u202e" not in reply["error"]["message"]
+    assert "docs://[2Jgone" not in reply["error"]["message"]  # the whole sequence goes, not just the ESC

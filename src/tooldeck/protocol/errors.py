@@ -35,6 +35,7 @@ A ``ProtocolError`` knows its code, so no table maps exceptions to codes.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from .paths import format_path
@@ -49,6 +50,15 @@ URL_ELICITATION_REQUIRED = -32042
 # Implementation-defined codes (JSON-RPC reserves -32000..-32099 for servers).
 SERVER_ERROR = -32000  # the server cannot take this now: busy, shutting down, too many tasks, refused
 SESSION_NOT_FOUND = -32001  # no code is specified; the TypeScript SDK's, so clients that look at it understand
+
+
+_cleaner: Callable[[str], str] | None = None
+
+
+def set_message_cleaner(cleaner: Callable[[str], str] | None) -> None:
+    """How error messages are made safe to show (the server sets the output sanitiser's ``clean_error``)."""
+    global _cleaner
+    _cleaner = cleaner
 
 
 class TooldeckError(Exception):
@@ -70,8 +80,12 @@ class ProtocolError(TooldeckError):
         self.request_id: Any = None
 
     def to_error(self) -> dict[str, Any]:
-        """The wire ``error`` member."""
-        error: dict[str, Any] = {"code": self.code, "message": self.message}
+        """The wire ``error`` member; a message that is not plain printable text goes through the message cleaner
+        (it may echo what a client or a tool wrote: escape sequences, bidi controls)."""
+        message = self.message
+        if _cleaner is not None and not message.isprintable():
+            message = _cleaner(message)
+        error: dict[str, Any] = {"code": self.code, "message": message}
         if self.data is not None:
             error["data"] = self.data
         return error

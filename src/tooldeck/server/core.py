@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 from ..prompts.registry import PromptRegistry
 from ..protocol import revisions
 from ..protocol.cursor import CursorCodec
+from ..protocol.errors import set_message_cleaner
 from ..resources.registry import ResourceRegistry, TemplateRegistry
 from ..security.apply import apply_policy
 from ..security.levels import AccessControl
@@ -79,6 +80,7 @@ class Server:
         self._tasks: TaskManager | None = None
         self._running_services: list[asyncio.Task[None]] = []
         apply_policy(self, self.policy)  # the default policy: levels enforced, inputs limited, output sanitised
+        set_message_cleaner(_clean_error)
 
     # --- what initialize answers --------------------------------------------------------------------------------
 
@@ -245,6 +247,12 @@ class Server:
         kinds, self._pending_changes = self._pending_changes, set()
         for kind in sorted(kinds):
             self.bus.publish("list_changed", kind)
+
+
+def _clean_error(message: str) -> str:
+    from ..security.sanitise import clean_error  # loaded by the first error message that needs it
+
+    return clean_error(message)
 
 
 async def _confirm(request: Any, call: Any, message: str, schema: dict[str, Any], timeout: float) -> Any:
