@@ -140,6 +140,11 @@ class InputStep:
         self.options = {"max_string": 4_194_304}
         self.options.update({name: sanitise[key] for name, key in options.items() if key in sanitise})
         self.check = self._first_check  # the module is loaded by the first call, not by start-up
+        # With no string or size limit below the message size's, only nesting can be over a limit: flat arguments
+        # (the usual kind) need no walk.
+        self.flat_is_fine = self.options["max_string"] >= 4_194_304 and self.options.get("max_bytes", 4_194_304) >= (
+            4_194_304
+        )
 
     def _first_check(self, arguments: Any) -> str | None:
         from .inputs import InputLimits
@@ -148,7 +153,14 @@ class InputStep:
         return self.check(arguments)
 
     def __call__(self, request: Any, call: Any) -> None:
-        problem = self.check(call.arguments)
+        arguments = call.arguments
+        if self.flat_is_fine and type(arguments) is dict:
+            for value in arguments.values():
+                if type(value) is dict or type(value) is list:
+                    break
+            else:
+                return
+        problem = self.check(arguments)
         if problem is not None:
             if call.kind == "tool":
                 raise ToolError(f"Invalid arguments for tool {call.name!r}: {problem}")
