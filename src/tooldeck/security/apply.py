@@ -4,8 +4,11 @@ steps of the call pipeline. ``apply_policy(server, policy)`` may be called again
 
 from __future__ import annotations
 
+import functools
 import time
 from typing import Any
+
+import orjson
 
 from ..protocol.errors import RefusedError, ToolError
 from .policy import Policy
@@ -219,44 +222,51 @@ def audit_sink(audit: dict[str, Any]) -> Any:
 
 
 class CallAuditor:
-    """One audit record per tools/call and per refused call of any kind, handed to the sink (which writes it off the
-    event loop)."""
+    """One audit record per tools/call and per refused call of any kind. On the event loop it only notes the facts
+    (and the arguments as JSON bytes, so a tool that changes them cannot change the record); the sink's writer
+    thread makes the record (redaction, digest) and writes it."""
 
     def __init__(self, sink: Any, redact: Any, access: Any) -> None:
-        from .audit import audit_record
-
         self.sink = sink
         self.redact = tuple(redact)
         self.access = access
-        self.record = audit_record
 
     def __call__(self, request: Any, call: Any, result: dict[str, Any] | None) -> None:
         refusal = call.refusal
         if refusal is None and call.kind != "tool":
             return  # resources and prompts are recorded when refused; their reads are not calls
-        item = call.item
         if refusal is not None:
             decision, reason, outcome = "refused", str(refusal), "refused"
         else:
             decision, reason = "allowed", None
             outcome = "error" if result is not None and result.get("isError") else "ok"
-        record = self.record(
-            time=time.time(),
-            request_id=request.request_id,
-            session=getattr(request.peer, "key", None),
-            principal=request.principal,
-            tool=call.name if call.kind == "tool" else f"{call.kind}:{call.name}",
-            version=getattr(item, "version", None),
-            security_level=self.access.level_of(item),
-            decision=decision,
-            reason=reason,
-            arguments=call.arguments,
-            input_schema=getattr(item, "input_schema", None),
-            redact_names=self.redact,
-            outcome=outcome,
-            duration_ms=round((time.monotonic() - call.started) * 1000, 3),
+        item = call.item
+        facts = (
+            time.time(),
+            request.request_id,
+            getattr(request.peer, "key", None),
+            request.principal,
+            call.name if call.kind == "tool" else f"{call.kind}:{call.name}",
+            getattr(item, "version", None),
+            self.access.level_of(item),
+            decision,
+            reason,
+            outcome,
+            (time.monotonic() - call.started) * 1000,
+            orjson.dumps(call.arguments),
+            getattr(item, "input_schema", None),
         )
-        self.sink.write(record)
+        self.sink.write(functools.partial(self._record, facts))
+
+    def _record(self, facts: tuple[Any, ...]) -> dict[str, Any]:
+        from .audit import audit_record
+
+        (now, request_id, session, principal, tool, version, level, decision, reason, outcome, duration, arguments,
+         schema) = facts  # fmt: skip
+        return audit_record(time=now, request_id=request_id, session=session, principal=principal, tool=tool,
+                            version=version, security_level=level, decision=decision, reason=reason,
+                            arguments=orjson.loads(arguments), input_schema=schema, redact_names=self.redact,
+                            outcome=outcome, duration_ms=duration)  # fmt: skip
 
 
 def _closer(sink: Any) -> Any:

@@ -116,7 +116,32 @@ def redact(value: Any, schema: dict[str, Any] | None, names: Iterable[str] = ())
     inputSchema) says ``writeOnly: true`` or ``format: "password"``, and values under a key in ``names`` (any
     depth, any case). The walk follows the value, so a recursive schema costs no more than the value's size."""
     lowered = frozenset(name.lower() for name in names)
+    if not lowered and (not schema or not _marks_secrets(schema)):
+        return value  # nothing can be secret: no copy, no walk (the common case)
     return _redact(value, [schema] if schema else [], schema or {}, lowered)
+
+
+_marked: dict[int, tuple[Any, bool]] = {}  # id(schema) -> (schema, whether it marks anything secret)
+
+
+def _marks_secrets(schema: dict[str, Any]) -> bool:
+    """Whether anything in ``schema`` is ``writeOnly`` or ``format: "password"`` (found once per schema)."""
+    known = _marked.get(id(schema))
+    if known is not None and known[0] is schema:
+        return known[1]
+    todo: list[Any] = [schema]
+    found = False
+    while todo and not found:
+        node = todo.pop()
+        if isinstance(node, dict):
+            found = node.get("writeOnly") is True or node.get("format") == "password"
+            todo.extend(node.values())
+        elif isinstance(node, list):
+            todo.extend(node)
+    if len(_marked) > 10_000:
+        _marked.clear()
+    _marked[id(schema)] = (schema, found)
+    return found
 
 
 def _redact(value: Any, schemas: list[Any], root: dict[str, Any], names: frozenset[str]) -> Any:

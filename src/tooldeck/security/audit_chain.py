@@ -25,9 +25,18 @@ class AuditError(TooldeckError):
     """An audit trail that cannot be opened, written or read."""
 
 
+_second: tuple[int, str] = (-1, "")  # the last whole second formatted, and its text (swapped whole: thread-safe)
+
+
 def format_time(seconds: float) -> str:
     """A record's ``time``: RFC 3339 in UTC to the millisecond, e.g. ``2025-06-18T09:30:00.125Z``."""
-    return datetime.fromtimestamp(seconds, UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+    global _second
+    whole = int(seconds // 1)
+    millis = int((seconds - whole) * 1000)
+    known = _second
+    if known[0] != whole:  # records come many to a second: format the date once per second
+        known = _second = (whole, datetime.fromtimestamp(whole, UTC).strftime("%Y-%m-%dT%H:%M:%S"))
+    return f"{known[1]}.{millis:03d}Z"
 
 
 def line_hash(line: bytes) -> str:

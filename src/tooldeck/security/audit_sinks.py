@@ -1,8 +1,10 @@
 """Where audit records go: the ``AuditSink`` seam, and its memory, stderr and JSONL-file implementations.
 
 Every sink stamps records into the hash chain (``audit_chain``). ``write`` never blocks on I/O: the stderr and file
-sinks hand the record to a daemon writer thread through a queue, so an auditor on the event loop costs one
-``put``. ``flush`` and ``close`` wait for what was queued before them.
+sinks hand the record to a daemon writer thread, which wakes every ``WAKE`` seconds (or when ``_BATCH`` records wait)
+and writes what came meanwhile in one go, so an auditor on the event loop costs one ``deque.append`` and no thread
+switch. A record may also be given as a function that makes it: the writer thread calls it, so building a record
+(redaction, the arguments' digest) costs the event loop nothing. ``flush`` and ``close`` wait for what came before.
 """
 
 from __future__ import annotations
@@ -11,10 +13,11 @@ import atexit
 import hashlib
 import logging
 import os
-import queue
 import sys
 import threading
 import time
+from collections import deque
+from collections.abc import Callable
 from typing import Any, Protocol, TextIO
 
 import orjson
@@ -25,12 +28,16 @@ log = logging.getLogger("tooldeck.audit")
 
 FSYNC_MODES = ("never", "each", "interval")
 _CLOSE = object()
-_BATCH = 1024  # records taken from the queue for one write (and at most one fsync)
+_BATCH = 1024  # records that wake the writer at once, and the most written in one go (and at most one fsync)
+WAKE = 0.05  # seconds between the writer's rounds: a record reaches the file at most this late (flush: at once)
+
+Record = dict[str, Any] | Callable[[], dict[str, Any]]
 
 
 class AuditSink(Protocol):
-    def write(self, record: dict[str, Any]) -> None:
-        """Add ``record`` to the trail; returns without waiting for I/O. Raises ``AuditError`` after ``close``."""
+    def write(self, record: Record) -> None:
+        """Add ``record`` (or what a function returns, called later) to the trail; returns without waiting for I/O.
+        Raises ``AuditError`` after ``close``."""
 
     def flush(self) -> None:
         """Return once every record written before is in the trail (on disk, for a file sink that fsyncs)."""
@@ -49,10 +56,10 @@ class MemoryAuditSink:
         self.closed = False
         self._chain = Chain()
 
-    def write(self, record: dict[str, Any]) -> None:
+    def write(self, record: Record) -> None:
         if self.closed:
             raise AuditError("the audit sink is closed")
-        line = self._chain.encode(record)
+        line = self._chain.encode(record() if callable(record) else record)
         self.lines.append(line)
         self.records.append(orjson.loads(line))
 
@@ -73,7 +80,8 @@ class ThreadedSink:
 
     def __init__(self, chain: Chain, name: str) -> None:
         self._chain = chain
-        self._queue: queue.SimpleQueue[Any] = queue.SimpleQueue()
+        self._pending: deque[Any] = deque()  # append and popleft are atomic: no lock between loop and writer
+        self._wake = threading.Event()
         self._closed = False
         self._close_lock = threading.Lock()
         self.error: BaseException | None = None  # the last write failure: flush and close raise it
@@ -81,16 +89,20 @@ class ThreadedSink:
         self._thread.start()
         atexit.register(self.close)  # a daemon thread dies with the interpreter: drain the queue first
 
-    def write(self, record: dict[str, Any]) -> None:
+    def write(self, record: Record) -> None:
         if self._closed:
             raise AuditError("the audit sink is closed")
-        self._queue.put(record)
+        pending = self._pending
+        pending.append(record)
+        if len(pending) >= _BATCH:
+            self._wake.set()
 
     def flush(self) -> None:
         if self._closed:
             return
         done = threading.Event()
-        self._queue.put(done)
+        self._pending.append(done)
+        self._wake.set()
         while not done.wait(1.0):
             if not self._thread.is_alive():
                 raise AuditError("the audit writer thread has stopped; records written since are lost")
@@ -102,7 +114,8 @@ class ThreadedSink:
                 return
             self._closed = True
         atexit.unregister(self.close)
-        self._queue.put(_CLOSE)
+        self._pending.append(_CLOSE)
+        self._wake.set()
         self._thread.join()
         self._raise_error()
 
@@ -121,16 +134,19 @@ class ThreadedSink:
     def _loop(self) -> None:
         closing = False
         while not closing:
-            try:
-                batch = [self._queue.get(timeout=self._idle_timeout())]
-            except queue.Empty:
-                self._guard(self._sync, True)
+            self._wake.wait(WAKE)
+            self._wake.clear()
+            pending = self._pending
+            if not pending:
+                due = self._idle_timeout()  # an "interval" file sink's fsync falls due while no record comes
+                if due is not None and due <= 0:
+                    self._guard(self._sync, True)
                 continue
-            while len(batch) < _BATCH:
-                try:
-                    batch.append(self._queue.get_nowait())
-                except queue.Empty:
-                    break
+            batch: list[Any] = []
+            while pending and len(batch) < _BATCH:
+                batch.append(pending.popleft())
+            if pending:
+                self._wake.set()  # more than one batch waits: go round again at once
             lines, waiting = [], []
             for item in batch:
                 if item is _CLOSE:
@@ -138,7 +154,12 @@ class ThreadedSink:
                 elif isinstance(item, threading.Event):
                     waiting.append(item)
                 else:
-                    lines.append(self._chain.encode(item))
+                    try:
+                        record = item() if callable(item) else item
+                    except Exception as exc:  # a record that cannot be made is logged, and the others written
+                        log.error("audit trail: a record could not be made: %r", exc)
+                        continue
+                    lines.append(self._chain.encode(record))
             if lines:
                 self._guard(self._emit, lines)
             if closing:
@@ -156,6 +177,7 @@ class ThreadedSink:
             self.error = exc
 
     def _idle_timeout(self) -> float | None:
+        """Seconds until an fsync falls due with nothing to write (None: none is)."""
         return None
 
     def _emit(self, lines: list[bytes]) -> None:
