@@ -227,9 +227,12 @@ class CallAuditor:
     thread makes the record (redaction, digest) and writes it."""
 
     def __init__(self, sink: Any, redact: Any, access: Any) -> None:
+        from .audit import audit_record
+
         self.sink = sink
         self.redact = tuple(redact)
         self.access = access
+        self.make = audit_record
 
     def __call__(self, request: Any, call: Any, result: dict[str, Any] | None) -> None:
         refusal = call.refusal
@@ -259,11 +262,9 @@ class CallAuditor:
         self.sink.write(functools.partial(self._record, facts))
 
     def _record(self, facts: tuple[Any, ...]) -> dict[str, Any]:
-        from .audit import audit_record
-
         (now, request_id, session, principal, tool, version, level, decision, reason, outcome, duration, arguments,
          schema) = facts  # fmt: skip
-        return audit_record(time=now, request_id=request_id, session=session, principal=principal, tool=tool,
+        return self.make(time=now, request_id=request_id, session=session, principal=principal, tool=tool,
                             version=version, security_level=level, decision=decision, reason=reason,
                             arguments=orjson.loads(arguments), input_schema=schema, redact_names=self.redact,
                             outcome=outcome, duration_ms=duration)  # fmt: skip
