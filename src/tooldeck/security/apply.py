@@ -192,11 +192,18 @@ class Sanitiser:
         self.oversize = sanitise.get("oversize", "truncate")
         self.schemes: frozenset[str] | None = None
         self._seen: tuple[int, int] = (-1, -1)
+        self._sanitise: Any = None
 
     def __call__(self, request: Any, call: Any, result: dict[str, Any]) -> dict[str, Any]:
-        from .sanitise import sanitise_result  # loaded by the first result (its patterns cost start-up ~10 ms)
+        sanitise = self._sanitise
+        if sanitise is None:
+            from .sanitise import sanitise_result  # loaded by the first result (its patterns cost start-up ~10 ms)
 
-        return sanitise_result(result, max_bytes=self.max_bytes, oversize=self.oversize, schemes=self._schemes())
+            sanitise = self._sanitise = sanitise_result
+        schemes = self.schemes
+        if schemes is None or self._seen != (self.server.resources._generation, self.server.templates._generation):
+            schemes = self._schemes()
+        return sanitise(result, max_bytes=self.max_bytes, oversize=self.oversize, schemes=schemes)
 
     def _schemes(self) -> frozenset[str]:
         """The schemes links may use: the web's and file:, and those of the deck's own resources and templates."""
