@@ -22,6 +22,7 @@ class Installed:
         self.sanitisers: list[Any] = []
         self.auditors: list[Any] = []
         self.sink: Any = None
+        self.service: Any = None  # closes the sink when the server stops
 
 
 def apply_policy(server: Any, policy: Policy) -> None:
@@ -37,6 +38,8 @@ def apply_policy(server: Any, policy: Policy) -> None:
                     steps.remove(step)
         if installed.sink is not None:
             installed.sink.close()
+        if installed.service in server.services:
+            server.services.remove(installed.service)
     installed = Installed()
     server.use_policy(policy)
     server.http_auth, server.http_routes, server.resource_metadata = authentication(policy)
@@ -62,7 +65,8 @@ def apply_policy(server: Any, policy: Policy) -> None:
     if policy.audit.get("file"):
         installed.sink = audit_sink(policy.audit)
         installed.auditors.append(CallAuditor(installed.sink, policy.audit.get("redact", ()), server.access))
-        server.services.append(_closer(installed.sink))
+        installed.service = _closer(installed.sink)
+        server.services.append(installed.service)
     pipeline.limiters[:0] = installed.limiters  # before the deck's own limit steps
     pipeline.sanitisers.extend(installed.sanitisers)
     pipeline.auditors.extend(installed.auditors)
