@@ -496,5 +496,7 @@ async def test_a_thousand_concurrent_sessions_lose_nothing_and_leave_nothing() -
             before = tracemalloc.get_traced_memory()[0]
     after = tracemalloc.get_traced_memory()[0]
     tracemalloc.stop()
-    assert after - before < 128 * 1024, f"{(after - before) / 1024:.0f} KiB more held after 1,000 more sessions"
+    # A leaked session keeps kilobytes (its state, channels, subscriptions); allocator and cache noise between rounds
+    # reaches ~130 KiB on a busy machine, so 256 KiB (262 bytes a session) tells the two apart.
+    assert after - before < 256 * 1024, f"{(after - before) / 1024:.0f} KiB more held after 1,000 more sessions"
     await app.aclose()
