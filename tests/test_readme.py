@@ -191,3 +191,12 @@ async def test_the_security_examples(tmp_path: Path, monkeypatch: pytest.MonkeyP
     done = subprocess.run([*TOOLDECK, "audit", "verify", "audit.jsonl"], capture_output=True, text=True,
                           cwd=tmp_path, timeout=60)  # fmt: skip
     assert (done.returncode, done.stdout) == (0, "ok: 1 record in 1 file, chain intact\n")
+
+
+def test_the_vendored_seed_is_the_shared_one() -> None:
+    from seeds import COPY, SHARED, TOOL_DEFINITION
+
+    shared = SHARED / TOOL_DEFINITION
+    if not shared.exists():
+        pytest.skip("no ../shared/seeds beside this checkout: the copy in tests/data is all there is")
+    assert COPY.read_bytes() == shared.read_bytes()

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import re
 import stat
 import subprocess
 import sys
@@ -14,22 +13,12 @@ import orjson
 import pytest
 
 from http_client import HttpClient, serve_http
+from seeds import seed_calculator
 from stdio_client import ROOT, TOOLDECK, StdioServer
-
-SEEDS = Path(ROOT).parent / "shared" / "seeds"
 
 
 def run(*args: str, cwd: str = ROOT) -> subprocess.CompletedProcess[str]:
     return subprocess.run([*TOOLDECK, *args], capture_output=True, text=True, cwd=cwd, timeout=60)
-
-
-def seed_calculator() -> dict[str, Any]:
-    """The example tool definition of the specification, exactly as it is written there."""
-    text = next(SEEDS.glob("002_*.txt")).read_text()
-    example = text[text.index("## Example Tool Definition") :]
-    block = re.search(r"```json\n(.*?)```", example, re.S)
-    assert block is not None
-    return orjson.loads(block.group(1))  # type: ignore[no-any-return]
 
 
 def write(path: Path, document: Any) -> Path:

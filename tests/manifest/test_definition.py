@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 import yaml
 
+from seeds import seed_calculator
 from tooldeck.manifest.definition import (
     Definition,
     DefinitionError,
@@ -25,15 +26,6 @@ from tooldeck.manifest.definition import (
     load_definition,
     parse_definition,
 )
-
-SEED = Path(__file__).resolve().parents[2] / ".." / "shared" / "seeds" / "002_d1c6451212701c28.txt"
-
-
-def seed_calculator() -> dict[str, Any]:
-    """The seed's own example, read from the seed: the ```json block after "## Example Tool Definition"."""
-    after = SEED.read_text().split("## Example Tool Definition", 1)[1]
-    block = after.split("```json", 1)[1].split("```", 1)[0]
-    return json.loads(block)
 
 
 def problems_of(change: Callable[[dict[str, Any]], Any]) -> list[str]:

@@ -4,22 +4,15 @@ tools/call through a schema-checked client) and on the Tool records."""
 from __future__ import annotations
 
 import json
-from pathlib import Path
 from typing import Any
 
 import pytest
 
 from helpers import client
+from seeds import seed_calculator
 from tooldeck import Deck
 from tooldeck.manifest.definition import Definition, digest
 from tooldeck.manifest.mapping import definition_tools, input_schema_of, output_schema_of
-
-SEED = Path(__file__).resolve().parents[2] / ".." / "shared" / "seeds" / "002_d1c6451212701c28.txt"
-
-
-def seed_calculator() -> dict[str, Any]:
-    after = SEED.read_text().split("## Example Tool Definition", 1)[1]
-    return json.loads(after.split("```json", 1)[1].split("```", 1)[0])
 
 
 def calculator_deck() -> Deck:
