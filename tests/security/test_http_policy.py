@@ -175,3 +175,25 @@ async def test_a_flood_of_requests_gets_429_with_retry_after(tmp_path: Path, sig
     assert (await flooded.json())["error"] == {"code": -32000, "message": "Too Many Requests: retry in 20 s"}
     _, other = await open_session(client, None)  # another caller (anonymous, by address) has a bucket of its own
     assert other is not None
+
+
+async def test_requests_refused_before_the_protocol_are_audited(tmp_path: Path, signer: tuple[Any, Path]) -> None:
+    from tooldeck.security.audit_verify import verify
+
+    _, jwks = signer
+    trail = tmp_path / "audit.jsonl"
+    deck = secured_deck(policy_file(tmp_path, jwks, f'[audit]\nfile = "{trail}"\n'))
+    client = AsgiClient(HttpApp(deck))
+    reply, session = await open_session(client, "not-a-key")
+    assert (reply.status, session) == (401, None)
+    _, session = await open_session(client, "ci-secret")
+    assert session is not None
+    assert (await call(client, session, "weather", "ci-secret")).status == 200
+    deck._security.sink.close()
+    records = [json.loads(line) for line in trail.read_text().splitlines()]
+    assert [(r["event"], r["decision"]) for r in records] == [("http-refused", "refused"), ("call", "allowed")]
+    refused = records[0]
+    assert (refused["status"], refused["method"], refused["path"], refused["client"]) == (401, "POST", "/mcp",
+                                                                                       "127.0.0.1")  # fmt: skip
+    assert refused["reason"].startswith("Unauthorized: ")
+    assert verify([str(trail)]).ok

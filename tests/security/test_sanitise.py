@@ -87,7 +87,13 @@ def test_random_strings_come_out_clean_and_cleaning_again_changes_nothing(text: 
     assert again is cleaned
 
 
-@given(st.text(st.characters(exclude_categories=("Cc", "Cf", "Cs")), max_size=60))
+# The tag block (U+E0000-E007F) is removed too, and holds unassigned code points (category Cn): leave it out here.
+@given(
+    st.text(
+        st.characters(exclude_categories=("Cc", "Cf", "Cs")).filter(lambda c: not 0xE0000 <= ord(c) <= 0xE007F),
+        max_size=60,
+    )
+)
 def test_random_text_without_controls_or_formatting_is_returned_itself(text: str) -> None:
     assert clean_text(text) is text
 

@@ -54,6 +54,7 @@ def apply_policy(server: Any, policy: Policy) -> None:
         base = getattr(catalog.wire, "base", catalog.wire)
         catalog.rewire(CleanListing(base) if enabled else base)
     server.http_request_limit = None
+    server.http_refusal_auditor = None
     if any(key in policy.limits for key in ("per_principal", "per_tool", "per_principal_tool", "global")):
         installed.limiters.append(rate_limits(policy.limits).step)
     if "http_requests" in policy.limits:
@@ -65,6 +66,7 @@ def apply_policy(server: Any, policy: Policy) -> None:
     if policy.audit.get("file"):
         installed.sink = audit_sink(policy.audit)
         installed.auditors.append(CallAuditor(installed.sink, policy.audit.get("redact", ()), server.access))
+        server.http_refusal_auditor = HttpRefusalAuditor(installed.sink)
         installed.service = _closer(installed.sink)
         server.services.append(installed.service)
     pipeline.limiters[:0] = installed.limiters  # before the deck's own limit steps
@@ -279,6 +281,27 @@ class CallAuditor:
                             version=version, security_level=level, decision=decision, reason=reason,
                             arguments=orjson.loads(arguments), input_schema=schema, redact_names=self.redact,
                             outcome=outcome, duration_ms=duration)  # fmt: skip
+
+
+class HttpRefusalAuditor:
+    """One audit record per HTTP request refused before it reached the protocol (no or bad credentials)."""
+
+    def __init__(self, sink: Any) -> None:
+        self.sink = sink
+
+    def __call__(self, scope: Any, refusal: Any) -> None:
+        client = scope.get("client")
+        facts = (time.time(), scope.get("method"), scope.get("path"), client[0] if client else None, refusal.status,
+                 refusal.message)  # fmt: skip
+        self.sink.write(functools.partial(self._record, facts))
+
+    @staticmethod
+    def _record(facts: tuple[Any, ...]) -> dict[str, Any]:
+        from .audit_chain import format_time
+
+        now, method, path, address, status, message = facts
+        return {"time": format_time(now), "event": "http-refused", "method": method, "path": path,
+                "client": address, "status": status, "decision": "refused", "reason": message}  # fmt: skip
 
 
 def _closer(sink: Any) -> Any:

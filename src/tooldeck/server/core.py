@@ -69,6 +69,7 @@ class Server:
         self.http_routes: dict[str, Any] = {}
         self.resource_metadata: str | None = None
         self.http_request_limit: Any = None  # [limits] http_requests: checked per HTTP request (429)
+        self.http_refusal_auditor: Any = None  # [audit]: records requests the HTTP authentication refused
         self.services: list[Callable[[], Coroutine[Any, Any, None]]] = []
         """Coroutines that run beside the sessions while the server serves (a directory watcher, say): started
         when a transport's loop runs (``bind_loop``), cancelled by ``aclose``."""

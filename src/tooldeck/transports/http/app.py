@@ -80,7 +80,7 @@ class HttpApp:
 
             inner = RequestLimitLayer(inner, request_limit)
         if auth is not None:  # no backend: everyone is anonymous
-            inner = AuthenticationLayer(inner, auth)
+            inner = AuthenticationLayer(inner, auth, getattr(deck, "http_refusal_auditor", None))
         self.guard = HostOriginGuard(inner, allowed_hosts=allowed_hosts, allowed_origins=allowed_origins)
 
     @property

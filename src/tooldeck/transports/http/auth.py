@@ -24,15 +24,20 @@ class AuthenticationBackend(Protocol):
 
 
 class AuthenticationLayer:
-    def __init__(self, app: App, backend: AuthenticationBackend) -> None:
+    """``on_refused(scope, refusal)``, if given, hears of every request the backend refused (the audit trail)."""
+
+    def __init__(self, app: App, backend: AuthenticationBackend, on_refused: Any = None) -> None:
         self.app = app
         self.backend = backend
+        self.on_refused = on_refused
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "http":
             try:
                 scope[PRINCIPAL] = await self.backend.authenticate(scope)
             except HttpError as refusal:
+                if self.on_refused is not None:
+                    self.on_refused(scope, refusal)
                 await error(send, refusal.status, refusal.code, refusal.message, refusal.headers)
                 return
         await self.app(scope, receive, send)
