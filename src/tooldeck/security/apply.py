@@ -93,11 +93,9 @@ def authentication(policy: Policy) -> tuple[Any, dict[str, Any], str | None]:
         metadata_url, routes = url_of(resource), metadata_routes(document)
     backends: list[Any] = []
     if auth.get("tokens"):
-        from .tokens import StaticToken, StaticTokens
+        from .tokens import StaticTokens
 
-        entries = [StaticToken(t["subject"], t["sha256"], scopes=t.get("scopes", ()), roles=t.get("roles", ()))
-                   for t in auth["tokens"]]  # fmt: skip
-        backends.append(StaticTokens(entries, resource_metadata=metadata_url, required=required))
+        backends.append(StaticTokens(auth["tokens"], resource_metadata=metadata_url, required=required))
     if jwt:
         from .jwt import JwtBackend
 

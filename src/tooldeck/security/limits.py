@@ -218,6 +218,7 @@ class RateLimitRefusedError(RefusedError):
     is ``retry_meta(retry_after)``."""
 
     def __init__(self, message: str, retry_after: float) -> None:
+        # Made here for reads and gets, and by the pipeline for a tools/call refused as a task is created.
         headers = [(b"retry-after", retry_after_header(retry_after).encode())]
         super().__init__(message, retry_meta(retry_after), http_status=429, headers=headers)
         self.retry_after = retry_after

@@ -59,9 +59,10 @@ class StaticToken(Record):
 
     @classmethod
     def from_mapping(cls, entry: Mapping[str, Any]) -> StaticToken:
-        """From a configuration entry: ``subject`` (or ``name``), ``hash`` (or ``token_hash``), ``scopes``, ``roles``."""
+        """From a configuration entry: ``subject`` (or ``name``), ``sha256`` (as the policy file has it; or ``hash``,
+        ``token_hash``), ``scopes``, ``roles``."""
         subject = entry.get("subject", entry.get("name"))
-        token_hash = entry.get("hash", entry.get("token_hash"))
+        token_hash = entry.get("sha256", entry.get("hash", entry.get("token_hash")))
         if not isinstance(subject, str):
             raise ValueError(f"static token entry {sorted(entry)}: 'subject' (or 'name') must be a string")
         if not isinstance(token_hash, str):

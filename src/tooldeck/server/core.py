@@ -133,11 +133,9 @@ class Server:
             authentication = self.policy.authentication
             token = os.environ.get("TOOLDECK_TOKEN")
             if token and authentication.get("tokens"):
-                from ..security.tokens import StaticToken, StaticTokens
+                from ..security.tokens import StaticTokens
 
-                entries = [StaticToken(t["subject"], t["sha256"], scopes=t.get("scopes", ()), roles=t.get("roles", ()))
-                           for t in authentication["tokens"]]  # fmt: skip
-                found = StaticTokens(entries).lookup(token)
+                found = StaticTokens(authentication["tokens"]).lookup(token)
                 if found is None:
                     logging.getLogger("tooldeck.security").warning("$TOOLDECK_TOKEN is not a key of the policy: "
                                                                    "this session is anonymous")  # fmt: skip

@@ -97,13 +97,7 @@ class Pipeline:
             if pending is not None:
                 await pending
         except ToolError as exc:
-            retry_after = getattr(exc, "retry_after", None)  # a rate limit: 429 with Retry-After over HTTP
-            refusal = (
-                RefusedError(str(exc) or f"{call.kind} {call.name!r} was refused")
-                if retry_after is None
-                else RefusedError(str(exc), {"tooldeck/retryAfter": retry_after}, http_status=429,
-                                  headers=[(b"retry-after", str(max(1, -int(-retry_after // 1))).encode())])
-            )  # fmt: skip
+            refusal = _as_refusal(exc) or RefusedError(str(exc) or f"{call.kind} {call.name!r} was refused")
             self._refused(rctx, call, refusal)
             raise refusal from None
         except ProtocolError as exc:
@@ -233,7 +227,16 @@ class Pipeline:
     def _refusal_result(tool: Tool, exc: ToolError) -> dict[str, Any]:
         """The isError result of a tools/call a step refused with a ToolError; a rate limit adds when to retry."""
         result = error_result(str(exc) or f"Tool {tool.name!r} was refused")
-        retry_after = getattr(exc, "retry_after", None)
-        if retry_after is not None:
-            result["_meta"] = {"tooldeck/retryAfter": -(-retry_after * 10 // 1) / 10}  # seconds, rounded up to 0.1
+        refusal = _as_refusal(exc)
+        if refusal is not None:
+            result["_meta"] = refusal.data
         return result
+
+
+def _as_refusal(exc: ToolError) -> RefusedError | None:
+    """A rate limit's refusal as the error a call without an isError result gets (429, Retry-After); else None."""
+    if getattr(exc, "retry_after", None) is None:
+        return None
+    from ..security.limits import RateLimitRefusedError  # loaded by the first call over a limit
+
+    return RateLimitRefusedError(str(exc), exc.retry_after)  # type: ignore[attr-defined]

@@ -150,9 +150,9 @@ def test_sigterm_ends_get_streams_at_once_and_a_post_in_flight_still_gets_its_re
 
 
 def test_graceful_timeout_defaults_to_10_seconds() -> None:
-    from tooldeck.transports.http.server import run_http
+    from tooldeck.transports.http.server import http_server  # run_http passes its options on to it
 
-    assert inspect.signature(run_http).parameters["graceful_timeout"].default == 10  # the README's "up to 10 s"
+    assert inspect.signature(http_server).parameters["graceful_timeout"].default == 10  # the README's "up to 10 s"
 
 
 def test_sigterm_cancels_a_post_that_outlasts_graceful_timeout_and_exits_0() -> None:

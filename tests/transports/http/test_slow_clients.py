@@ -26,7 +26,7 @@ from helpers import adder_deck
 from http_client import HttpClient, initialize_message
 from tooldeck.transports.http import HttpApp
 from tooldeck.transports.http.connections import limited_protocol
-from tooldeck.transports.http.server import http_server, run_http
+from tooldeck.transports.http.server import http_server
 
 LIMIT = 0.5  # the header and body time limits of these tests, in seconds
 SOON = 5.0  # the bound on any wait for something that should happen at once, or at a time limit
@@ -343,7 +343,7 @@ def test_connections_past_max_connections_are_refused_at_once_until_one_closes(p
 
 
 def test_defaults() -> None:
-    server = inspect.signature(run_http).parameters
+    server = inspect.signature(http_server).parameters  # run_http passes its options on to http_server
     assert (server["header_timeout"].default, server["max_connections"].default) == (10.0, 1000)
     assert inspect.signature(HttpApp).parameters["body_timeout"].default == 30.0
 

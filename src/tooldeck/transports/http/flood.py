@@ -7,10 +7,10 @@ policy's (``[limits] http_requests``), any object with ``check(key) -> seconds``
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 from ...protocol.errors import SERVER_ERROR
+from ...security.limits import retry_after_header
 from .auth import PRINCIPAL
 from .responses import App, Receive, Scope, Send, error
 
@@ -30,8 +30,8 @@ class RequestLimitLayer:
                 key = f"address:{client[0] if client else 'unknown'}"
             wait = self.guard.check(key)
             if wait > 0:
-                seconds = max(1, math.ceil(wait))
+                seconds = retry_after_header(wait)
                 await error(send, 429, SERVER_ERROR, f"Too Many Requests: retry in {seconds} s",
-                            [(b"retry-after", str(seconds).encode())])  # fmt: skip
+                            [(b"retry-after", seconds.encode())])  # fmt: skip
                 return
         await self.app(scope, receive, send)

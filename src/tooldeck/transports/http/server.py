@@ -24,27 +24,15 @@ log = logging.getLogger("tooldeck.http")
 _WILDCARDS = ("0.0.0.0", "::", "")
 
 
-def run_http(
-    deck: Deck,
-    *,
-    host: str = "127.0.0.1",
-    port: int = 8000,
-    graceful_timeout: int = 10,
-    header_timeout: float = 10.0,
-    max_connections: int = 1000,
-    log_level: str = "warning",
-    **app_options: Any,
-) -> None:
-    """Serve ``deck`` at ``http://host:port/mcp`` until SIGTERM/SIGINT.
+def run_http(deck: Deck, **options: Any) -> None:
+    """Serve ``deck`` at ``http://host:port/mcp`` until SIGTERM/SIGINT; ``options`` are ``http_server``'s.
 
     On shutdown new sessions are refused and GET streams end at once; POSTs in flight get up to
     ``graceful_timeout`` seconds to finish before their work is cancelled. A request's headers must arrive within
     ``header_timeout`` seconds, and at most ``max_connections`` connections are open at once (see connections.py);
     a body must arrive within ``body_timeout`` seconds (an ``HttpApp`` option, like the rest of ``app_options``).
     """
-    server = http_server(deck, host=host, port=port, graceful_timeout=graceful_timeout,
-                         header_timeout=header_timeout, max_connections=max_connections, log_level=log_level,
-                         **app_options)  # fmt: skip
+    server = http_server(deck, **options)
     # uvicorn re-raises the signal that stopped it once it has drained, with the handlers it found installed;
     # these turn that into a clean exit (status 0), as on stdio.
     previous = signal.signal(signal.SIGTERM, _ignore)
