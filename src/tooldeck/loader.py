@@ -44,7 +44,7 @@ def _definition_deck(path: str) -> Deck:
         deck = Deck(definition.id, version=definition.version, description=definition.document["description"])
         deck.manager.register(definition)
     except DefinitionError as exc:
-        raise TargetError(_problems(exc)) from None
+        raise TargetError(str(exc)) from None  # every problem, a line each
     except RegistrationError as exc:
         raise TargetError(str(exc)) from None
     return deck
@@ -66,13 +66,8 @@ def _definitions_deck(directory: str, watch: bool) -> Deck:
     try:
         deck.load_manifest(directory)
     except DefinitionError as exc:
-        raise TargetError(_problems(exc)) from None
+        raise TargetError(str(exc)) from None  # every problem, a line each
     return deck
-
-
-def _problems(exc: Any) -> str:
-    """Every problem on a line of its own (the first follows ``tooldeck: ``)."""
-    return "\n".join(str(problem) for problem in exc.problems)
 
 
 def _split(target: str) -> tuple[str, str | None]:

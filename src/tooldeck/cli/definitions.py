@@ -83,7 +83,7 @@ def _load(path: str) -> Any:
     try:
         return load_definition(path)
     except DefinitionError as exc:
-        raise TargetError("\n".join(str(problem) for problem in exc.problems)) from None
+        raise TargetError(str(exc)) from None  # every problem, a line each
 
 
 def _article(bump: str) -> str:

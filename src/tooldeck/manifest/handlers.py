@@ -19,7 +19,7 @@ from typing import Any
 from ..model.metadata import is_async
 from ..protocol.errors import RegistrationError, SchemaError
 from ..schema.generate import inspect_function
-from ..schema.parameters import NO_DEFAULT, POSITIONAL_ONLY, VAR_KEYWORD, VAR_POSITIONAL, read_parameters
+from ..schema.parameters import NO_DEFAULT, VAR_KEYWORD, read_parameters
 from .definition import Definition
 
 CAPABILITY = "capability"  # the keyword a tool-wide handler receives the capability's name as
@@ -149,12 +149,11 @@ def _check_signature(
             f"parameter; give the capability a handler of its own"
         )
     takes_any = any(kind == VAR_KEYWORD for _, kind, _ in signature)
-    takes = {name for name, kind, _ in signature if kind not in (VAR_KEYWORD, VAR_POSITIONAL)}
+    # inspect_function has refused *args and positional-only parameters already: what is left is taken by name.
+    takes = {name for name, kind, _ in signature if kind != VAR_KEYWORD}
     for name, kind, default in signature:
-        if name in injected or kind in (VAR_KEYWORD, VAR_POSITIONAL):
+        if name in injected or kind == VAR_KEYWORD:
             continue
-        if kind == POSITIONAL_ONLY:
-            raise RegistrationError(f"{where}: parameter {name!r} is positional-only; arguments are passed by name")
         if per_tool and name == CAPABILITY:
             continue
         if default is NO_DEFAULT and name not in declared:

@@ -194,7 +194,7 @@ class ToolManager:
                 problems.append(Problem(tool_id, "$.id", f"no tool definition {tool_id!r} is served"))
         leaving = {tool.name for tool_id in remove if tool_id in self._served for tool in self._served[tool_id].tools}
         claimed: dict[str, str] = {}
-        plan = []
+        plan: list[tuple[Applied, _Served]] = []
         for definition in definitions:
             file = definition.source or definition.id
             try:
@@ -202,10 +202,12 @@ class ToolManager:
             except DefinitionError as exc:
                 problems.extend(exc.problems)
                 continue
-            if outcome is None:
+            current = self._served.get(definition.id)
+            if outcome is None:  # served already, exactly as it is (so current is set)
+                if current is not None:
+                    plan.append((Applied(definition.id, "unchanged", None, definition.version), current))
                 continue
             action, change = outcome
-            current = self._served.get(definition.id)
             own = {tool.name for tool in current.tools} if current else set()
             for name in definition.tool_names():
                 if name in self._registry and name not in own and name not in leaving:
@@ -220,10 +222,6 @@ class ToolManager:
                 continue
             old = current.definition.version if current else None
             plan.append((Applied(definition.id, action, old, definition.version, change), _Served(definition, tools)))
-        for definition in definitions:
-            current = self._served.get(definition.id)
-            if current is not None and current.definition.digest == definition.digest:
-                plan.append((Applied(definition.id, "unchanged", None, definition.version), current))
         return plan, problems
 
     def _judge(self, definition: Definition) -> tuple[str, str] | None:

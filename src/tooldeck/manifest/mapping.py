@@ -15,10 +15,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from ..model.metadata import normalize_icons
+from ..model.metadata import check_scopes, check_security_level, normalize_icons
 from ..protocol.errors import RegistrationError
 from ..schema.validate import Validator
-from ..tools.tool import Tool, check_scopes, check_security_level, compile_schema, normalize_annotations
+from ..tools.tool import Tool, compile_schema, normalize_annotations
 from .definition import Definition
 from .handlers import bind
 

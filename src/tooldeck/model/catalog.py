@@ -169,11 +169,7 @@ class Catalog(Generic[T]):
         """List items through ``wire`` from now on (a sanitiser, say); cached listings are dropped, clients not told:
         what they were sent stays true."""
         self._wire = wire
-        self._generation += 1
-        self._cache = None
-        self._cache_json = None
-        self._older.clear()
-        self._views = {}
+        self._forget()
 
     @property
     def wire(self) -> Callable[[T], Any]:
@@ -195,11 +191,15 @@ class Catalog(Generic[T]):
                 self._views[key] = view
         return view
 
-    def _changed(self) -> None:
+    def _forget(self) -> None:
+        """Drop every cached listing and view; the generation tells listings built meanwhile not to be kept."""
         self._generation += 1
         self._views = {}
         self._cache = None
         self._cache_json = None
         self._older.clear()
+
+    def _changed(self) -> None:
+        self._forget()
         for listener in self._listeners:
             listener()

@@ -204,13 +204,11 @@ class Sanitiser:
             from .sanitise import sanitise_result  # loaded by the first result (its patterns cost start-up ~10 ms)
 
             sanitise = self._sanitise = sanitise_result
-        schemes = self.schemes
-        if schemes is None or self._seen != (self.server.resources._generation, self.server.templates._generation):
-            schemes = self._schemes()
-        return sanitise(result, max_bytes=self.max_bytes, oversize=self.oversize, schemes=schemes)
+        return sanitise(result, max_bytes=self.max_bytes, oversize=self.oversize, schemes=self._schemes())
 
     def _schemes(self) -> frozenset[str]:
-        """The schemes links may use: the web's and file:, and those of the deck's own resources and templates."""
+        """The schemes links may use: the web's and file:, and those of the deck's own resources and templates
+        (found again only when either catalog changed)."""
         resources, templates = self.server.resources, self.server.templates
         seen = (resources._generation, templates._generation)
         if self.schemes is None or seen != self._seen:

@@ -51,12 +51,6 @@ class Confirmations:
         return entry is not None and entry[0] == binding and entry[1] > self.clock()
 
 
-def arguments_digest(arguments: Any) -> str:
-    import hashlib
-
-    return hashlib.sha256(orjson.dumps(arguments, option=orjson.OPT_SORT_KEYS)).hexdigest()
-
-
 class AccessControl:
     """The authorize step for a policy: ``await control(request, call)`` refuses (raises) or returns.
 
@@ -147,6 +141,8 @@ class AccessControl:
             raise RefusedError(self._unverifiable(label, level, window), http_status=403)
         item = call.item
         version = getattr(item, "version", None) or ""
+        from .audit import arguments_digest  # levels 8-10 only
+
         binding = (str(getattr(principal, "id", principal)), f"{call.name}@{version}", arguments_digest(call.arguments))
         code = self.confirmations.issue(binding)
         shown = orjson.dumps(call.arguments, option=orjson.OPT_INDENT_2).decode()

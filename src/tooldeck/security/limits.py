@@ -17,6 +17,7 @@ from typing import Any, Protocol, cast, runtime_checkable
 
 from ..protocol.errors import RefusedError, ToolError
 from ..protocol.record import Record
+from .principal import principal_id
 
 RETRY_META = "tooldeck/retryAfter"
 
@@ -227,13 +228,6 @@ class RateLimitRefusedError(RefusedError):
 # --- the pipeline step --------------------------------------------------------------------------------------------
 
 
-def _who(principal: Any) -> str:
-    # As server.state.principal_id (security may not import server): a Principal, token claims, or anything else.
-    if isinstance(principal, dict):
-        return str(principal.get("id", principal.get("sub", principal)))
-    return str(getattr(principal, "id", principal))
-
-
 class RateLimits:
     """Which limits apply, and the limit step of the call pipeline (``step``).
 
@@ -278,7 +272,7 @@ class RateLimits:
         """ "principal:<id>", or "anonymous:<key>" for a request nobody authenticated."""
         principal = request.principal
         if principal is not None:
-            return f"principal:{_who(principal)}"
+            return f"principal:{principal_id(principal)}"
         key = self.anonymous_key if isinstance(self.anonymous_key, str) else self.anonymous_key(request)
         return f"anonymous:{key if key is not None else 'anonymous'}"
 

@@ -61,3 +61,13 @@ def local_principal(stdio: dict[str, Any] | None = None) -> Principal:
         except (KeyError, OSError):  # no user name to be found (a container without a passwd entry)
             subject = "local"
     return Principal(subject, scopes=stdio.get("scopes", ()), roles=stdio.get("roles", ()), method="local")
+
+
+def principal_id(principal: Any) -> str | None:
+    """Who a principal is, as a string: its ``id`` (``sub`` for token claims), or itself; None for anonymous.
+    Sessions and tasks are bound to this."""
+    if principal is None:
+        return None
+    if isinstance(principal, dict):
+        return str(principal.get("id", principal.get("sub", principal)))
+    return str(getattr(principal, "id", principal))

@@ -13,7 +13,10 @@ from typing import Any, Protocol
 
 import orjson
 
+from ..security.principal import principal_id
 from .options import LOG_RANK
+
+__all__ = ["MemorySessionStore", "SessionState", "SessionStore", "principal_id"]
 
 
 class SessionState:
@@ -91,16 +94,6 @@ class SessionState:
         state.subscriptions = set(data.get("subscriptions") or ())
         state.principal = data.get("principal")
         return state
-
-
-def principal_id(principal: Any) -> str | None:
-    """Who a principal is, as a string: its ``id`` (``sub`` for token claims), or itself; None for anonymous.
-    Sessions and tasks are bound to this."""
-    if principal is None:
-        return None
-    if isinstance(principal, dict):
-        return str(principal.get("id", principal.get("sub", principal)))
-    return str(getattr(principal, "id", principal))
 
 
 class SessionStore(Protocol):

@@ -6,14 +6,12 @@ from collections.abc import Callable
 from typing import Any, Unpack
 
 from ..model.content import CONTENT_TYPES
-from ..model.metadata import check_name, is_async, normalize_icons
+from ..model.metadata import check_name, check_scopes, check_security_level, is_async, normalize_icons
 from ..protocol.errors import RegistrationError, SchemaError
 from ..schema.generate import inspect_function
 from .options import ToolOptions, check_options
 from .tool import (
     Tool,
-    check_scopes,
-    check_security_level,
     check_task_support,
     check_timeout,
     check_version,

@@ -9,12 +9,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from ..model.metadata import check_scopes, check_security_level
 from ..protocol.errors import RegistrationError, SchemaError
 from ..protocol.record import Record
 from ..schema.validate import Validator
-
-__all__ = ["Tool", "check_scopes", "check_security_level"]  # the checks live in model/metadata.py, shared
 
 TASK_SUPPORT = ("forbidden", "optional", "required")
 _ANNOTATION_KEYS = {
