@@ -9,8 +9,6 @@ from pathlib import Path
 from typing import Any
 
 import jwt
-import pytest
-from cryptography.hazmat.primitives.asymmetric import ec
 
 from asgi_client import AsgiClient
 from tooldeck import Deck
@@ -21,15 +19,6 @@ RESOURCE = "https://mcp.example.com/mcp"
 ISSUER = "https://auth.example.com"
 PRM = "https://mcp.example.com/.well-known/oauth-protected-resource/mcp"
 INIT = {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}
-
-
-@pytest.fixture
-def signer(tmp_path: Path) -> tuple[Any, Path]:
-    key = ec.generate_private_key(ec.SECP256R1())
-    public = {**jwt.algorithms.ECAlgorithm.to_jwk(key.public_key(), as_dict=True), "kid": "k1"}
-    path = tmp_path / "jwks.json"
-    path.write_text(json.dumps({"keys": [public]}))
-    return key, path
 
 
 def token(key: Any, sub: str, scope: str = "", **claims: Any) -> str:

@@ -3,14 +3,12 @@ WWW-Authenticate challenges, and the whole thing through HttpApp with a required
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
 import jwt
 import orjson
 import pytest
-from cryptography.hazmat.primitives.asymmetric import ec
 
 from asgi_client import INIT, AsgiClient
 from helpers import adder_deck
@@ -132,15 +130,6 @@ async def test_the_app_serves_the_document_on_get_and_head_only() -> None:
         refused = await client.request(method, path="/.well-known/oauth-protected-resource", jsonrpc=False)
         assert (refused.status, refused.headers["allow"]) == (405, "GET, HEAD")
         assert orjson.loads(await refused.body()) == {"error": "method_not_allowed", "error_description": "use GET"}
-
-
-@pytest.fixture
-def signer(tmp_path: Path) -> tuple[Any, Path]:
-    key = ec.generate_private_key(ec.SECP256R1())
-    public = {**jwt.algorithms.ECAlgorithm.to_jwk(key.public_key(), as_dict=True), "kid": "k1"}
-    path = tmp_path / "jwks.json"
-    path.write_text(json.dumps({"keys": [public]}))
-    return key, path
 
 
 async def test_a_protected_http_app(signer: tuple[Any, Path]) -> None:

@@ -73,10 +73,20 @@ class AccessControl:
         self.confirmations = confirmations or Confirmations()
         self.clock = clock
         self._restricted: dict[int, tuple[int, Policy, bool, frozenset[str]]] = {}  # per catalog, per change
+        self._last: tuple[Any, Policy | None, frozenset[str]] = (None, None, frozenset())
 
     def level_of(self, item: Any) -> int:
         level = getattr(item, "security_level", None)
         return int(self.policy.levels["default"] if level is None else level)
+
+    def scopes_of(self, principal: Any) -> frozenset[str]:
+        """The policy's ``scopes_of``, worked out once per principal object: a session's calls come from one."""
+        last = self._last
+        if last[0] is principal and last[1] is self.policy:
+            return last[2]
+        granted = self.policy.scopes_of(principal)
+        self._last = (principal, self.policy, granted)
+        return granted
 
     def view_key(self, principal: Any, catalog: Any) -> Any:
         """The visibility class of ``principal`` for ``catalog`` — (authenticated, the scopes it has among those the
@@ -95,7 +105,7 @@ class AccessControl:
             return None
         if principal is None:
             return (False, frozenset())
-        return (True, self.policy.scopes_of(principal) & known[3])
+        return (True, self.scopes_of(principal) & known[3])
 
     def can_use(self, principal: Any, item: Any) -> bool:
         """Whether ``principal`` could ever call ``item`` (per-call verification aside): what lists show it."""
@@ -105,7 +115,7 @@ class AccessControl:
         if principal is None:
             return False
         scopes = getattr(item, "scopes", ())
-        return not scopes or set(scopes) <= self.policy.scopes_of(principal)
+        return not scopes or set(scopes) <= self.scopes_of(principal)
 
     def __call__(self, request: Any, call: Any) -> Any:
         """None when the call may go on; a coroutine to await when it needs verification (levels 8-10); raises
@@ -122,7 +132,7 @@ class AccessControl:
             raise RefusedError(f"{label} needs an authenticated caller (security level {level}); send credentials",
                                http_status=401, headers=self._challenge())  # fmt: skip
         scopes = tuple(getattr(item, "scopes", ()))
-        missing = sorted(set(scopes) - self.policy.scopes_of(principal))
+        missing = sorted(set(scopes) - self.scopes_of(principal))
         if missing:
             raise RefusedError(
                 f"{label} needs the scope{'s' if len(missing) > 1 else ''} {', '.join(missing)} (security level "
