@@ -69,6 +69,7 @@ def _parser() -> argparse.ArgumentParser:
     from .options import port, positive_float, positive_int
 
     parser = argparse.ArgumentParser(prog="tooldeck", description="Serve Python functions as MCP tools.")
+    parser.add_argument("--version", action="version", version=f"tooldeck {_version()}")
     parser.add_argument(
         "--log-level",
         default="warning",
@@ -146,18 +147,6 @@ def _parser() -> argparse.ArgumentParser:
     http.add_argument("--json-response", action="store_true", help="answer requests with JSON, never SSE")
     serve.set_defaults(command=_command("serve", "serve"))
 
-    tools = commands.add_parser("tools", help="list a deck's tools")
-    tools.add_argument("target", metavar="TARGET", help=target_help)
-    tools.add_argument("--json", action="store_true", help="print the tools/list result as JSON")
-    tools.set_defaults(command=_command("client", "tools"))
-
-    call = commands.add_parser("call", help="call one tool and print its result")
-    call.add_argument("target", metavar="TARGET", help=target_help)
-    call.add_argument("tool", metavar="TOOL")
-    call.add_argument("arguments", nargs="?", default="{}", metavar="JSON", help="arguments as a JSON object")
-    call.add_argument("--json", action="store_true", help="print the whole CallToolResult as JSON")
-    call.set_defaults(command=_command("client", "call"))
-
     validate = commands.add_parser(
         "validate", help="check tool definition files: the format's schema and the registration rules"
     )
@@ -186,4 +175,23 @@ def _parser() -> argparse.ArgumentParser:
         "--allow-breaks", action="store_true", help="chain breaks after interrupted writes are not errors"
     )
     audit_verify.set_defaults(command=_command("audit", "verify"))
+
+    # Commands whose modules register their own subcommands: register(commands, target_help) adds them and sets
+    # each one's command function. These modules import nothing heavy at the top.
+    import importlib
+
+    for module in _REGISTERED:
+        importlib.import_module(f"{__name__}.{module}").register(commands, target_help)
     return parser
+
+
+_REGISTERED = ("client",)
+
+
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("tooldeck")
+    except PackageNotFoundError:  # run from a source tree that was never installed
+        return "unknown (not installed)"

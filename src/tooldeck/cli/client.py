@@ -13,6 +13,21 @@ if TYPE_CHECKING:
 USAGE_ERROR = 2
 
 
+def register(commands: Any, target_help: str) -> None:
+    """Adds ``tools`` and ``call`` to the command line."""
+    listing = commands.add_parser("tools", help="list a deck's tools")
+    listing.add_argument("target", metavar="TARGET", help=target_help)
+    listing.add_argument("--json", action="store_true", help="print the tools/list result as JSON")
+    listing.set_defaults(command=tools)
+
+    calling = commands.add_parser("call", help="call one tool and print its result")
+    calling.add_argument("target", metavar="TARGET", help=target_help)
+    calling.add_argument("tool", metavar="TOOL")
+    calling.add_argument("arguments", nargs="?", default="{}", metavar="JSON", help="arguments as a JSON object")
+    calling.add_argument("--json", action="store_true", help="print the whole CallToolResult as JSON")
+    calling.set_defaults(command=call)
+
+
 def tools(args: argparse.Namespace) -> int:
     import asyncio
     import contextlib
