@@ -1,4 +1,9 @@
-"""Argument types of the command line: each refuses a bad value with one line that says what is wanted."""
+"""Argument types of the command line: each refuses a bad value with one line that says what is wanted.
+
+Every refusal is an ``argparse.ArgumentTypeError``, whose text argparse prints as it is after the option's name
+(``argument --port: must be a port number from 0 to 65535, got 'abc'``). A ValueError would be printed as
+``invalid port value: 'abc'``, naming the Python function instead of what the option wants.
+"""
 
 from __future__ import annotations
 
@@ -6,9 +11,9 @@ import argparse
 
 
 def port(text: str) -> int:
-    value = int(text)
-    if not 0 <= value <= 65535:
-        raise argparse.ArgumentTypeError("must be a port number from 0 to 65535")
+    value = _integer(text)
+    if value is None or not 0 <= value <= 65535:
+        raise argparse.ArgumentTypeError(f"must be a port number from 0 to 65535, got {text!r}")
     return value
 
 
@@ -16,14 +21,24 @@ def positive_float(text: str) -> float:
     try:
         value = float(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"must be a number of seconds, got {text!r}") from None
-    if not value > 0:
-        raise argparse.ArgumentTypeError("must be a positive number of seconds")
+        value = None
+    if value is None or not 0 < value < float("inf"):  # also refuses nan and inf
+        raise argparse.ArgumentTypeError(f"must be a positive number of seconds (like 10 or 0.5), got {text!r}")
     return value
 
 
 def positive_int(text: str) -> int:
-    value = int(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError("must be a positive integer")
+    value = _integer(text)
+    if value is None or value < 1:
+        raise argparse.ArgumentTypeError(f"must be a whole number of 1 or more, got {text!r}")
     return value
+
+
+def _integer(text: str) -> int | None:
+    """``text`` as a decimal integer (surrounding spaces allowed), or None."""
+    import re  # argparse has loaded it already
+
+    stripped = text.strip()
+    if not re.fullmatch(r"[+-]?[0-9]+", stripped):  # int() would also take '1_000' and Arabic-Indic digits
+        return None
+    return int(stripped)
