@@ -1,4 +1,5 @@
-"""``tooldeck serve``: a deck, a tool definition file or a directory of them, over stdio or Streamable HTTP."""
+"""``tooldeck serve``: a deck, a tool definition file or a directory of them, over stdio or Streamable HTTP, with a
+short banner on stderr once it is ready (``--quiet``: none)."""
 
 from __future__ import annotations
 
@@ -41,6 +42,7 @@ def serve(args: argparse.Namespace) -> int:
             deck.options.task_store = store or f"sqlite:{default_store_path(deck.name)}"
         run_http(
             deck,
+            on_listening=None if getattr(args, "quiet", False) else _announcer(deck, args),
             host=args.host,
             port=args.port,
             log_level=args.log_level,
@@ -61,6 +63,10 @@ def serve(args: argparse.Namespace) -> int:
     _policy(deck, args)
     if store is not None and deck.options.task_store is None:
         deck.options.task_store = store
+    if not getattr(args, "quiet", False):
+        from .banner import stdio_banner, write
+
+        write(stdio_banner(deck, args.target, getattr(args, "policy", None)))
     drain = getattr(args, "drain_timeout", None)
     run_stdio(deck, max_message_bytes=args.max_message_bytes, stdout_fd=out_fd,
               **({"drain_timeout": drain} if drain is not None else {}))  # fmt: skip
@@ -68,6 +74,17 @@ def serve(args: argparse.Namespace) -> int:
 
 
 _LOOPBACK = ("127.0.0.1", "::1", "localhost")
+
+
+def _announcer(deck: Any, args: argparse.Namespace) -> Any:
+    """What prints the banner once the HTTP server listens (only then is the port of ``--port 0`` known)."""
+
+    def announce(url: str, bound: str | None) -> None:
+        from .banner import http_banner, write
+
+        write(http_banner(deck, url, getattr(args, "policy", None), bound))
+
+    return announce
 
 
 def _policy(deck: Any, args: argparse.Namespace) -> None:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 import signal
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 import uvicorn
@@ -53,10 +54,12 @@ def http_server(
     header_timeout: float = 10.0,
     max_connections: int = 1000,
     log_level: str = "warning",
+    on_listening: Callable[[str, str | None], None] | None = None,
     **app_options: Any,
 ) -> _DrainingServer:
     """The uvicorn server ``run_http`` runs (``.run()``, or ``await .serve()`` in a loop of one's own); its app is
-    ``server.mcp_app``."""
+    ``server.mcp_app``. ``on_listening(url, bound)`` is called once the socket is bound, with the endpoint's URL
+    (the real port when ``port`` is 0) and, for a wildcard address, the address (the URL then names loopback)."""
     allowed_hosts = list(app_options.pop("allowed_hosts", ()))
     if host not in _WILDCARDS and host not in LOOPBACK and host not in allowed_hosts:
         allowed_hosts.append(host)  # the name we were told to bind is a name clients may use
@@ -81,7 +84,15 @@ def http_server(
         server_header=False,
         proxy_headers=False,  # tooldeck reads no client address; the middleware would only cost time
     )
-    return _DrainingServer(config, app)
+    return _DrainingServer(config, app, on_listening)
+
+
+def endpoint_url(host: str, port: int) -> tuple[str, str | None]:
+    """The MCP endpoint's URL for a server bound to ``host:port``, and the wildcard address it is bound to, if any
+    (a client cannot connect to 0.0.0.0 or ::, so the URL names loopback then)."""
+    bound = host if host in _WILDCARDS else None
+    name = "[::1]" if host == "::" else "127.0.0.1" if bound is not None else f"[{host}]" if ":" in host else host
+    return f"http://{name}:{port}/mcp", bound
 
 
 def _h11_protocol() -> type[Any]:
@@ -97,9 +108,19 @@ def _ignore(signum: int, frame: Any) -> None:
 class _DrainingServer(uvicorn.Server):
     """uvicorn's Server, telling the app to end its long-lived streams before uvicorn waits for connections."""
 
-    def __init__(self, config: Any, app: HttpApp) -> None:
+    def __init__(self, config: Any, app: HttpApp, on_listening: Callable[[str, str | None], None] | None) -> None:
         super().__init__(config)
         self.mcp_app = app
+        self.on_listening = on_listening
+        self.url: str | None = None
+
+    def _log_started_message(self, listeners: Sequence[Any]) -> None:
+        # uvicorn's own line names the server root; the endpoint is /mcp, and with port 0 only the socket knows it.
+        host = self.config.host
+        self.url, bound = endpoint_url(host, listeners[0].getsockname()[1])
+        log.info("serving at %s (press CTRL+C to quit)", self.url)
+        if self.on_listening is not None:
+            self.on_listening(self.url, bound)
 
     async def shutdown(self, sockets: Any = None) -> None:
         self.mcp_app.begin_shutdown()

@@ -1,0 +1,214 @@
+"""``tooldeck serve``'s start-up banner: a short block on stderr (never stdout), over stdio and HTTP; ``--quiet``."""
+
+from __future__ import annotations
+
+import re
+import shlex
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import orjson
+import pytest
+
+from http_client import HttpClient, free_port, wait_for_port
+from stdio_client import ROOT, TOOLDECK, StdioServer, checked_replies, handshake
+from tooldeck.cli import _plain_serve
+from tooldeck.transports.http.server import endpoint_url
+
+DECK = """\
+from tooldeck import Deck
+
+deck = Deck("banner-deck", version="2.3.4")
+
+
+@deck.tool
+def add(a: int, b: int) -> int:
+    return a + b
+
+
+@deck.tool
+def ping() -> str:
+    return "pong"
+
+
+deck.add_resource("config://app", "{}")
+
+
+@deck.resource_template("users://{name}")
+def user(name: str) -> str:
+    return name
+
+
+@deck.prompt
+def greet(name: str) -> str:
+    return f"Hello {name}"
+"""
+INSPECTOR = "npx @modelcontextprotocol/inspector"
+COUNTS = "2 tools, 1 resource, 1 resource template, 1 prompt"
+
+
+@pytest.fixture
+def deck(tmp_path: Path) -> Path:
+    path = tmp_path / "banner_deck.py"
+    path.write_text(DECK)
+    return path
+
+
+def serve(*args: str, input: bytes = b"", cwd: str = ROOT) -> subprocess.CompletedProcess[bytes]:
+    return subprocess.run([*TOOLDECK, "serve", *args], input=input, capture_output=True, cwd=cwd, timeout=60)
+
+
+def test_stdio_banner_is_on_stderr_and_stdout_carries_only_the_protocol(deck: Path) -> None:
+    sent = [*handshake(), {"jsonrpc": "2.0", "id": 2, "method": "tools/list"}]
+    done = serve(str(deck), input=b"".join(orjson.dumps(m) + b"\n" for m in sent))
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    replies = checked_replies(lines, sent)
+    assert [reply["id"] for reply in replies] == ["init", 2]  # the first line on stdout is initialize's reply
+    assert replies[0]["result"]["serverInfo"]["name"] == "banner-deck"
+    command = f"{sys.executable} -m tooldeck serve {deck}"
+    assert done.stderr.decode() == (
+        "tooldeck: banner-deck 2.3.4 on stdio\n"
+        f"  {COUNTS}\n"
+        "  tasks: memory\n"
+        f"  host: tooldeck install claude-desktop {deck}\n"
+        f"  inspector: {INSPECTOR} {command}\n"
+    )
+
+
+def test_the_inspector_command_on_the_banner_runs_the_same_server(deck: Path, tmp_path: Path) -> None:
+    # The hint is what a person pastes: the command after the Inspector's name must serve the deck from anywhere.
+    done = serve(str(deck), "--task-store", "memory")
+    hint = done.stderr.decode().splitlines()[-1]
+    command = shlex.split(hint.removeprefix(f"  inspector: {INSPECTOR} "))
+    sent = handshake()
+    elsewhere = subprocess.run(command, input=b"".join(orjson.dumps(m) + b"\n" for m in sent), capture_output=True,
+                               cwd=tmp_path.parent, timeout=60)  # fmt: skip
+    assert elsewhere.returncode == 0, elsewhere.stderr
+    (reply,) = checked_replies(elsewhere.stdout.splitlines(), sent)
+    assert reply["result"]["serverInfo"] == {"name": "banner-deck", "version": "2.3.4"}
+
+
+@pytest.mark.parametrize("extra", [(), ("--max-message-bytes", "1000"), ("--task-store", "memory")])
+def test_quiet_prints_nothing(deck: Path, extra: tuple[str, ...]) -> None:
+    sent = handshake()
+    done = serve(str(deck), "--quiet", *extra, input=b"".join(orjson.dumps(m) + b"\n" for m in sent))
+    assert done.returncode == 0
+    assert done.stderr == b""
+    assert [r["id"] for r in checked_replies(done.stdout.splitlines(), sent)] == ["init"]
+
+
+@pytest.mark.parametrize(
+    ("argv", "quiet", "target"),
+    [
+        (["serve"], False, None),
+        (["serve", "app.py"], False, "app.py"),
+        (["serve", "app.py", "--quiet"], True, "app.py"),
+        (["serve", "--quiet"], True, None),
+        (["serve", "app.py", "--quiet", "--max-message-bytes", "10"], True, "app.py"),
+    ],
+)
+def test_plain_serve_with_quiet_skips_argparse(argv: list[str], quiet: bool, target: str | None) -> None:
+    args = _plain_serve(argv)
+    assert args is not None
+    assert (args.quiet, args.target) == (quiet, target)
+
+
+def test_plain_serve_leaves_the_rest_to_argparse() -> None:
+    assert _plain_serve(["serve", "app.py", "--quiet", "--quiet"]) is None
+    assert _plain_serve(["serve", "--quiet", "app.py"]) is None
+    assert _plain_serve(["serve", "app.py", "--http"]) is None
+
+
+def test_http_banner_names_the_real_port_of_port_0(deck: Path, tmp_path: Path) -> None:
+    state = tmp_path / "state"
+    with StdioServer("serve", str(deck), "--http", "--port", "0", env={"XDG_STATE_HOME": str(state)}) as server:
+        text = server.wait_for_stderr("/mcp\n")  # the banner's last line, the Inspector's
+        url = re.search(r"on (http://127\.0\.0\.1:(\d+)/mcp) \(Streamable HTTP\)", text)
+        assert url is not None, text
+        assert int(url.group(2)) != 0
+        with HttpClient(url.group(1)) as http:
+            session = http.initialize()
+            reply = http.post({"jsonrpc": "2.0", "id": 2, "method": "tools/list"}, session=session).json()
+            assert [tool["name"] for tool in reply["result"]["tools"]] == ["add", "ping"]
+        server.proc.send_signal(signal.SIGTERM)
+        assert server.wait() == 0
+        store = state / "tooldeck" / "banner-deck-tasks.sqlite3"
+        # The whole of stderr at the default log level: the banner, and no line of uvicorn's.
+        assert server.stderr_so_far() == (
+            f"tooldeck: banner-deck 2.3.4 on {url.group(1)} (Streamable HTTP)\n"
+            f"  {COUNTS}\n"
+            f"  tasks: SQLite {store} · auth: off\n"
+            f"  inspector: {INSPECTOR} --transport http --server-url {url.group(1)}\n"
+        )
+
+
+def test_http_quiet_prints_nothing(deck: Path) -> None:
+    port = free_port()
+    proc = subprocess.Popen([*TOOLDECK, "serve", str(deck), "--http", "--port", str(port), "--quiet",
+                             "--task-store", "memory"], stderr=subprocess.PIPE, cwd=ROOT)  # fmt: skip
+    try:
+        wait_for_port(port, proc)
+        with HttpClient(f"http://127.0.0.1:{port}/mcp") as http:
+            http.initialize()
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        _, stderr = proc.communicate(timeout=30)
+    assert proc.returncode == 0
+    assert stderr == b""
+
+
+POLICY = """\
+[authentication]
+required = true
+
+[[authentication.tokens]]
+subject = "ci-bot"
+sha256 = "sha256:9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08"
+
+[audit]
+file = "{audit}"
+"""
+
+
+def test_a_policy_with_an_audit_file_shows_where_it_goes(deck: Path, tmp_path: Path) -> None:
+    policy = tmp_path / "policy.toml"
+    policy.write_text(POLICY.format(audit=tmp_path / "audit.jsonl"))
+    done = serve(str(deck), "--policy", str(policy), input=orjson.dumps(handshake()[0]) + b"\n")
+    assert done.returncode == 0, done.stderr
+    lines = done.stderr.decode().splitlines()
+    assert lines[2] == f"  tasks: memory · policy: {policy} · audit: {tmp_path / 'audit.jsonl'}"
+    assert lines[4].endswith(f"serve {deck} --policy {policy}")  # the Inspector runs it under the same policy
+
+    with StdioServer("serve", str(deck), "--http", "--port", "0", "--policy", str(policy), "--task-store",
+                     "memory") as server:  # fmt: skip
+        text = server.wait_for_stderr("/mcp\n")
+    assert f"  tasks: memory · policy: {policy} · audit: {tmp_path / 'audit.jsonl'} · auth: required\n" in text
+
+
+def test_audit_to_stderr_and_a_relative_audit_file(deck: Path, tmp_path: Path) -> None:
+    policy = tmp_path / "policy.toml"
+    policy.write_text('[audit]\nfile = "-"\n')
+    done = serve(str(deck), "--policy", str(policy))
+    assert done.stderr.decode().splitlines()[2].endswith("· audit: stderr")
+    policy.write_text('[audit]\nfile = "logs.jsonl"\n')
+    done = serve(str(deck), "--policy", "policy.toml", cwd=str(tmp_path))  # the file is opened from the cwd
+    assert done.stderr.decode().splitlines()[2] == (
+        f"  tasks: memory · policy: {policy} · audit: {tmp_path / 'logs.jsonl'}"
+    )
+
+
+@pytest.mark.parametrize(
+    ("host", "url", "bound"),
+    [
+        ("127.0.0.1", "http://127.0.0.1:8000/mcp", None),
+        ("localhost", "http://localhost:8000/mcp", None),
+        ("0.0.0.0", "http://127.0.0.1:8000/mcp", "0.0.0.0"),
+        ("::", "http://[::1]:8000/mcp", "::"),
+        ("::1", "http://[::1]:8000/mcp", None),
+    ],
+)
+def test_endpoint_url(host: str, url: str, bound: str | None) -> None:
+    assert endpoint_url(host, 8000) == (url, bound)
