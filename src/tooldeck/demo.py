@@ -40,7 +40,7 @@ _UNARY: dict[type, Callable[[float], float]] = {ast.UAdd: operator.pos, ast.USub
 
 def _round(x: float, digits: float = 0.0) -> float:
     if not digits.is_integer():
-        raise ValueError(f"round() takes a whole number of digits, got {digits!r}")
+        raise _Refusal(f"round() takes a whole number of digits, got {_number(digits)}")
     return round(x, int(digits))  # round(x, 0), not round(x): a float, so round(1e308) builds no big int
 
 
@@ -84,12 +84,53 @@ def _cannot(source: str, node: ast.AST, reason: object) -> ToolError:
     return ToolError(f"cannot evaluate {source!r}: {reason}{'' if whole else f' in {_quote(source, node)}'}")
 
 
+RANGE = "numbers must stay within about ±1.8e308"
+TOO_LARGE = f"the result is too large to represent ({RANGE})"
+
+
+class _Refusal(ValueError):
+    """A function's own refusal, worded for the user (the math module's "math domain error" is not)."""
+
+
+def _literal(value: float) -> float:
+    try:
+        number = float(value)
+    except OverflowError:  # an int beyond a float
+        number = math.inf
+    if math.isinf(number):  # 1e999
+        raise _Refusal(f"the number is too large to represent ({RANGE})")
+    return number
+
+
+def _number(x: float) -> str:
+    return str(int(x)) if x.is_integer() and abs(x) < 1e16 else f"{x:.6g}"
+
+
+def _why(node: ast.AST, args: list[float], exc: Exception) -> str:
+    """Why ``node`` could not be evaluated from ``args``, in words (never Python's "(34, 'Numerical result out of
+    range')", "math domain error" or "float modulo")."""
+    if isinstance(exc, OverflowError):
+        return TOO_LARGE
+    if isinstance(exc, _Refusal):
+        return str(exc)
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Name):
+        return f"{node.func.id}() is not defined for {', '.join(map(_number, args))}"
+    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Pow):
+        if args[0] == 0:
+            return "0 to a negative power is not defined (it would divide by zero)"
+        base, exponent = map(_number, args)
+        return f"a negative number to a fractional power ({base}) ** {exponent} has no real value"
+    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Mod):
+        return "modulo by zero (the remainder of a division by 0)"
+    return "division by zero"
+
+
 def _step(source: str, node: ast.AST) -> tuple[Callable[..., float], list[ast.expr]]:
     """How to evaluate an allowed ``node``: a function of its operands' values, and those operands; ToolError for
     anything else."""
     if isinstance(node, ast.Constant):
         if isinstance(node.value, int | float) and not isinstance(node.value, bool):
-            return functools.partial(float, node.value), []  # float() of a huge int fails when it is evaluated
+            return functools.partial(_literal, node.value), []  # a huge int fails when it is evaluated
     elif isinstance(node, ast.BinOp) and type(node.op) in _BINARY:
         return _BINARY[type(node.op)], [node.left, node.right]
     elif isinstance(node, ast.UnaryOp) and type(node.op) in _UNARY:
@@ -126,9 +167,12 @@ def _evaluate(source: str, tree: ast.Expression) -> float:
         args = values[len(values) - count :]
         del values[len(values) - count :]
         try:
-            values.append(function(*args))
+            value = function(*args)
         except (ArithmeticError, ValueError) as exc:  # division by zero, overflow, a math domain error
-            raise _cannot(source, node, exc) from None
+            raise _cannot(source, node, _why(node, args, exc)) from None
+        if math.isinf(value):  # 1e308 * 10 overflows without an exception: refused where it happens
+            raise _cannot(source, node, TOO_LARGE)
+        values.append(value)
     return values[0]
 
 
@@ -140,16 +184,41 @@ def calculate(expression: Annotated[str, {"maxLength": 1000}]) -> float:
         expression: e.g. "2 * (3 + 4) ** 0.5" or "sqrt(2) * pi"; functions: sqrt, sin, cos, tan, log (x[, base]),
             log10, exp, abs, round (x[, digits]), min and max (of two or more), floor, ceil; constants: pi, e, tau.
     """
+    source = expression.lstrip()  # leading spaces are no "unexpected indent" here
     try:
-        tree = ast.parse(expression, mode="eval")
+        tree = ast.parse(source, mode="eval")
     except SyntaxError as exc:
-        raise ToolError(f"not an expression: {exc.msg} at column {exc.offset}") from None
-    except (ValueError, RecursionError, MemoryError) as exc:  # null bytes; a parser stack exhausted
-        raise ToolError(f"not an expression: {exc or type(exc).__name__}") from None
-    result = _evaluate(expression, tree)
-    if math.isnan(result) or math.isinf(result):
-        raise ToolError(f"{expression!r} has no finite value")
+        raise ToolError(f"not an expression: {_syntax(expression, exc)}") from None
+    except (ValueError, RecursionError, MemoryError):  # a parser stack exhausted
+        raise ToolError("not an expression: it is nested too deeply") from None
+    result = _evaluate(source, tree)
+    if not math.isfinite(result):  # cannot happen: every step refuses infinity (kept as the output's guard)
+        raise ToolError(f"cannot evaluate {expression!r}: {TOO_LARGE}")
     return result
+
+
+def _syntax(expression: str, exc: SyntaxError) -> str:
+    """A SyntaxError in words, its place as a column counted from 1 over the whole expression (newlines count as
+    one character), or as the end of the expression where Python's parser reports column 0."""
+    if not expression.strip():
+        return "the expression is empty; give one like '2 * (3 + 4)'"
+    if exc.msg.startswith("Exceeds the limit"):  # the int-to-string guard: a literal of more than 4300 digits
+        return f"a number has more than 4300 digits; {RANGE}"
+    if exc.offset is None or exc.lineno is None:  # null bytes
+        return "the expression contains a null character (\\x00)"
+    if exc.offset < 1:
+        return f"unexpected end of expression after {_shorten(expression.rstrip(), tail=True)!r}"
+    source = expression.lstrip()
+    lines = source.split("\n")
+    column = len(expression) - len(source) + sum(len(line) + 1 for line in lines[: exc.lineno - 1]) + exc.offset
+    message = exc.msg.removesuffix(". Perhaps you forgot a comma?")
+    return f"{message} at column {column} (counting from 1), at {_shorten(expression[column - 1 :])!r}"
+
+
+def _shorten(text: str, *, tail: bool = False) -> str:
+    if len(text) <= 20:
+        return text
+    return f"...{text[-17:]}" if tail else f"{text[:17]}..."
 
 
 # --- convert_units -------------------------------------------------------------------------------------------
@@ -210,7 +279,7 @@ def _from_kelvin(value: float, unit: str) -> float:
 
 def _finite(result: float, value: float, from_unit: str, to_unit: str) -> float:
     if not math.isfinite(result):  # 1e308 km in mm: JSON has no infinity to answer with
-        raise ToolError(f"{value!r} {from_unit} in {to_unit} is out of the range of a float")
+        raise ToolError(f"cannot convert {value!r} {from_unit} to {to_unit}: {TOO_LARGE}")
     return result
 
 
@@ -377,24 +446,30 @@ async def count_primes(limit: Annotated[int, {"minimum": 2, "maximum": 200_000_0
 
 @deck.implements("calculator.add")
 def _add(a: float, b: float) -> dict[str, float]:
-    return {"result": a + b}
+    return {"result": _finite_result(a + b)}
 
 
 @deck.implements("calculator.subtract")
 def _subtract(a: float, b: float) -> dict[str, float]:
-    return {"result": a - b}
+    return {"result": _finite_result(a - b)}
 
 
 @deck.implements("calculator.multiply")
 def _multiply(a: float, b: float) -> dict[str, float]:
-    return {"result": a * b}
+    return {"result": _finite_result(a * b)}
 
 
 @deck.implements("calculator.divide")
 def _divide(a: float, b: float) -> dict[str, float]:
     if b == 0:
         raise ToolError("cannot divide by zero: b must not be 0")
-    return {"result": a / b}
+    return {"result": _finite_result(a / b)}
+
+
+def _finite_result(result: float) -> float:
+    if not math.isfinite(result):  # JSON has no infinity: say so instead of failing the output schema
+        raise ToolError(TOO_LARGE)
+    return result
 
 
 def _serve_calculator() -> None:
