@@ -50,14 +50,17 @@ async def test_the_opening_example_serves_its_tool() -> None:
         assert [n["method"] for n in c.notifications] == ["notifications/progress"]
 
 
-async def test_the_testing_your_deck_example_passes_against_the_opening_deck() -> None:
+def test_the_testing_your_deck_example_passes_under_plain_pytest(tmp_path: Path) -> None:
+    # Run as a user would: the opening example as app.py, the testing example as test_app.py, plain pytest in that
+    # folder (so this project's conftest.py, with its async hook, is not used).
     section = README.split("## Testing your deck", 1)[1].split("\n## ", 1)[0]
     (example,) = re.findall(r"```python\n(.*?)```", section, re.S)
-    module = run_as_module(python_blocks()[0])
-    exec(compile(example, "README.md (Testing your deck)", "exec"), module.__dict__)
-    tests = [name for name in vars(module) if name.startswith("test_")]
-    assert tests == ["test_forecast"]
-    await module.test_forecast()  # its own assertion is what is checked
+    (tmp_path / "app.py").write_text(python_blocks()[0])
+    (tmp_path / "test_app.py").write_text(example)
+    done = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q"], capture_output=True,
+                          text=True, cwd=tmp_path, timeout=120)  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert re.search(r"^3 passed", done.stdout.splitlines()[-1]), done.stdout
 
 
 async def test_the_context_example() -> None:
