@@ -191,7 +191,7 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
-_REGISTERED = ("client",)
+_REGISTERED = ("client", "install", "inspect")
 
 
 def _version() -> str:
