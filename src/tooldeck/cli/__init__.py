@@ -191,7 +191,7 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
-_REGISTERED = ("client", "install", "inspect")
+_REGISTERED = ("client", "dev", "install", "inspect")
 
 
 def _version() -> str:
