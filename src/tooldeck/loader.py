@@ -16,8 +16,13 @@ from typing import Any
 
 from .deck import Deck
 from .protocol.errors import RegistrationError, TargetError
+from .schema.names import a_type_name
 
 DEMO = "tooldeck.demo"
+TARGETS = (
+    "a TARGET is a Python file (path/app.py[:NAME]), a module (package.module[:NAME]), a tool definition file "
+    "(.json, .yaml, .yml) or a directory of tool definition files"
+)
 
 
 def load_deck(target: str | None, *, watch: bool = False) -> Deck:
@@ -27,7 +32,8 @@ def load_deck(target: str | None, *, watch: bool = False) -> Deck:
     if os.path.isdir(target):
         return _definitions_deck(target, watch)
     if watch:
-        raise TargetError(f"{target}: --watch takes a directory of tool definition files")
+        what = "is a file" if os.path.isfile(target) else "no such directory"
+        raise TargetError(f"{target}: {what}; --watch takes a directory of tool definition files (.json, .yaml, .yml)")
     source, attr = _split(target)
     if source.endswith((".json", ".yaml", ".yml")):
         return _definition_deck(source)
@@ -62,12 +68,23 @@ def _definitions_deck(directory: str, watch: bool) -> Deck:
         deck.services.append(watcher.watch)
         return deck
     if not definition_files(directory):
-        raise TargetError(f"{directory}: no tool definition files (.json, .yaml, .yml) in this directory")
+        raise TargetError(f"{directory}: {_no_definitions(directory)}")
     try:
         deck.load_manifest(directory)
     except DefinitionError as exc:
         raise TargetError(str(exc)) from None  # every problem, a line each
     return deck
+
+
+def _no_definitions(directory: str) -> str:
+    """Why a directory cannot be served: it holds no definition files (and, when it holds Python, what to give)."""
+    said = "is a directory with no tool definition files (.json, .yaml, .yml) in it, which is what a directory serves"
+    python = sorted(
+        (name for name in os.listdir(directory) if name.endswith(".py")), key=lambda n: (n == "__init__.py", n)
+    )
+    if python:
+        return f"{said}; for Python code give the file that creates the Deck, e.g. {os.path.join(directory, python[0])}"
+    return f"{said}; {TARGETS}"
 
 
 def _split(target: str) -> tuple[str, str | None]:
@@ -82,8 +99,11 @@ def _looks_like_path(source: str) -> bool:
 
 
 def _load_file(path: str) -> ModuleType:
+    if os.path.isdir(path):  # DIR:NAME (a directory is served only as tool definitions, whole)
+        raise TargetError(f"{path}: is a directory, and :NAME picks a Deck in a Python file or module; {TARGETS}")
     if not os.path.isfile(path):
-        raise TargetError(f"{path}: no such file")
+        where = "" if os.path.isabs(path) else f" (looked for in {os.getcwd()})"
+        raise TargetError(f"{path}: no such file{where}")
     if not path.endswith(".py"):
         raise TargetError(f"{path}: expected a Python file (.py)")
     directory = os.path.dirname(os.path.abspath(path))
@@ -133,9 +153,13 @@ def _where(exc: BaseException, path: str) -> str:
 
 
 def _pick(module: ModuleType, source: str, attr: str | None) -> Deck:
+    if getattr(module, "__file__", None) is None and hasattr(module, "__path__"):  # a namespace package: a directory
+        raise TargetError(f"{source}: is a directory without __init__.py, not a module; {TARGETS}")
     if attr is not None:
         if not hasattr(module, attr):
-            raise TargetError(f"{source}: has no attribute {attr!r}")
+            held = sorted(name for name, value in vars(module).items() if isinstance(value, Deck))
+            found = f"its Decks: {', '.join(held)}" if held else "it defines no Deck"
+            raise TargetError(f"{source}: has no attribute {attr!r} ({found})")
         return _as_deck(getattr(module, attr), f"{source}:{attr}")
     decks = {name: value for name, value in vars(module).items() if isinstance(value, Deck)}
     if "deck" in decks:
@@ -155,7 +179,11 @@ def _as_deck(value: Any, where: str) -> Deck:
         try:
             value = value()
         except Exception as exc:
-            raise TargetError(f"{where}: calling it failed: {type(exc).__name__}: {exc}") from None
+            raise TargetError(
+                f"{where}: calling it failed (a TARGET's NAME must be a Deck, or a function that takes no arguments "
+                f"and returns one): {type(exc).__name__}: {exc}"
+            ) from None
         if isinstance(value, Deck):
             return value
-    raise TargetError(f"{where}: is a {type(value).__name__}, not a Deck (or a function returning one)")
+        raise TargetError(f"{where}: returned {a_type_name(value)}, not a Deck")
+    raise TargetError(f"{where}: is {a_type_name(value)}, not a Deck (or a function returning one)")
