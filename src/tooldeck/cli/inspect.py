@@ -43,6 +43,11 @@ def register(commands: Any, target_help: str) -> None:
     parser.add_argument("target", nargs="?", metavar="TARGET", help=f"{target_help} (default: the demo deck)")
     parser.add_argument("--json", action="store_true", help="print the summary as JSON (shape: see the docs)")
     parser.add_argument("--strict", action="store_true", help="exit 1 when there are warnings (infos do not count)")
+    parser.add_argument(
+        "--policy",
+        metavar="FILE",
+        help="a security policy (TOML), as serve --policy takes: show what its [authentication.stdio] user sees",
+    )
     parser.set_defaults(command=inspect)
 
 
@@ -55,6 +60,8 @@ def inspect(args: argparse.Namespace) -> int:
 
     with contextlib.redirect_stdout(sys.stderr):  # the target's own prints must not mix with the summary
         deck = load_deck(args.target)
+        if args.policy is not None:
+            _apply_policy(deck, args.policy)
         summary = asyncio.run(gather(deck))
     findings = lint_tools(summary["tools"])
     summary["warnings"] = [finding.as_json() for finding in findings]
@@ -66,6 +73,16 @@ def inspect(args: argparse.Namespace) -> int:
         sys.stdout.write("\n".join(render(summary)) + "\n")
     failing = args.strict and any(finding.severity == "warning" for finding in findings)
     return 1 if failing else 0
+
+
+def _apply_policy(deck: Deck, path: str) -> None:
+    from ..protocol.errors import TargetError
+    from ..security.policy import PolicyError
+
+    try:
+        deck.apply_policy(path)
+    except PolicyError as exc:
+        raise TargetError(str(exc)) from None
 
 
 async def gather(deck: Deck) -> dict[str, Any]:
