@@ -26,7 +26,7 @@ def python_blocks() -> list[str]:
 
 
 # Examples that are run by tests of their own (they need files, a transport, or a deck of their own).
-SEPARATE = ("deck.run(", "transports.memory", "implements(", "deck.manager", "apply_policy(")
+SEPARATE = ("deck.run(", "tooldeck.testing", "implements(", "deck.manager", "apply_policy(")
 
 
 def run_as_module(source: str) -> ModuleType:

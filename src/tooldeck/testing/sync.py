@@ -43,6 +43,9 @@ class SyncClient:
         if threading.current_thread() is self._thread:
             coroutine.close()
             raise RuntimeError("a callback called the sync testing client it runs on: it would wait for itself")
+        if self._loop.is_closed():
+            coroutine.close()
+            raise RuntimeError("the client is closed: use it inside `with Client(deck) as client:`")
         return asyncio.run_coroutine_threadsafe(coroutine, self._loop).result()
 
     def start(self) -> None:
