@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import os
+import re
 import select
+import shlex
 import signal
 import socket
 import subprocess
@@ -219,3 +221,26 @@ def test_dev_help_names_its_options() -> None:
     done = subprocess.run([*TOOLDECK, "dev", "--help"], capture_output=True, text=True, cwd=ROOT, timeout=60)
     assert done.returncode == 0
     assert all(option in done.stdout for option in ("TARGET", "--host", "--port", "--policy"))
+
+
+def test_readme_dev_examples(tmp_path: Path, dev_env: dict[str, str]) -> None:
+    readme = (Path(ROOT) / "README.md").read_text()
+    section = readme.split("## Developing a deck: the banner and tooldeck dev\n", 1)[1].split("\n## ", 1)[0]
+    (line,) = [line for line in section.splitlines() if line.startswith("tooldeck dev")]
+    command = shlex.split(line.split("#")[0])
+    assert command == ["tooldeck", "dev", "app.py"]
+    (inspector,) = [line for line in section.splitlines() if line.startswith("npx ")]
+    folder = tmp_path / "weather"
+    folder.mkdir()
+    (folder / "app.py").write_text(re.findall(r"```python\n(.*?)```", readme, re.S)[0])  # the opening example
+    port = free_port()  # the README's command as written, on a free port instead of 8000
+    dev = Dev(*command[2:], "--port", str(port), cwd=folder, env=dev_env)
+    try:
+        dev.wait_for_banners(1)
+        assert f"tooldeck: weather 1.0.0 on http://127.0.0.1:{port}/mcp (Streamable HTTP)\n" in dev.stderr
+        (printed,) = [line.strip() for line in dev.stderr.splitlines() if "npx " in line]
+        assert printed.removeprefix("inspector: ") == inspector.replace(":8000/", f":{port}/")
+        assert tool_names(f"http://127.0.0.1:{port}/mcp") == ["forecast"]
+        assert dev.stop() == 0
+    finally:
+        dev.kill()

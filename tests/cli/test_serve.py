@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 import shlex
 import signal
@@ -212,3 +213,50 @@ def test_audit_to_stderr_and_a_relative_audit_file(deck: Path, tmp_path: Path) -
 )
 def test_endpoint_url(host: str, url: str, bound: str | None) -> None:
     assert endpoint_url(host, 8000) == (url, bound)
+
+
+def readme_section() -> str:
+    readme = (Path(ROOT) / "README.md").read_text()
+    return readme.split("## Developing a deck: the banner and tooldeck dev\n", 1)[1].split("\n## ", 1)[0]
+
+
+def readme_deck(tmp_path: Path) -> Path:
+    """The README's opening example, saved as app.py in a folder of its own (the section's example deck)."""
+    (example,) = re.findall(r"```python\n(.*?)```", (Path(ROOT) / "README.md").read_text(), re.S)[:1]
+    folder = tmp_path / "weather"
+    folder.mkdir()
+    (folder / "app.py").write_text(example)
+    return folder
+
+
+def test_readme_banner_is_what_serve_prints(tmp_path: Path) -> None:
+    folder = readme_deck(tmp_path)
+    (shown,) = re.findall(r"```text\n(.*?)```", readme_section(), re.S)
+    done = serve("app.py", cwd=str(folder))
+    assert done.returncode == 0, done.stderr
+    printed = done.stderr.decode().replace(sys.executable, "/home/me/.venv/bin/python")
+    assert printed.replace(str(folder), "/home/me/weather") == shown
+
+
+def test_readme_quiet_example(tmp_path: Path) -> None:
+    folder = readme_deck(tmp_path)
+    (line,) = [line for line in readme_section().splitlines() if line.startswith("tooldeck serve")]
+    command = shlex.split(line.split("#")[0])
+    assert command == ["tooldeck", "serve", "app.py", "--quiet"]
+    sent = handshake()
+    done = serve(*command[2:], input=b"".join(orjson.dumps(m) + b"\n" for m in sent), cwd=str(folder))
+    assert (done.returncode, done.stderr) == (0, b"")
+    assert [r["id"] for r in checked_replies(done.stdout.splitlines(), sent)] == ["init"]
+
+
+def test_the_host_hint_is_a_command_that_works(deck: Path, tmp_path: Path) -> None:
+    hint = serve(str(deck)).stderr.decode().splitlines()[3]
+    command = shlex.split(hint.removeprefix("  host: "))
+    assert command[:3] == ["tooldeck", "install", "claude-desktop"]
+    home = tmp_path / "home"
+    home.mkdir()
+    env = {**os.environ, "HOME": str(home), "XDG_CONFIG_HOME": str(home / ".config")}
+    done = subprocess.run([*TOOLDECK, *command[1:], "--dry-run"], capture_output=True, text=True, cwd=ROOT, env=env,
+                          timeout=60)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert "banner-deck" in done.stdout and str(deck) in done.stdout

@@ -21,7 +21,7 @@ def stdio_banner(deck: Any, target: str | None, policy: str | None) -> str:
         "stdio",
         policy,
         [
-            f"host: tooldeck install claude-desktop {shlex.quote(target or 'tooldeck.demo')}",
+            f"host: tooldeck install claude-desktop{f' {shlex.quote(target)}' if target else ''}",
             f"inspector: {INSPECTOR} {command}",
         ],
     )
