@@ -3,6 +3,8 @@ and small decks written to temporary files; what it shows is compared with what 
 
 from __future__ import annotations
 
+import re
+import shlex
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -250,3 +252,16 @@ def test_a_target_that_does_not_load_is_one_line(tmp_path: Path) -> None:
     done = inspect(str(tmp_path / "missing.py"))
     assert (done.returncode, done.stdout) == (2, "")
     assert done.stderr == f"tooldeck: {tmp_path / 'missing.py'}: no such file\n"
+
+
+def test_the_readme_example_prints_what_the_readme_shows(tmp_path: Path) -> None:
+    readme = (Path(ROOT) / "README.md").read_text()
+    section = readme.split("\n## Connect a host\n", 1)[1].split("\n## ", 1)[0]
+    (command,) = re.findall(r"```bash\n(.*?)```", section, re.S)[-1].strip().splitlines()
+    (expected,) = re.findall(r"```text\n(.*?)```", section, re.S)
+    (tmp_path / "app.py").write_text(re.findall(r"```python\n(.*?)```", readme, re.S)[0])
+    words = shlex.split(command)
+    assert words[:2] == ["tooldeck", "inspect"]
+    done = subprocess.run([*TOOLDECK, *words[1:]], capture_output=True, text=True, cwd=tmp_path, timeout=60)
+    assert (done.returncode, done.stderr) == (0, "")
+    assert done.stdout == expected

@@ -3,8 +3,11 @@ host; merging, backups, refusals, dry runs, and the written command started as a
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
+import re
+import shlex
 import stat
 import subprocess
 import sys
@@ -14,7 +17,7 @@ from typing import Any
 import orjson
 import pytest
 
-from stdio_client import TOOLDECK, checked_replies, handshake
+from stdio_client import ROOT, TOOLDECK, checked_replies, handshake
 from tooldeck.cli.hosts import HOSTS, config_path
 
 DECK = '''
@@ -292,3 +295,101 @@ def test_the_config_file_of_each_platform(platform: str, environ: dict[str, str]
     for host, relative in (("claude-code", ".claude.json"), ("cursor", ".cursor/mcp.json"),
                            ("gemini-cli", ".gemini/settings.json")):  # fmt: skip
         assert config_path(HOSTS[host], platform, environ, home) == home / relative
+
+
+# --- the README's "Connect a host" section, run as written ----------------------------------------------------------
+
+README = (Path(ROOT) / "README.md").read_text()
+SECTION = README.split("\n## Connect a host\n", 1)[1].split("\n## ", 1)[0]
+INSPECTOR = ["npx", "@modelcontextprotocol/inspector"]
+
+
+@pytest.fixture
+def app(tmp_path: Path) -> Path:
+    """The README's opening deck, saved as app.py the way the section says."""
+    (tmp_path / "weather").mkdir()
+    path = tmp_path / "weather" / "app.py"
+    path.write_text(re.findall(r"```python\n(.*?)```", README, re.S)[0])
+    return path
+
+
+def section_commands() -> list[list[str]]:
+    blocks = re.findall(r"```bash\n(.*?)```", SECTION, re.S)
+    return [shlex.split(line) for block in blocks for line in block.splitlines() if line.strip()]
+
+
+def inspector_target(words: list[str], cwd: Path) -> tuple[list[str], dict[str, str], str | None]:
+    """The stdio command an Inspector command line starts, its environment, and the --method it sends."""
+    options = words[len(INSPECTOR) :]
+    method = options[options.index("--method") + 1] if "--method" in options else None
+    if "--config" in options:
+        servers = orjson.loads((cwd / options[options.index("--config") + 1]).read_bytes())["mcpServers"]
+        entry = servers[options[options.index("--server") + 1]]
+        return [entry["command"], *entry["args"]], entry.get("env", {}), method
+    options = [word for word in options if word != "--cli"]
+    target = list(itertools.takewhile(lambda word: not word.startswith("-"), options))
+    assert target[0] == ".venv/bin/tooldeck"  # the venv's own command, run here from the test's venv
+    return [str(Path(sys.executable).parent / "tooldeck"), *target[1:]], {}, method
+
+
+def test_the_readme_commands_run_as_written(app: Path, home: Path) -> None:
+    commands = section_commands()
+    assert [words[:2] for words in commands] == [
+        ["tooldeck", "install"], ["tooldeck", "install"], ["tooldeck", "install"],
+        INSPECTOR, INSPECTOR, ["tooldeck", "install"], INSPECTOR, ["tooldeck", "inspect"],
+    ]  # fmt: skip
+    cwd = app.parent
+    for words in commands:
+        if words[0] == "tooldeck":
+            redirect = words[words.index(">") + 1] if ">" in words else None
+            words = words[: words.index(">")] if redirect else words
+            done = install(home, *words[2:], cwd=cwd) if words[1] == "install" else None
+            if done is None:
+                done = subprocess.run([*TOOLDECK, *words[1:]], capture_output=True, text=True, cwd=cwd, timeout=60)
+            assert done.returncode == 0, (words, done.stderr)
+            if redirect:
+                (cwd / redirect).write_text(done.stdout)
+            continue
+        command, env, method = inspector_target(words, cwd)
+        sent: list[Any] = [*handshake()]
+        if method is not None:
+            sent.append({"jsonrpc": "2.0", "id": 2, "method": method})
+        done_bytes = subprocess.run(
+            command,
+            input=b"".join(orjson.dumps(m) + b"\n" for m in sent),
+            capture_output=True,
+            cwd=cwd,
+            env={**os.environ, **env},
+            timeout=60,
+        )
+        replies = checked_replies(done_bytes.stdout.splitlines(), sent)
+        assert replies[0]["result"]["serverInfo"]["name"] == "weather", done_bytes.stderr
+        if method == "tools/list":
+            assert [tool["name"] for tool in replies[1]["result"]["tools"]] == ["forecast"]
+    desktop = orjson.loads((home / "xdg" / "Claude" / "claude_desktop_config.json").read_bytes())
+    assert desktop["mcpServers"]["weather"]["args"] == ["-m", "tooldeck", "serve", str(app)]
+    cursor = orjson.loads((home / ".cursor" / "mcp.json").read_bytes())
+    assert cursor["mcpServers"]["weather-dev"]["env"] == {"API_KEY": "secret"}
+    assert not (home / "xdg" / "Code").exists()  # the vscode line is a dry run
+
+
+def test_the_readme_json_is_what_install_json_prints(app: Path, home: Path) -> None:
+    (shown,) = re.findall(r"```json\n(.*?)```", SECTION, re.S)
+    shown_entry = orjson.loads(shown)["mcpServers"]["weather"]
+    real = orjson.loads(install(home, "json", "app.py", cwd=app.parent).stdout)
+    real_entry = real["mcpServers"]["weather"]
+    assert list(real) == ["mcpServers"] and list(real["mcpServers"]) == ["weather"]
+    assert list(shown_entry) == list(real_entry) == ["command", "args"]
+    assert shown_entry["command"].endswith("/.venv/bin/python") and real_entry["command"] == sys.executable
+    assert shown_entry["args"][:-1] == real_entry["args"][:-1] == ["-m", "tooldeck", "serve"]
+    assert shown_entry["args"][-1].endswith("/weather/app.py") and real_entry["args"][-1] == str(app)
+
+
+def test_the_readme_table_names_every_host_and_its_format() -> None:
+    rows = re.findall(r"^\| `([a-z-]+)` \| (.*) \| (.*) \|$", SECTION, re.M)
+    assert [row[0] for row in rows] == list(HOSTS)
+    for name, files, servers in rows:
+        host = HOSTS[name]
+        assert servers == f"`{host.key}`" + (', with `"type": "stdio"`' if host.typed else "")
+        linux = config_path(host, "linux", {}, Path("~"))
+        assert linux.name in files
