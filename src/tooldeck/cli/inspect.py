@@ -41,7 +41,11 @@ def register(commands: Any, target_help: str) -> None:
         help="summarise a deck as a host sees it (tools, resources, prompts) and warn about what hosts cannot read",
     )
     parser.add_argument("target", nargs="?", metavar="TARGET", help=f"{target_help} (default: the demo deck)")
-    parser.add_argument("--json", action="store_true", help="print the summary as JSON (shape: see the docs)")
+    parser.add_argument(
+        "--json",
+        action="store_true",
+        help="print the summary as JSON: server, tools, resources, resourceTemplates, prompts, unlisted, warnings",
+    )
     parser.add_argument("--strict", action="store_true", help="exit 1 when there are warnings (infos do not count)")
     parser.add_argument(
         "--policy",
