@@ -79,9 +79,14 @@ def test_stdio_banner_is_on_stderr_and_stdout_carries_only_the_protocol(deck: Pa
     )
 
 
-def test_the_inspector_command_on_the_banner_runs_the_same_server(deck: Path, tmp_path: Path) -> None:
-    # The hint is what a person pastes: the command after the Inspector's name must serve the deck from anywhere.
+def test_the_inspector_command_on_the_banner_runs_the_same_server(tmp_path: Path) -> None:
+    # The hint is what a person pastes: the command after the Inspector's name must serve the deck from anywhere,
+    # even from a folder whose name a shell would split.
+    (tmp_path / "my decks").mkdir()
+    deck = tmp_path / "my decks" / "deck.py"
+    deck.write_text(DECK)
     done = serve(str(deck), "--task-store", "memory")
+    assert f"'{deck}'" in done.stderr.decode()
     hint = done.stderr.decode().splitlines()[-1]
     command = shlex.split(hint.removeprefix(f"  inspector: {INSPECTOR} "))
     sent = handshake()
@@ -260,3 +265,33 @@ def test_the_host_hint_is_a_command_that_works(deck: Path, tmp_path: Path) -> No
                           timeout=60)  # fmt: skip
     assert done.returncode == 0, done.stderr
     assert "banner-deck" in done.stdout and str(deck) in done.stdout
+
+
+@pytest.mark.parametrize(("env", "bold"), [({}, True), ({"NO_COLOR": "1"}, False)])
+def test_the_title_is_bold_only_on_a_terminal_without_no_color(deck: Path, env: dict[str, str], bold: bool) -> None:
+    import pty
+
+    primary, secondary = pty.openpty()
+    environ = {k: v for k, v in os.environ.items() if k not in ("NO_COLOR", "TERM")} | {"TERM": "xterm", **env}
+    try:
+        done = subprocess.run([*TOOLDECK, "serve", str(deck)], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                              stderr=secondary, cwd=ROOT, env=environ, timeout=60)  # fmt: skip
+        assert done.returncode == 0
+        os.close(secondary)
+        secondary = -1
+        text = b""
+        while True:  # the child has exited: read the terminal until it is drained
+            try:
+                chunk = os.read(primary, 65536)
+            except OSError:  # EIO: no writer left
+                break
+            if not chunk:
+                break
+            text += chunk
+    finally:
+        os.close(primary)
+        if secondary != -1:
+            os.close(secondary)
+    first = text.decode().splitlines()[0]
+    assert first.startswith("\x1b[1mtooldeck: banner-deck 2.3.4 on stdio") is bold
+    assert ("\x1b[" in text.decode()) is bold

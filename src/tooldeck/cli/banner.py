@@ -5,7 +5,6 @@ nothing worth measuring, and it is written with one write."""
 from __future__ import annotations
 
 import os
-import shlex
 import sys
 from typing import Any
 
@@ -15,13 +14,13 @@ INSPECTOR = "npx @modelcontextprotocol/inspector"
 def stdio_banner(deck: Any, target: str | None, policy: str | None) -> str:
     """The banner of a deck served over stdio: what it serves, and the commands that connect a host or the
     Inspector to it (the same command a host would run)."""
-    command = shlex.join(serve_command(target, policy))
+    command = " ".join(_quote(word) for word in serve_command(target, policy))
     return _block(
         deck,
         "stdio",
         policy,
         [
-            f"host: tooldeck install claude-desktop{f' {shlex.quote(target)}' if target else ''}",
+            f"host: tooldeck install claude-desktop{f' {_quote(target)}' if target else ''}",
             f"inspector: {INSPECTOR} {command}",
         ],
     )
@@ -99,6 +98,18 @@ def _absolute(target: str) -> str:
     if sep and attr.isidentifier() and os.path.exists(source):
         return f"{os.path.abspath(source)}:{attr}"
     return os.path.abspath(target) if os.path.exists(target) else target
+
+
+_SAFE = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789@%+=:,./-_")
+
+
+def _quote(word: str) -> str:
+    """``word`` as a shell reads it; shlex (and the re it compiles) only for the rare word that needs quoting."""
+    if word and _SAFE.issuperset(word):
+        return word
+    import shlex
+
+    return shlex.quote(word)
 
 
 def _colour() -> bool:
