@@ -78,7 +78,7 @@ async def test_a_task_runs_in_the_background_and_its_result_is_the_original() ->
     async with client(deck) as c:
         created = await create(c, "crunch", {"n": 3}, ttl=60_000)
         task = created["task"]
-        assert task["status"] == "working" and task["ttl"] == 60_000 and task["pollInterval"] == 500
+        assert task["status"] == "working" and task["ttl"] == 60_000 and task["pollInterval"] == 50
         assert created["_meta"] == {"io.modelcontextprotocol/model-immediate-response": "Working on it."}
         result = await c.request("tasks/result", {"taskId": task["taskId"]})
         assert result["structuredContent"] == {"result": 6}

@@ -15,6 +15,7 @@ SRC = Path(__file__).resolve().parents[2] / "src" / "tooldeck"
 def test_exported_names() -> None:
     assert sorted(tooldeck.tasks.__all__) == [
         "MemoryTaskStore",
+        "PollInterval",
         "STATUSES",
         "SqliteTaskStore",
         "TERMINAL",

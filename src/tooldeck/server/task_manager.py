@@ -6,6 +6,9 @@ goes to the TaskStore, so tasks/get, tasks/result, tasks/list and tasks/cancel w
 id (or, with an authenticated principal, only from that principal's sessions: another's task is "not found").
 Every status change is announced with notifications/tasks/status to the session that created the task, through the
 server's bus (topic ``session/<key>``).
+
+The pollInterval of a task that is not finished is worked out from its age whenever it is sent (``PollInterval``:
+short while the task is young, longer as it ages), so a short task is seen finished soon after it finishes.
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ from ..protocol.errors import (
     TaskLimitError,
 )
 from ..tasks.memory import MemoryTaskStore
+from ..tasks.polling import PollInterval
 from ..tasks.record import TaskRecord, new_task_id
 from ..tasks.store import TaskStore
 from .context import RELATED_TASK
@@ -54,7 +58,8 @@ class TaskManager:
         *,
         default_ttl_ms: int = 3_600_000,
         max_ttl_ms: int = 86_400_000,
-        poll_interval_ms: int = 500,
+        poll_interval: PollInterval | None = None,
+        poll_interval_ms: int | None = None,
         max_active: int = 100,
         clock: Callable[[], float] = time.time,
     ) -> None:
@@ -66,7 +71,10 @@ class TaskManager:
         self.store: TaskStore = MemoryTaskStore() if store is None or isinstance(store, str) else store
         self.default_ttl_ms = default_ttl_ms
         self.max_ttl_ms = max_ttl_ms
-        self.poll_interval_ms = poll_interval_ms
+        # poll_interval_ms (the older option) is a fixed interval; otherwise it adapts to each task's age.
+        if poll_interval_ms is not None:
+            poll_interval = PollInterval.fixed(poll_interval_ms)
+        self.poll_interval = poll_interval if poll_interval is not None else PollInterval()
         self.max_active = max_active
         self.clock = clock
         self.running: dict[str, asyncio.Task[Any]] = {}
@@ -131,7 +139,7 @@ class TaskManager:
             created_at=now,
             updated_at=now,
             ttl_ms=ttl,
-            poll_interval_ms=self.poll_interval_ms,
+            poll_interval_ms=self.poll_interval.at(0),  # what a task of age 0 advertises; stored for the record
             tool=tool.name,
         )
         await self.store.create(record)
@@ -180,11 +188,17 @@ class TaskManager:
             request = self._requests.get(task_id)
             key = None if request is None else getattr(request.peer, "key", None)
             if key is not None:
-                note = jsonrpc.notification("notifications/tasks/status", record.to_wire())
+                note = jsonrpc.notification("notifications/tasks/status", self._wire(record, self.clock()))
                 self.bus.publish(f"session/{key}", note)
         return record
 
     # --- tasks/* ------------------------------------------------------------------------------------------------
+
+    def _wire(self, record: TaskRecord, now: float) -> dict[str, Any]:
+        """The Task as sent at ``now``: while it runs, with the pollInterval for its age."""
+        if record.is_terminal:
+            return record.to_wire()
+        return record.to_wire(self.poll_interval.at(now - record.created_at))
 
     async def _find(self, rctx: RequestContext, params: dict[str, Any]) -> TaskRecord:
         task_id = params.get("taskId")
@@ -198,7 +212,7 @@ class TaskManager:
         return record
 
     async def get(self, rctx: RequestContext, params: dict[str, Any]) -> dict[str, Any]:
-        return (await self._find(rctx, params)).to_wire()
+        return self._wire(await self._find(rctx, params), self.clock())
 
     async def result(self, rctx: RequestContext, params: dict[str, Any]) -> dict[str, Any]:
         import asyncio
@@ -211,7 +225,7 @@ class TaskManager:
                     event = self._finished[record.task_id] = asyncio.Event()
                 await event.wait()
             else:  # running elsewhere (another process sharing the store): poll
-                await asyncio.sleep((record.poll_interval_ms or self.poll_interval_ms) / 1000)
+                await asyncio.sleep(self.poll_interval.at(self.clock() - record.created_at) / 1000)
             record = await self._find(rctx, params)
         related = {RELATED_TASK: {"taskId": record.task_id}}
         if record.error is not None:
@@ -230,8 +244,9 @@ class TaskManager:
         codec = self.cursors
         after = None if cursor is None else codec.decode_key("tasks", cursor)
         page = self.page_size or 50
-        records = await self.store.list(rctx.owner(), self.clock(), after=after, limit=page + 1)
-        result: dict[str, Any] = {"tasks": [r.to_wire() for r in records[:page]]}
+        now = self.clock()
+        records = await self.store.list(rctx.owner(), now, after=after, limit=page + 1)
+        result: dict[str, Any] = {"tasks": [self._wire(r, now) for r in records[:page]]}
         if len(records) > page:
             result["nextCursor"] = codec.encode_key("tasks", records[page - 1].task_id)
         return result

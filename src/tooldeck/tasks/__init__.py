@@ -1,4 +1,5 @@
-"""MCP tasks (spec §7): the task record, its status machine, and the ``TaskStore`` seam with its implementations.
+"""MCP tasks (spec §7): the task record, its status machine, the ``TaskStore`` seam with its implementations, and
+the ``PollInterval`` a task advertises.
 
 ``SqliteTaskStore`` is imported on first use, so a server without durable tasks never loads ``sqlite3``.
 """
@@ -9,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..protocol.errors import TaskStoreError, UnknownCursorError
 from .memory import MemoryTaskStore
+from .polling import PollInterval
 from .record import STATUSES, TERMINAL, TaskRecord, can_move, new_task_id
 from .store import TaskStore
 
@@ -19,6 +21,7 @@ __all__ = [
     "STATUSES",
     "TERMINAL",
     "MemoryTaskStore",
+    "PollInterval",
     "SqliteTaskStore",
     "TaskRecord",
     "TaskStore",

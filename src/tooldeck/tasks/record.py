@@ -81,6 +81,8 @@ class TaskRecord(Record):
     - ``owner``: the authenticated principal the task is bound to (spec §7.9); None for an unbound task.
     - ``created_at`` / ``updated_at``: epoch seconds, from the caller's clock.
     - ``ttl_ms``: the actual retention from creation, in milliseconds; None keeps the task until it is deleted.
+    - ``poll_interval_ms``: the pollInterval advertised when the task was created (a server whose interval adapts
+      to the task's age advertises the current one instead: ``to_wire(poll_interval_ms=...)``).
     - ``tool``: the name of the tool the task runs.
     - ``result``: the final ``CallToolResult`` (``completed``, or ``failed`` with ``isError: true``).
     - ``error``: the JSON-RPC error object, when the call failed with a protocol error.
@@ -163,14 +165,17 @@ class TaskRecord(Record):
         """True from the instant its ttl has run out (``now >= expires_at``)."""
         return self.ttl_ms is not None and now >= self.created_at + self.ttl_ms / 1000
 
-    def to_wire(self) -> dict[str, Any]:
-        """The MCP ``Task`` object (``tasks/get``, ``tasks/list``, ``CreateTaskResult.task``)."""
+    def to_wire(self, poll_interval_ms: int | None = None) -> dict[str, Any]:
+        """The MCP ``Task`` object (``tasks/get``, ``tasks/list``, ``CreateTaskResult.task``); ``poll_interval_ms``:
+        the pollInterval to advertise instead of the stored one."""
+        if poll_interval_ms is None:
+            poll_interval_ms = self.poll_interval_ms
         wire: dict[str, Any] = {"taskId": self.task_id, "status": self.status}
         if self.status_message is not None:
             wire["statusMessage"] = self.status_message
         wire["createdAt"] = iso_utc(self.created_at)
         wire["lastUpdatedAt"] = iso_utc(self.updated_at)
         wire["ttl"] = self.ttl_ms
-        if self.poll_interval_ms is not None:
-            wire["pollInterval"] = self.poll_interval_ms
+        if poll_interval_ms is not None:
+            wire["pollInterval"] = poll_interval_ms
         return wire
