@@ -4,6 +4,7 @@ it ages, so a client that polls at the advertised rate sees a short task finish 
 from __future__ import annotations
 
 import asyncio
+import re
 import textwrap
 import time
 from pathlib import Path
@@ -161,3 +162,15 @@ def test_with_a_fixed_500_ms_interval_the_same_task_takes_a_second(tmp_path: Pat
     # The same measurement with the old fixed interval: what the adaptive one is for (and proof the test can fail).
     elapsed, intervals = poll_until_finished(tmp_path, env={"FIXED_POLL_MS": "500"})
     assert elapsed >= 1.0 and set(intervals) == {500}
+
+
+def test_the_readme_s_polling_example_runs_as_written() -> None:
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    section = readme.split("## Tasks: long-running calls", 1)[1].split("\n## ", 1)[0]
+    bullet = section.split("- **Polling**", 1)[1].split("\n- ", 1)[0]
+    setting, fixed = re.findall(r"`(deck\.task_manager\(\)\.poll_interval = [^`]+|PollInterval\.fixed\(\d+\))`", bullet)
+    deck = Deck("readme")
+    exec(setting, {"deck": deck, "PollInterval": PollInterval})
+    assert deck.task_manager().poll_interval == PollInterval(100, 2000, 0.1)
+    assert eval(fixed, {"PollInterval": PollInterval}).at(60) == 500
+    assert "a tenth of it, from 50 ms up to 5 s" in bullet and PollInterval() == PollInterval(50, 5000, 0.1)
