@@ -161,9 +161,26 @@ def test_alternatives(instance: Any, expected: list[str]) -> None:
     assert not validator.is_valid(instance)
 
 
+@pytest.mark.parametrize(
+    ("schema", "instance", "expected"),
+    [
+        ({"type": "array", "contains": {"type": "integer"}}, ["a"],
+         '$: expected an item matching the array\'s "contains" schema, got ["a"]'),
+        ({"type": "array", "contains": {"type": "integer"}, "minContains": 2}, [1, "a"],
+         '$: expected more items matching the array\'s "contains" schema, got [1,"a"]'),
+        ({"type": "array", "contains": {"type": "integer"}, "maxContains": 1}, [1, 2],  # the library: "None of ..."
+         '$: expected fewer items matching the array\'s "contains" schema, got [1,2]'),
+        ({"not": {"type": "string"}}, "x", '$: expected a value that does not match {"type":"string"}, got "x"'),
+    ],
+)  # fmt: skip
+def test_contains_and_not_are_worded_here(schema: dict[str, Any], instance: Any, expected: str) -> None:
+    # The library's words were 'None of ["a"] are valid under the given schema' and '{...} is not allowed for "x"'.
+    assert Validator(schema).errors(instance) == [expected]
+
+
 def test_other_kinds_fall_back_to_the_library_message() -> None:
-    validator = Validator({"type": "array", "contains": {"type": "integer"}})
-    assert validator.errors(["a"]) == ['$: None of ["a"] are valid under the given schema']
+    validator = Validator({"type": "object", "propertyNames": {"maxLength": 2}})
+    assert validator.errors({"abc": 1}) == ['$: "abc" is longer than 2 characters']
 
 
 def test_false_schema() -> None:

@@ -142,6 +142,14 @@ def _describe(error: jsonschema_rs.ValidationError) -> list[Line]:
     counted = _count_message(error)
     if counted is not None:
         return [(key, f"{where}: {counted}")]
+    got = preview(error.instance)
+    if name == "Not":  # the validator's own words: '{"type":"string"} is not allowed for "x"'
+        forbidden = preview(kind.schema)  # type: ignore[attr-defined]
+        return [(key, f"{where}: expected a value that does not match {forbidden}, got {got}")]
+    if name == "Contains":  # the validator says "None of [1,2] are valid", even when too many are
+        keyword = str(error.schema_path[-1]) if error.schema_path else "contains"
+        wanted = {"minContains": "more items", "maxContains": "fewer items"}.get(keyword, "an item")
+        return [(key, f'{where}: expected {wanted} matching the array\'s "contains" schema, got {got}')]
     return [(key, f"{where}: {error.message}")]
 
 
