@@ -174,3 +174,22 @@ def test_the_readme_s_polling_example_runs_as_written() -> None:
     assert deck.task_manager().poll_interval == PollInterval(100, 2000, 0.1)
     assert eval(fixed, {"PollInterval": PollInterval}).at(60) == 500
     assert "a tenth of it, from 50 ms up to 5 s" in bullet and PollInterval() == PollInterval(50, 5000, 0.1)
+
+
+# --- the task store option -------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("spec", "message"),
+    [
+        ("redis:x", "task store 'redis:x': use 'memory' or 'sqlite:PATH'"),
+        ("sqlite:{tmp}/missing/t.db", "task store 'sqlite:{tmp}/missing/t.db': the directory {tmp}/missing does not exist"),
+        ("sqlite:{tmp}", "task store 'sqlite:{tmp}': {tmp} is a directory; give the database file, e.g. sqlite:{tmp}/tasks.sqlite3"),
+    ],
+)  # fmt: skip
+def test_a_task_store_that_cannot_be_used_is_refused_at_start(tmp_path: Path, spec: str, message: str) -> None:
+    from tooldeck.server.task_manager import check_store_spec
+
+    with pytest.raises(ValueError) as refused:
+        check_store_spec(spec.format(tmp=tmp_path))
+    assert str(refused.value) == message.format(tmp=tmp_path)

@@ -280,6 +280,10 @@ def check_store_spec(spec: str) -> str:
     directory = os.path.dirname(os.path.abspath(path))
     if not os.path.isdir(directory):
         raise ValueError(f"task store {spec!r}: the directory {directory} does not exist")
+    if os.path.isdir(path):
+        raise ValueError(
+            f"task store {spec!r}: {path} is a directory; give the database file, e.g. sqlite:{path}/tasks.sqlite3"
+        )
     return spec
 
 
