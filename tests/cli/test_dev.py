@@ -37,10 +37,11 @@ def deck_source(*tools: str, broken: bool = False) -> str:
 class Dev:
     """``tooldeck dev`` in a subprocess; its stderr is read as it arrives."""
 
-    def __init__(self, *args: str, cwd: Path, env: dict[str, str]) -> None:
+    def __init__(self, *args: str, cwd: Path, env: dict[str, str], sigint_ignored: bool = False) -> None:
+        ignore = (lambda: signal.signal(signal.SIGINT, signal.SIG_IGN)) if sigint_ignored else None
         self.proc = subprocess.Popen([*TOOLDECK, "dev", *args], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                                      stderr=subprocess.PIPE, cwd=cwd, env={**os.environ, **env},
-                                     start_new_session=True)  # its own process group, with its server child  # fmt: skip
+                                     start_new_session=True, preexec_fn=ignore)  # its own process group, with its server child  # fmt: skip
         self.stderr = ""
 
     def read(self, timeout: float) -> bool:
@@ -175,6 +176,21 @@ def test_dev_port_0_keeps_one_port_across_restarts(tmp_path: Path, dev_env: dict
         (tmp_path / "deck.py").write_text(deck_source("one", "two"))
         poll_tools(dev, url, ["one", "two"])
         assert dev.stop() == 0
+    finally:
+        dev.kill()
+
+
+def test_dev_started_with_sigint_ignored_still_restarts_and_stops(tmp_path: Path, dev_env: dict[str, str]) -> None:
+    # As `tooldeck dev app.py &` in a script: SIGINT arrives ignored. The server child must still stop at once on a
+    # restart (else each one waits out the 10 s SIGINT timeout and a SIGKILL), and SIGINT still stops dev.
+    (tmp_path / "deck.py").write_text(deck_source("one"))
+    port = free_port()
+    dev = Dev("deck.py", "--port", str(port), cwd=tmp_path, env=dev_env, sigint_ignored=True)
+    try:
+        dev.wait_for_banners(1)
+        (tmp_path / "deck.py").write_text(deck_source("one", "two"))
+        poll_tools(dev, f"http://127.0.0.1:{port}/mcp", ["one", "two"], timeout=8)
+        assert dev.stop(signal.SIGINT) == 0
     finally:
         dev.kill()
 

@@ -38,6 +38,7 @@ def register(commands: Any, target_help: str) -> None:
 def dev_command(args: argparse.Namespace) -> int:
     import logging
     import shlex
+    import signal
 
     from watchfiles import PythonFilter, run_process
 
@@ -47,6 +48,9 @@ def dev_command(args: argparse.Namespace) -> int:
                "--host", args.host, "--port", str(port)]  # fmt: skip
     if args.policy:
         command += ["--policy", args.policy]
+    # A restart stops the server with SIGINT, which a child inherits ignored from a parent started in the background
+    # by a non-interactive shell; with Python's own handler here, the child starts with the default one.
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     # watchfiles warns at each Ctrl-C and about a child that had already exited (a broken edit); both are expected.
     logging.getLogger("watchfiles").setLevel(logging.ERROR)
     sys.stderr.write(f"tooldeck dev: watching {', '.join(paths)} ({' '.join(WATCHED)}); a change restarts the "
