@@ -59,7 +59,7 @@ def test_call_invalid_arguments_exits_1() -> None:
 @pytest.mark.parametrize(
     ("args", "message"),
     [
-        (("call", "tooldeck.demo", "nope"), "tooldeck: Unknown tool: nope (tools: calculate,"),
+        (("call", "tooldeck.demo", "nope"), "tooldeck: unknown tool 'nope' (tools: calculate,"),
         (("call", "tooldeck.demo", "calculate", "{bad json"), "tooldeck: arguments are not valid JSON"),
         (("call", "tooldeck.demo", "calculate", "[1]"), "tooldeck: arguments must be a JSON object"),
         (("tools", "missing_file.py"), "tooldeck: missing_file.py: no such file"),

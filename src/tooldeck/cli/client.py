@@ -1,8 +1,15 @@
-"""``tooldeck tools`` and ``tooldeck call``: list a deck's tools or call one, in process, without an MCP client."""
+"""The client commands (``tools``, ``call``, ``resources``, ``read``, ``prompts``, ``prompt``): a client for people,
+against a deck in this process (a TARGET; the demo deck when none is given), a running server (``--url``) or any MCP
+server command (``-- command args...``, over stdio).
+
+Words: ``[TARGET] NAME [ARGUMENT...]``. An argument contains ``=`` or is a JSON object, so the words before the
+arguments are names: with one more name than the command needs, the first is the TARGET.
+"""
 
 from __future__ import annotations
 
 import sys
+from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 from ..protocol.errors import TargetError
@@ -10,135 +17,278 @@ from ..protocol.errors import TargetError
 if TYPE_CHECKING:
     import argparse
 
-USAGE_ERROR = 2
+    from .connection import Connection, Place
+
+INTERRUPTED = 130
+BROKEN_PIPE = 141  # what a shell reports for a command that SIGPIPE ended
+
+Output = tuple[list[str | bytes], int]  # what goes to stdout, and the exit status
+
+# command -> (help, the names it takes after [TARGET], whether it takes arguments)
+_COMMANDS: dict[str, tuple[str, tuple[str, ...], bool]] = {
+    "tools": ("list the tools of a server (the demo deck without TARGET)", (), False),
+    "call": ("call a tool: key=value arguments, progress, tasks", ("TOOL",), True),
+    "resources": ("list the resources and resource templates of a server", (), False),
+    "read": ("read a resource and print its contents", ("URI",), False),
+    "prompts": ("list the prompts of a server", (), False),
+    "prompt": ("get a prompt with key=value arguments and print its messages", ("NAME",), True),
+}
 
 
 def register(commands: Any, target_help: str) -> None:
-    """Adds ``tools`` and ``call`` to the command line."""
-    listing = commands.add_parser("tools", help="list a deck's tools")
-    listing.add_argument("target", metavar="TARGET", help=target_help)
-    listing.add_argument("--json", action="store_true", help="print the tools/list result as JSON")
-    listing.set_defaults(command=tools)
+    """Adds the client commands to the command line."""
+    import argparse
 
-    calling = commands.add_parser("call", help="call one tool and print its result")
-    calling.add_argument("target", metavar="TARGET", help=target_help)
-    calling.add_argument("tool", metavar="TOOL")
-    calling.add_argument("arguments", nargs="?", default="{}", metavar="JSON", help="arguments as a JSON object")
-    calling.add_argument("--json", action="store_true", help="print the whole CallToolResult as JSON")
-    calling.set_defaults(command=call)
+    for name, (summary, names, takes_arguments) in _COMMANDS.items():
+        words = " ".join(["[TARGET]", *names, *(["[key=value | key:=JSON | JSON ...]"] if takes_arguments else [])])
+        parser = commands.add_parser(
+            name,
+            help=summary,
+            usage=f"tooldeck {name} [options] {words} [-- SERVER COMMAND...]",
+            description=f"{summary[0].upper()}{summary[1:]}. The server: TARGET ({target_help}) served in this "
+            "process, the demo deck when it is left out; or --url; or an MCP server command after --.",
+        )
+        _options(parser, name)
+        parser.add_argument("words", nargs=argparse.REMAINDER, help=argparse.SUPPRESS)
+        parser.set_defaults(command=_COMMAND_FUNCTIONS[name], client_command=name)
 
 
-def tools(args: argparse.Namespace) -> int:
+def _options(parser: argparse.ArgumentParser, name: str) -> None:
+    parser.add_argument("--url", metavar="URL", help="a running server's MCP endpoint, like http://127.0.0.1:8000/mcp")
+    parser.add_argument(
+        "--header", action="append", default=[], metavar="'NAME: VALUE'", help="an HTTP header for --url; repeatable"
+    )
+    parser.add_argument("--token", metavar="TOKEN", help="for --url: send 'Authorization: Bearer TOKEN'")
+    parser.add_argument("--json", action="store_true", help="print the whole result as it came over the wire")
+    if name == "call":
+        parser.add_argument("--task", action="store_true", help="run a tool whose tasks are optional as a task")
+
+
+# --- the words ------------------------------------------------------------------------------------------------
+
+
+def _read_words(args: argparse.Namespace) -> tuple[Place, list[str], list[str]]:
+    """The server's place, the names after TARGET, and the argument tokens. Options may come anywhere before ``--``
+    (argparse leaves the words after the first name to us)."""
+    import argparse
+
+    from .arguments import split_arguments
+    from .connection import Place
+
+    words, command = list(args.words), []
+    if "--" in words:
+        at = words.index("--")
+        words, command = words[:at], words[at + 1 :]
+        if not command:
+            raise TargetError("nothing after '--': give the MCP server command to run, like '-- python server.py'")
+    reparser = argparse.ArgumentParser(prog=f"tooldeck {args.client_command}")
+    _options(reparser, args.client_command)
+    reparser.add_argument("names", nargs="*")
+    reparser.parse_intermixed_args(words, namespace=args)
+
+    _, wanted, takes_arguments = _COMMANDS[args.client_command]
+    names, tokens = split_arguments(args.names) if takes_arguments else (args.names, [])
+    usage = " ".join(["tooldeck", args.client_command, "[TARGET]", *wanted])
+    if len(names) > len(wanted) + 1:
+        raise TargetError(f"too many names ({' '.join(names)}): the words are {usage}")
+    target = names.pop(0) if len(names) == len(wanted) + 1 else None
+    if len(names) < len(wanted):
+        raise TargetError(f"{wanted[0]} is missing: {usage}{' [key=value ...]' if takes_arguments else ''}")
+    given = [
+        way for way, there in (("a TARGET", target), ("--url", args.url), ("a command after --", command)) if there
+    ]
+    if len(given) > 1:
+        raise TargetError(f"{' and '.join(given)} both name a server: give one of TARGET, --url URL or -- COMMAND")
+    if (args.header or args.token) and not args.url:
+        raise TargetError("--header and --token are sent to a server at --url; give --url URL")
+    headers = {}
+    for header in args.header:
+        key, colon, value = header.partition(":")
+        if not colon or not key.strip():
+            raise TargetError(f"--header {header!r}: write a header as 'Name: value'")
+        headers[key.strip()] = value.strip()
+    if args.token:
+        headers["Authorization"] = f"Bearer {args.token}"
+    return Place(target=target, url=args.url, headers=headers, command=command), names, tokens
+
+
+def _run(place: Place, work: Callable[[Connection], Awaitable[Output]]) -> int:
+    """Runs ``work`` on a connection to ``place`` and prints what it returns. Ctrl-C: 130; a JSON-RPC error, a
+    server that cannot be reached or loaded: one line, 2 (TargetError); a reader gone from the pipe: quietly 141."""
     import asyncio
     import contextlib
 
-    import orjson
+    from .connection import RemoteError, open_connection
 
-    from ..loader import load_deck
-    from ..transports.memory import connect
+    async def main() -> Output:
+        async with open_connection(place) as connection:
+            return await work(connection)
 
-    async def fetch() -> list[dict[str, Any]]:
-        async with connect(deck) as client:
-            return await client.list_tools()
+    try:
+        with contextlib.redirect_stdout(sys.stderr):  # a deck's own prints (in process) must not mix with output
+            chunks, status = asyncio.run(main())
+    except KeyboardInterrupt:
+        print("tooldeck: interrupted", file=sys.stderr)
+        return INTERRUPTED
+    except RemoteError as exc:
+        raise TargetError(" ".join(exc.message.split())) from None
+    return _emit(chunks) or status
 
-    with contextlib.redirect_stdout(sys.stderr):  # the target's own prints must not mix with our output
-        deck = load_deck(args.target)
-        tools = asyncio.run(fetch())
-    if args.json:
-        sys.stdout.write(orjson.dumps({"tools": tools}, option=orjson.OPT_INDENT_2).decode() + "\n")
-        return 0
-    for tool in tools:
-        print(_signature(tool))
-        summary = (tool.get("description") or "").strip().splitlines()
-        if summary:
-            print(f"    {summary[0]}")
+
+def _emit(chunks: list[str | bytes]) -> int:
+    try:
+        for chunk in chunks:
+            if not chunk:
+                continue
+            if isinstance(chunk, bytes):
+                sys.stdout.flush()
+                sys.stdout.buffer.write(chunk)
+            else:
+                sys.stdout.write(chunk if chunk.endswith("\n") else f"{chunk}\n")
+        sys.stdout.flush()
+    except BrokenPipeError:
+        import os
+
+        # The reader (``| head -1``) has what it wanted: no traceback, and nothing more at exit either.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return BROKEN_PIPE
     return 0
 
 
-def _signature(tool: dict[str, Any]) -> str:
-    schema = tool["inputSchema"]
-    required = set(schema.get("required", ()))
-    params = []
-    for name, prop in schema.get("properties", {}).items():
-        text = f"{name}: {_type_name(prop)}"
-        params.append(text if name in required else f"{text} = {_default(prop)}")
-    out = tool.get("outputSchema")
-    returns = ""
-    if out is not None:
-        inner = out.get("properties", {}).get("result") if list(out.get("properties", {})) == ["result"] else None
-        returns = f" -> {_type_name(inner if inner is not None else out)}"
-    return f"{tool['name']}({', '.join(params)}){returns}"
+async def _list(connection: Connection, method: str, key: str) -> list[dict[str, Any]]:
+    """Every item of a paginated list, page after page to the end."""
+    items: list[dict[str, Any]] = []
+    cursor, seen = None, set()
+    while True:
+        result = await connection.request(method, {"cursor": cursor} if cursor else {})
+        items.extend(result.get(key) or ())
+        cursor = result.get("nextCursor")
+        if not cursor:
+            return items
+        if cursor in seen:
+            raise TargetError(f"{method}: the server gave the cursor {cursor!r} twice; its listing never ends")
+        seen.add(cursor)
 
 
-def _type_name(schema: dict[str, Any]) -> str:
-    if "enum" in schema:
-        return " | ".join(repr(v) for v in schema["enum"])
-    kind = schema.get("type")
-    if isinstance(kind, list):
-        return " | ".join(kind)
-    if kind == "array":
-        return f"array[{_type_name(schema.get('items', {}))}]"
-    if "$ref" in schema:
-        return schema["$ref"].rsplit("/", 1)[-1]
-    if "anyOf" in schema:
-        return " | ".join(_type_name(s) for s in schema["anyOf"])
-    return kind or "any"
+def _unknown(kind: str, name: str, known: list[str], place: Place) -> TargetError:
+    hint = ""
+    if place.target is None and not place.url and not place.command and name.endswith((".py", ".json", ".yaml")):
+        hint = f"; if {name} is a TARGET, name the {kind} after it"
+    return TargetError(f"unknown {kind} {name!r} ({kind}s: {', '.join(known) or 'none'}){hint}")
 
 
-def _default(schema: dict[str, Any]) -> str:
-    import orjson
+# --- the commands ---------------------------------------------------------------------------------------------
 
-    return orjson.dumps(schema["default"]).decode() if "default" in schema else "…"
+
+def tools(args: argparse.Namespace) -> int:
+    from .listing import dumps, tool_lines
+
+    place, _, _ = _read_words(args)
+
+    async def work(connection: Connection) -> Output:
+        found = await _list(connection, "tools/list", "tools") if connection.capability("tools") else []
+        return [dumps({"tools": found}) if args.json else "\n".join(tool_lines(found))], 0
+
+    return _run(place, work)
 
 
 def call(args: argparse.Namespace) -> int:
-    import asyncio
-    import contextlib
+    from .calling import call_tool
 
-    import orjson
+    place, (name,), tokens = _read_words(args)
 
-    from ..loader import load_deck
-    from ..transports.memory import ClientError, connect
+    async def work(connection: Connection) -> Output:
+        tools = await _list(connection, "tools/list", "tools") if connection.capability("tools") else []
+        tool = next((t for t in tools if t["name"] == name), None)
+        if tool is None:
+            raise _unknown("tool", name, [t["name"] for t in tools], place)
+        return await call_tool(connection, tool, tokens, as_json=args.json, task=args.task)
 
-    try:
-        arguments = orjson.loads(args.arguments)
-    except orjson.JSONDecodeError as exc:
-        raise TargetError(f"arguments are not valid JSON: {exc}") from None
-    if not isinstance(arguments, dict):
-        raise TargetError("arguments must be a JSON object, like '{\"a\": 1}'")
-
-    async def invoke() -> dict[str, Any]:
-        async with connect(deck) as client:
-            return await client.call_tool(args.tool, arguments)
-
-    try:
-        with contextlib.redirect_stdout(sys.stderr):
-            deck = load_deck(args.target)
-            result = asyncio.run(invoke())
-    except ClientError as exc:
-        known = ", ".join(t.name for t in deck.tools) or "none"
-        hint = f" (tools: {known})" if exc.code == -32602 and args.tool not in deck.tools else ""
-        print(f"tooldeck: {exc.message}{hint}", file=sys.stderr)
-        return USAGE_ERROR
-    if args.json:
-        sys.stdout.write(orjson.dumps(result, option=orjson.OPT_INDENT_2).decode() + "\n")
-    elif "structuredContent" in result and not result.get("isError"):
-        sys.stdout.write(orjson.dumps(result["structuredContent"], option=orjson.OPT_INDENT_2).decode() + "\n")
-    else:
-        stream = sys.stderr if result.get("isError") else sys.stdout
-        for block in result["content"]:
-            print(_describe(block), file=stream)
-    return 1 if result.get("isError") else 0
+    return _run(place, work)
 
 
-def _describe(block: dict[str, Any]) -> str:
-    kind = block["type"]
-    if kind == "text":
-        return str(block["text"])
-    if kind in ("image", "audio"):
-        size = len(block["data"]) * 3 // 4
-        return f"[{kind} {block['mimeType']}, about {size} bytes]"
-    if kind == "resource_link":
-        return f"[resource link {block['uri']}]"
-    resource = block["resource"]
-    return str(resource["text"]) if "text" in resource else f"[resource {resource['uri']}, binary]"
+def resources(args: argparse.Namespace) -> int:
+    from .connection import RemoteError
+    from .listing import dumps, resource_lines
+
+    place, _, _ = _read_words(args)
+
+    async def work(connection: Connection) -> Output:
+        found, templates = [], []
+        if connection.capability("resources"):
+            found = await _list(connection, "resources/list", "resources")
+            try:
+                templates = await _list(connection, "resources/templates/list", "resourceTemplates")
+            except RemoteError as exc:
+                if exc.code != -32601:  # a server without templates
+                    raise
+        if args.json:
+            return [dumps({"resources": found, "resourceTemplates": templates})], 0
+        return ["\n".join(resource_lines(found, templates))], 0
+
+    return _run(place, work)
+
+
+def read(args: argparse.Namespace) -> int:
+    import base64
+
+    from .listing import dumps
+
+    place, (uri,), _ = _read_words(args)
+
+    async def work(connection: Connection) -> Output:
+        result = await connection.request("resources/read", {"uri": uri})
+        if args.json:
+            return [dumps(result)], 0
+        chunks: list[str | bytes] = []
+        for content in result.get("contents") or ():
+            if "text" in content:
+                chunks.append(str(content["text"]))
+            elif sys.stdout.isatty():  # raw bytes would garble the terminal: say what they are
+                size = len(base64.b64decode(content.get("blob", "")))
+                chunks.append(f"[{content.get('uri')}: {size} bytes of {content.get('mimeType') or 'binary data'}; "
+                              "redirect stdout to a file to save them]")  # fmt: skip
+            else:
+                chunks.append(base64.b64decode(content.get("blob", "")))
+        return chunks, 0
+
+    return _run(place, work)
+
+
+def prompts(args: argparse.Namespace) -> int:
+    from .listing import dumps, prompt_lines
+
+    place, _, _ = _read_words(args)
+
+    async def work(connection: Connection) -> Output:
+        found = await _list(connection, "prompts/list", "prompts") if connection.capability("prompts") else []
+        return [dumps({"prompts": found}) if args.json else "\n".join(prompt_lines(found))], 0
+
+    return _run(place, work)
+
+
+def prompt(args: argparse.Namespace) -> int:
+    from .arguments import prompt_arguments
+    from .listing import dumps, prompt_text
+
+    place, (name,), tokens = _read_words(args)
+
+    async def work(connection: Connection) -> Output:
+        found = await _list(connection, "prompts/list", "prompts") if connection.capability("prompts") else []
+        chosen = next((p for p in found if p["name"] == name), None)
+        if chosen is None:
+            raise _unknown("prompt", name, [p["name"] for p in found], place)
+        result = await connection.request("prompts/get", {"name": name, "arguments": prompt_arguments(tokens, chosen)})
+        return [dumps(result) if args.json else prompt_text(result)], 0
+
+    return _run(place, work)
+
+
+_COMMAND_FUNCTIONS: dict[str, Callable[[argparse.Namespace], int]] = {
+    "tools": tools,
+    "call": call,
+    "resources": resources,
+    "read": read,
+    "prompts": prompts,
+    "prompt": prompt,
+}
