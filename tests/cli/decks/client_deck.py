@@ -2,8 +2,6 @@
 until it is cancelled, resources (text, binary, a template) and a prompt. Small pages, so listings paginate."""
 
 import asyncio
-import os
-import sys
 
 from tooldeck import Context, Deck, Message
 
@@ -78,7 +76,3 @@ def profile(user_id: int) -> str:
 def review(code: str, language: str = "python") -> list[Message]:
     """Ask for a code review."""
     return [Message("user", f"Review this {language} code:\n{code}")]
-
-
-print("a deck that prints at import", file=sys.stdout)  # must not reach the command's stdout
-os.environ.setdefault("CLIENT_DECK_LOADED", "1")
