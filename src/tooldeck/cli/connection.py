@@ -54,12 +54,15 @@ class Connection:
         self._answering: set[asyncio.Task[None]] = set()
         self.on_notification: Callable[[dict[str, Any]], None] = lambda message: None
         self.server: dict[str, Any] = {}  # the initialize result
+        self._failure: TargetError | None = None  # why the connection ended, once it has
 
     def new_id(self) -> int:
         return next(self._ids)
 
     async def request(self, method: str, params: dict[str, Any] | None = None, request_id: Any = None) -> Any:
         """The result of ``method``; a JSON-RPC error raises ``RemoteError``."""
+        if self._failure is not None:
+            raise self._failure
         request_id = self.new_id() if request_id is None else request_id
         message: dict[str, Any] = {"jsonrpc": "2.0", "id": request_id, "method": method}
         if params is not None:
@@ -126,7 +129,8 @@ class Connection:
             pass  # the connection is gone; whatever waits on it says so
 
     def _lost(self, error: TargetError) -> None:
-        """The connection ended: every request still waiting fails with ``error``."""
+        """The connection ended: every request still waiting, and every later one, fails with ``error``."""
+        self._failure = self._failure or error
         for future in self._waiting.values():
             if not future.done():
                 future.set_exception(error)
@@ -195,8 +199,10 @@ class StdioConnection(Connection):
                 continue
             try:
                 message = orjson.loads(line)
-            except orjson.JSONDecodeError:
-                continue  # not a message (a server printing to stdout); the spec forbids it, so skip it
+            except orjson.JSONDecodeError:  # the spec allows nothing but messages on stdout: waiting would hang
+                text = line.decode(errors="replace").strip()[:80]
+                self._lost(TargetError(f"the server command wrote {text!r} on stdout, which is not an MCP message"))
+                return
             for item in message if isinstance(message, list) else [message]:
                 self._received(item)
         self._lost(await self._gone())
