@@ -84,12 +84,12 @@ async def _plainly(connection: Connection, params: dict[str, Any]) -> dict[str, 
 async def _as_task(connection: Connection, params: dict[str, Any], watch: _Watch) -> dict[str, Any]:
     """Creates the task, shows its status while polling tasks/get at the server's pollInterval (or sooner, when a
     status notification comes), then fetches tasks/result."""
+    await connection.listen()  # before the task exists: none of its notifications may go to a stream not yet open
     created = await connection.request("tools/call", {**params, "task": {}})
     task = created.get("task")
     if not isinstance(task, dict):
         return dict(created)  # the server ran it as a plain call
     watch.task_id = task_id = str(task["taskId"])
-    connection.listen()
     watch.reporter.status(task)
     try:
         while task.get("status") == "working":

@@ -98,8 +98,8 @@ class Connection:
             node = node[key]
         return True
 
-    def listen(self) -> None:
-        """Starts receiving messages that answer no request of ours, where the transport needs that (HTTP)."""
+    async def listen(self) -> None:
+        """Starts receiving messages that belong to no request in flight, where the transport needs that (HTTP)."""
 
     def _received(self, message: Any) -> None:
         if not isinstance(message, dict):

@@ -7,6 +7,7 @@ session id the server gives at initialize goes on every later request, and the s
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -142,20 +143,28 @@ class HttpConnection(Connection):
             return f"{self.url}: not an http:// or https:// URL ({exc})"
         return f"{self.url}: {type(exc).__name__}: {exc}"
 
-    def listen(self) -> None:
-        """Opens the session's GET stream (once), for messages not tied to a POST (a task's progress, its status)."""
-        if self._listener is None and self.session_id:
-            self._listener = asyncio.get_running_loop().create_task(self._listen())
+    async def listen(self) -> None:
+        """Opens the session's GET stream (once) and returns when the server has answered it: messages that belong
+        to no open POST (a task's progress, log and status notifications) arrive there, not lost."""
+        if self._listener is not None or not self.session_id:
+            return
+        opened = asyncio.Event()
+        self._listener = asyncio.get_running_loop().create_task(self._listen(opened))
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(opened.wait(), 5)
 
-    async def _listen(self) -> None:
+    async def _listen(self, opened: asyncio.Event) -> None:
         try:
             async with self.http.stream("GET", self.url, headers=self._headers("text/event-stream")) as response:
+                opened.set()
                 if response.status_code != 200:
                     return  # a server without the stream (405) simply sends those messages nowhere
                 async for data in _sse_data(response.aiter_lines()):
                     self._received_data(data)
         except (httpx.HTTPError, TargetError):
             return
+        finally:
+            opened.set()
 
     async def aclose(self) -> None:
         await super().aclose()

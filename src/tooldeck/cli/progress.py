@@ -21,7 +21,7 @@ class Reporter:
     def progress(self, progress: float, total: float | None, message: str | None) -> None:
         if not self.interactive:
             return
-        width = shutil.get_terminal_size((80, 24)).columns - 1
+        width = self._width()
         text = f" {message}" if message else ""
         if total:
             fraction = max(0.0, min(1.0, progress / total))
@@ -39,7 +39,7 @@ class Reporter:
         self._status = (status, message)
         text = f"task {task.get('taskId')}: {status}{f' - {message}' if message else ''}"
         if self.interactive:
-            self._show(text, shutil.get_terminal_size((80, 24)).columns - 1)
+            self._show(text, self._width())
         else:
             self._write(f"tooldeck: {text}\n")
 
@@ -65,6 +65,14 @@ class Reporter:
         if self._line:
             self._write("\r\x1b[K")
             self._line = ""
+
+    def _width(self) -> int:
+        """The stream's own terminal width (stdout may be a pipe while stderr is the terminal)."""
+        try:
+            columns = os.get_terminal_size(self.stream.fileno()).columns
+        except (AttributeError, ValueError, OSError):
+            columns = 0
+        return (columns or shutil.get_terminal_size((80, 24)).columns) - 1
 
     def _show(self, text: str, width: int) -> None:
         text = text.replace("\n", " ").replace("\r", " ")[: max(width, 10)]
