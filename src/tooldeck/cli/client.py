@@ -118,11 +118,16 @@ def _run(place: Place, work: Callable[[Connection], Awaitable[Output]]) -> int:
     import asyncio
     import contextlib
 
-    from .connection import RemoteError, open_connection
+    from .connection import RemoteError
 
     async def main() -> Output:
-        async with open_connection(place) as connection:
+        connection = _connection(place)
+        try:
+            await connection.start()
+            await connection.initialize()
             return await work(connection)
+        finally:
+            await connection.aclose()
 
     try:
         with contextlib.redirect_stdout(sys.stderr):  # a deck's own prints (in process) must not mix with output
@@ -133,6 +138,19 @@ def _run(place: Place, work: Callable[[Connection], Awaitable[Output]]) -> int:
     except RemoteError as exc:
         raise TargetError(" ".join(exc.message.split())) from None
     return _emit(chunks) or status
+
+
+def _connection(place: Place) -> Connection:
+    """The connection to the server at ``place``: a URL, a command, or a deck in process (the demo deck)."""
+    from .connection import MemoryConnection, StdioConnection
+
+    if place.url:
+        from .http_connection import HttpConnection
+
+        return HttpConnection(place.url, place.headers)
+    if place.command:
+        return StdioConnection(place.command)
+    return MemoryConnection(place.target)
 
 
 def _emit(chunks: list[str | bytes]) -> int:

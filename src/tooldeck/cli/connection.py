@@ -1,17 +1,14 @@
 """The client commands' end of an MCP session: requests out with their answers routed back by id, notifications to a
 callback, the server's pings answered. Three ways to the server: a deck in this process (through the memory
-transport), a server command on stdio (a child process), and a URL (``http_connection.py``).
-
-    async with open_connection(place) as connection:
-        tools = await connection.request("tools/list")
+transport), a server command on stdio (a child process), and a URL (``http_connection.py``); ``client.py`` opens
+the one a command's words name.
 """
 
 from __future__ import annotations
 
 import asyncio
 import itertools
-from collections.abc import AsyncIterator, Callable
-from contextlib import asynccontextmanager
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -83,6 +80,9 @@ class Connection:
         if params is not None:
             message["params"] = params
         await self._send(message)
+
+    async def start(self) -> None:
+        """Whatever must happen before initialize (starting a child process)."""
 
     async def initialize(self) -> None:
         params = {"protocolVersion": versions.LATEST, "capabilities": {}, "clientInfo": CLIENT_INFO}
@@ -261,23 +261,3 @@ class StdioConnection(Connection):
         for reader in self._readers:
             reader.cancel()
         await asyncio.gather(*self._readers, return_exceptions=True)
-
-
-@asynccontextmanager
-async def open_connection(place: Place) -> AsyncIterator[Connection]:
-    """An initialized connection to the server at ``place`` (the demo deck when it names none), closed on exit."""
-    connection: Connection
-    if place.url:
-        from .http_connection import HttpConnection
-
-        connection = HttpConnection(place.url, place.headers)
-    elif place.command:
-        connection = StdioConnection(place.command)
-        await connection.start()
-    else:
-        connection = MemoryConnection(place.target)
-    try:
-        await connection.initialize()
-        yield connection
-    finally:
-        await connection.aclose()
