@@ -87,7 +87,11 @@ class Connection:
     async def initialize(self) -> None:
         params = {"protocolVersion": versions.LATEST, "capabilities": {}, "clientInfo": CLIENT_INFO}
         self.server = await self.request("initialize", params)
+        self._negotiated(str(self.server.get("protocolVersion", versions.LATEST)))
         await self.notify("notifications/initialized")
+
+    def _negotiated(self, version: str) -> None:
+        """The protocol version the server chose, before anything else is sent."""
 
     def capability(self, *path: str) -> bool:
         """Whether the server declared ``path`` (``capability("tasks", "requests", "tools", "call")``)."""

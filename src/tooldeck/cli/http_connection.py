@@ -40,9 +40,8 @@ class HttpConnection(Connection):
             headers["mcp-protocol-version"] = self.protocol_version
         return headers
 
-    async def initialize(self) -> None:
-        await super().initialize()
-        self.protocol_version = self.server.get("protocolVersion")
+    def _negotiated(self, version: str) -> None:
+        self.protocol_version = version  # the MCP-Protocol-Version header of every later request
 
     async def _send(self, message: dict[str, Any]) -> None:
         """Notifications and responses are posted here and now. A request's POST goes on in the background: its SSE
