@@ -39,18 +39,23 @@ def register(commands: Any, target_help: str) -> None:
     """Adds the client commands to the command line."""
     import argparse
 
-    for name, (summary, names, takes_arguments) in _COMMANDS.items():
-        words = " ".join(["[TARGET]", *names, *(["[key=value | key:=JSON | JSON ...]"] if takes_arguments else [])])
+    for name, (summary, _, _) in _COMMANDS.items():
         parser = commands.add_parser(
             name,
             help=summary,
-            usage=f"tooldeck {name} [options] {words} [-- SERVER COMMAND...]",
+            usage=_usage(name),
             description=f"{summary[0].upper()}{summary[1:]}. The server: TARGET ({target_help}) served in this "
             "process, the demo deck when it is left out; or --url; or an MCP server command after --.",
         )
         _options(parser, name)
         parser.add_argument("words", nargs=argparse.REMAINDER, help=argparse.SUPPRESS)
         parser.set_defaults(command=_COMMAND_FUNCTIONS[name], client_command=name)
+
+
+def _usage(name: str) -> str:
+    _, names, takes_arguments = _COMMANDS[name]
+    words = " ".join(["[TARGET]", *names, *(["[key=value | key:=JSON | JSON ...]"] if takes_arguments else [])])
+    return f"tooldeck {name} [options] {words} [-- SERVER COMMAND...]"
 
 
 def _options(parser: argparse.ArgumentParser, name: str) -> None:
@@ -81,9 +86,9 @@ def _read_words(args: argparse.Namespace) -> tuple[Place, list[str], list[str]]:
         words, command = words[:at], words[at + 1 :]
         if not command:
             raise TargetError("nothing after '--': give the MCP server command to run, like '-- python server.py'")
-    reparser = argparse.ArgumentParser(prog=f"tooldeck {args.client_command}")
+    reparser = argparse.ArgumentParser(prog=f"tooldeck {args.client_command}", usage=_usage(args.client_command))
     _options(reparser, args.client_command)
-    reparser.add_argument("names", nargs="*")
+    reparser.add_argument("names", nargs="*", metavar="WORD")
     reparser.parse_intermixed_args(words, namespace=args)
 
     _, wanted, takes_arguments = _COMMANDS[args.client_command]
