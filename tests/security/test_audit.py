@@ -279,35 +279,38 @@ def test_every_sink_refuses_records_after_close(sink: tuple[Any, Callable[[], li
 # --- the file sink ------------------------------------------------------------------------------------------------
 
 
-class Gate:
-    """A value whose encoding (its repr, in the writer thread) notes the thread and waits for ``release``."""
+class GatedFileSink(FileAuditSink):
+    """A file sink whose writer thread, on its first round, notes its thread and waits for ``released``."""
 
-    def __init__(self) -> None:
+    def __init__(self, path: Path) -> None:
         self.reached = threading.Event()
         self.released = threading.Event()
-        self.thread: threading.Thread | None = None
+        self.writer: threading.Thread | None = None
+        super().__init__(path)
 
-    def __repr__(self) -> str:
-        self.thread = threading.current_thread()
-        self.reached.set()
-        assert self.released.wait(10)
-        return "gate"
+    def _emit(self, lines: list[bytes]) -> None:
+        if self.writer is None:
+            self.writer = threading.current_thread()
+            self.reached.set()
+            assert self.released.wait(10)
+        super()._emit(lines)
 
 
 def test_the_file_sink_writes_off_the_callers_thread_and_flush_waits(tmp_path: Path) -> None:
     path = tmp_path / "audit.jsonl"
-    audit = FileAuditSink(path)
-    gate = Gate()
-    audit.write(record(0, gate=gate))
-    assert gate.reached.wait(10)  # the writer thread is now stuck in the first record
+    audit = GatedFileSink(path)
+    audit.write(record(0))
+    audit._wake.set()  # start the writer's round now rather than at its next tick
+    assert audit.reached.wait(10)  # the writer thread is now stuck writing the first record
     for n in range(1, 200):
-        audit.write(record(n))  # write() only enqueues: it returns while the writer is stuck
-    assert gate.thread is not None and gate.thread is not threading.current_thread()
+        audit.write(record(n))  # write() only stamps and queues the line: it returns while the writer is stuck
+    assert audit.writer is not None and audit.writer is not threading.current_thread()
     assert path.read_bytes() == b""
-    gate.released.set()
+    assert audit.head[0] == 199  # the chain has moved on already
+    audit.released.set()
     audit.flush()
     lines = path.read_bytes().splitlines()
-    assert len(lines) == 200 and orjson.loads(lines[0])["gate"] == "gate"
+    assert len(lines) == 200 and [orjson.loads(line)["seq"] for line in lines] == list(range(200))
     audit.close()
 
 

@@ -394,3 +394,43 @@ def test_prompt_arguments_are_cleaned_and_clean_listings_are_returned_themselves
     assert sanitise_listing_text(prompt)["arguments"] == [{"name": "a", "description": "xy"}, {"name": "b"}]
     clean = {"name": "t", "description": "fine", "inputSchema": {"type": "object", "properties": {"a": {}}}}
     assert sanitise_listing_text(clean) is clean
+
+
+# --- the text-only fast path ----------------------------------------------------------------------------------------
+
+
+def _planes() -> list[int]:
+    """Every code point clean_text could act on lies in these ranges (C0/C1, Arabic, general punctuation, specials,
+    tags); the rest of the BMP is sampled so a regression elsewhere still shows."""
+    return [*range(0, 0x3000), *range(0xF000, 0x10000), *range(0xE0000, 0xE0100), *range(0x3000, 0xD800, 7)]
+
+
+def test_the_fast_path_sees_every_character_clean_text_removes() -> None:
+    from tooldeck.security.sanitise import _MAYBE_UNSAFE
+
+    for code in _planes():
+        text = f"a{chr(code)}b"
+        if clean_text(text) != text:
+            encoded = orjson.dumps({"content": [{"type": "text", "text": text}], "structuredContent": {"r": text}})
+            assert _MAYBE_UNSAFE.search(encoded) is not None, hex(code)
+
+
+def test_a_clean_text_result_comes_back_as_the_same_object() -> None:
+    for text in ("hello", "naïve café, 東京, 🙂", "line\nbreak\ttab", 'quote " and \\ backslash'):
+        result = {"content": [{"type": "text", "text": text}], "structuredContent": {"result": text}}
+        assert sanitise_result(result) is result
+
+
+def test_a_false_alarm_of_the_fast_path_still_changes_nothing() -> None:
+    result = {"content": [{"type": "text", "text": "a \\b path, “quotes” and © \u2019"}]}
+    assert sanitise_result(result) is result
+
+
+def test_the_fast_path_cleans_what_it_flags_and_applies_the_size_limit() -> None:
+    dirty = {"content": [{"type": "text", "text": "red \x1b[31mtext\x1b[0m"}], "structuredContent": {"t": "\u202eabc"}}
+    cleaned = sanitise_result(dirty)
+    assert cleaned["content"][0]["text"] == "red text" and cleaned["structuredContent"] == {"t": "abc"}
+    big = {"content": [{"type": "text", "text": "x" * 5000}]}
+    assert sanitise_result(big, max_bytes=1000, oversize="error")["isError"] is True
+    cut = sanitise_result(big, max_bytes=1000)
+    assert len(orjson.dumps(cut)) <= 1000 and "[truncated:" in cut["content"][-1]["text"]

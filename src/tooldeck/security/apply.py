@@ -8,8 +8,6 @@ import functools
 import time
 from typing import Any
 
-import orjson
-
 from ..protocol.errors import RefusedError, ToolError
 from .policy import Policy
 
@@ -231,21 +229,21 @@ def audit_sink(audit: dict[str, Any]) -> Any:
 
 
 class CallAuditor:
-    """One audit record per tools/call and per refused call of any kind. On the event loop it only notes the facts
-    (and the arguments as JSON bytes, so a tool that changes them cannot change the record); the sink's writer
-    thread makes the record (redaction, digest) and writes it."""
+    """One audit record per tools/call and per refused call of any kind, made on the event loop when the call ends
+    and handed to the sink, whose writer thread does the I/O."""
 
     def __init__(self, sink: Any, redact: Any, access: Any) -> None:
         from .audit import audit_record
 
         self.sink = sink
         self.redact = tuple(redact)
-        self.access = access
+        self.level_of = access.level_of
         self.make = audit_record
 
     def __call__(self, request: Any, call: Any, result: dict[str, Any] | None) -> None:
         refusal = call.refusal
-        if refusal is None and call.kind != "tool":
+        kind = call.kind
+        if refusal is None and kind != "tool":
             return  # resources and prompts are recorded when refused; their reads are not calls
         if refusal is not None:
             decision, reason, outcome = "refused", str(refusal), "refused"
@@ -253,30 +251,14 @@ class CallAuditor:
             decision, reason = "allowed", None
             outcome = "error" if result is not None and result.get("isError") else "ok"
         item = call.item
-        facts = (
-            time.time(),
-            request.request_id,
-            getattr(request.peer, "key", None),
-            request.principal,
-            call.name if call.kind == "tool" else f"{call.kind}:{call.name}",
-            getattr(item, "version", None),
-            self.access.level_of(item),
-            decision,
-            reason,
-            outcome,
-            (time.monotonic() - call.started) * 1000,
-            orjson.dumps(call.arguments),
-            getattr(item, "input_schema", None),
-        )
-        self.sink.write(functools.partial(self._record, facts))
-
-    def _record(self, facts: tuple[Any, ...]) -> dict[str, Any]:
-        (now, request_id, session, principal, tool, version, level, decision, reason, outcome, duration, arguments,
-         schema) = facts  # fmt: skip
-        return self.make(time=now, request_id=request_id, session=session, principal=principal, tool=tool,
-                            version=version, security_level=level, decision=decision, reason=reason,
-                            arguments=orjson.loads(arguments), input_schema=schema, redact_names=self.redact,
-                            outcome=outcome, duration_ms=duration)  # fmt: skip
+        peer = request.peer
+        self.sink.write(self.make(
+            time=time.time(), request_id=request.request_id, session=getattr(peer, "key", None),
+            principal=request.principal, tool=call.name if kind == "tool" else f"{kind}:{call.name}",
+            version=getattr(item, "version", None), security_level=self.level_of(item), decision=decision,
+            reason=reason, arguments=call.arguments, input_schema=getattr(item, "input_schema", None),
+            redact_names=self.redact, outcome=outcome, duration_ms=(time.monotonic() - call.started) * 1000,
+        ))  # fmt: skip
 
 
 class HttpRefusalAuditor:

@@ -55,6 +55,7 @@ __all__ = [
 REDACTED = "[redacted]"
 DECISIONS = ("allowed", "refused")
 OUTCOMES = ("ok", "error", "refused", "cancelled", "timeout")
+_CANONICAL = orjson.OPT_SORT_KEYS | orjson.OPT_NON_STR_KEYS
 _COMBINATORS = ("allOf", "anyOf", "oneOf")
 _REF_DEPTH = 32  # $ref hops followed from one schema: a schema whose $ref names itself ends here
 
@@ -86,6 +87,7 @@ def audit_record(
     if decision == "refused" and outcome != "refused":
         raise ValueError(f"a refused call did not run: its outcome is 'refused', not {outcome!r}")
     shown = redact(arguments or {}, input_schema, redact_names)
+    canonical = orjson.dumps(shown, default=repr, option=_CANONICAL)
     return {
         "time": format_time(time),
         "event": "call",
@@ -100,14 +102,14 @@ def audit_record(
         "reason": reason,
         "outcome": outcome,
         "duration_ms": round(duration_ms, 3) if duration_ms is not None else None,
-        "arguments_digest": arguments_digest(shown),
+        "arguments_digest": "sha256:" + hashlib.sha256(canonical).hexdigest(),
         "arguments": shown,
     }
 
 
 def arguments_digest(arguments: Any) -> str:
     """``sha256:`` and the hex digest of ``arguments`` as canonical JSON (sorted keys, no spaces)."""
-    canonical = orjson.dumps(arguments, default=repr, option=orjson.OPT_SORT_KEYS | orjson.OPT_NON_STR_KEYS)
+    canonical = orjson.dumps(arguments, default=repr, option=_CANONICAL)
     return "sha256:" + hashlib.sha256(canonical).hexdigest()
 
 

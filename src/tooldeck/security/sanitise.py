@@ -62,6 +62,11 @@ _SEQUENCE = re.compile(
     f"|[{_DROPPED}]"
 )
 _SURROGATE = re.compile("[\ud800-\udfff]")
+# In a result encoded by orjson (UTF-8, controls escaped), a byte sequence that may begin something clean_text
+# removes: an escaped C0 control (\u00XX, \b, \f; an escaped backslash before b or f is a false alarm), DEL, or the
+# lead byte of a C1 control (C2), of U+061C (D8), of U+2000-U+2FFF (E2), of U+F000-U+FFFF (EF) and of the tags (F3).
+# No match: nothing in the result needs cleaning. A match only sends the result the long way round.
+_MAYBE_UNSAFE = re.compile(rb"\\u00|\\[bf]|[\x7f\xc2\xd8\xe2\xef\xf3]")
 _PLAIN_ASCII = bytes([9, 10, 13, *range(0x20, 0x7F)])
 _SCHEME = re.compile(r"([A-Za-z][A-Za-z0-9+.-]*):")
 # RFC 6838 type/subtype, with RFC 2045 parameters.
@@ -146,6 +151,18 @@ def sanitise_result(
     out = result
     content = result.get("content")
     if type(content) is list:
+        if all(type(block) is dict and block.get("type") == "text" for block in content):
+            # Text only (nothing to check but the text): one encoding of the whole result and one byte search
+            # tell whether anything needs cleaning; the encoding's length is the size the limit checks.
+            try:
+                encoded = orjson.dumps(result)
+            except TypeError:
+                encoded = None  # not JSON (a lone surrogate, say): the long way, which says what is wrong
+            if encoded is not None and _MAYBE_UNSAFE.search(encoded) is None:
+                if max_bytes is None or len(encoded) <= max_bytes:
+                    return result
+                return too_large_result(len(encoded), max_bytes) if oversize == "error" else truncate_result(
+                    result, len(encoded), max_bytes)  # fmt: skip
         new = _blocks(content, schemes)
         if new is not content:
             out = {**out, "content": new}
