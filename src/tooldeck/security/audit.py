@@ -55,6 +55,7 @@ __all__ = [
 REDACTED = "[redacted]"
 DECISIONS = ("allowed", "refused")
 OUTCOMES = ("ok", "error", "refused", "cancelled", "timeout")
+_NO_NAMES: frozenset[str] = frozenset()
 _CANONICAL = orjson.OPT_SORT_KEYS | orjson.OPT_NON_STR_KEYS
 _COMBINATORS = ("allOf", "anyOf", "oneOf")
 _REF_DEPTH = 32  # $ref hops followed from one schema: a schema whose $ref names itself ends here
@@ -117,7 +118,7 @@ def redact(value: Any, schema: dict[str, Any] | None, names: Iterable[str] = ())
     """A copy of ``value`` with every secret replaced by ``REDACTED``: values whose schema (in ``schema``, a tool's
     inputSchema) says ``writeOnly: true`` or ``format: "password"``, and values under a key in ``names`` (any
     depth, any case). The walk follows the value, so a recursive schema costs no more than the value's size."""
-    lowered = frozenset(name.lower() for name in names)
+    lowered = frozenset(name.lower() for name in names) if names else _NO_NAMES
     if not lowered and (not schema or not _marks_secrets(schema)):
         return value  # nothing can be secret: no copy, no walk (the common case)
     return _redact(value, [schema] if schema else [], schema or {}, lowered)

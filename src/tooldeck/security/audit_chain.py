@@ -60,8 +60,9 @@ class Chain:
         """``record`` stamped with the next ``seq`` and ``prev``, as one line without its newline; the chain moves on.
 
         A value JSON cannot hold is written as its ``repr`` rather than losing the record."""
-        stamped = {"seq": self.seq, "prev": self.prev, **record}
-        line = orjson.dumps(stamped, default=repr, option=orjson.OPT_NON_STR_KEYS)
+        body = orjson.dumps(record, default=repr, option=orjson.OPT_NON_STR_KEYS)
+        head = b'{"seq":%d,"prev":"%s"' % (self.seq, self.prev.encode())
+        line = head + (b"," + body[1:] if len(body) > 2 else b"}")  # the record's members after seq and prev
         self.seq += 1
         self.prev = line_hash(line)
         return line

@@ -36,6 +36,11 @@ class RateLimiter(Protocol):
         ``cost`` tokens would be there."""
         ...
 
+    def take(self, key: str, rate: float, burst: int) -> float:
+        """``acquire`` of one token from a bucket whose rate and burst were checked already (a ``Limit``'s)."""
+        with self._lock:
+            return self._take(key, rate, burst, 1.0, self.clock())
+
     def peek(self, key: str, rate: float, burst: int, cost: float = 1.0) -> float:
         """What ``acquire`` would return now, taking nothing (how ``RateLimits`` checks every bucket first)."""
         ...
@@ -83,6 +88,11 @@ class MemoryRateLimiter:
         _check(rate, burst, cost)
         with self._lock:
             return self._take(key, rate, burst, cost, self.clock())
+
+    def take(self, key: str, rate: float, burst: int) -> float:
+        """``acquire`` of one token from a bucket whose rate and burst were checked already (a ``Limit``'s)."""
+        with self._lock:
+            return self._take(key, rate, burst, 1.0, self.clock())
 
     def peek(self, key: str, rate: float, burst: int, cost: float = 1.0) -> float:
         _check(rate, burst, cost)
@@ -267,12 +277,21 @@ class RateLimits:
         self._acquire_all: Callable[[list[tuple[str, float, int, float]]], list[float]] | None = (
             None if self._async else getattr(self.limiter, "acquire_all", None)
         )
+        # The common policy, one limit per principal on the in-memory limiter: a lean path with the same outcome.
+        only_principal = per_principal is not None and not (per_tool or tools or per_principal_tool or global_)
+        self._principal_only = only_principal and type(self.limiter) is MemoryRateLimiter
+        self._last_caller: tuple[Any, str] = (None, "")  # the last principal object and its caller_key
 
     def caller_key(self, request: Any) -> str:
         """ "principal:<id>", or "anonymous:<key>" for a request nobody authenticated."""
         principal = request.principal
         if principal is not None:
-            return f"principal:{principal_id(principal)}"
+            last = self._last_caller
+            if last[0] is principal:  # a session's calls come from one principal object: its key is worked out once
+                return last[1]
+            key = f"principal:{principal_id(principal)}"
+            self._last_caller = (principal, key)
+            return key
         key = self.anonymous_key if isinstance(self.anonymous_key, str) else self.anonymous_key(request)
         return f"anonymous:{key if key is not None else 'anonymous'}"
 
@@ -297,6 +316,13 @@ class RateLimits:
     def step(self, request: Any, call: Any) -> Awaitable[None] | None:
         """Admit ``call`` or raise: ``RateLimitedError`` (an isError result) for a tool, ``RateLimitRefusedError``
         (-32000, HTTP 429) for a resource or prompt. Returns an awaitable only when the limiter is asynchronous."""
+        if self._principal_only:
+            limit = cast(Limit, self.per_principal)
+            key = self.caller_key(request)
+            wait = cast(MemoryRateLimiter, self.limiter).take(key, limit.rate, limit.burst)
+            if wait:
+                self._refuse((key, "per principal", limit), wait, call)
+            return None
         buckets = self.buckets(request, call)
         if not buckets:
             return None

@@ -62,11 +62,20 @@ _SEQUENCE = re.compile(
     f"|[{_DROPPED}]"
 )
 _SURROGATE = re.compile("[\ud800-\udfff]")
-# In a result encoded by orjson (UTF-8, controls escaped), a byte sequence that may begin something clean_text
-# removes: an escaped C0 control (\u00XX, \b, \f; an escaped backslash before b or f is a false alarm), DEL, or the
-# lead byte of a C1 control (C2), of U+061C (D8), of U+2000-U+2FFF (E2), of U+F000-U+FFFF (EF) and of the tags (F3).
-# No match: nothing in the result needs cleaning. A match only sends the result the long way round.
-_MAYBE_UNSAFE = re.compile(rb"\\u00|\\[bf]|[\x7f\xc2\xd8\xe2\xef\xf3]")
+# In a result encoded by orjson (UTF-8, controls escaped), what may begin something clean_text removes: DEL, or the
+# lead byte of a C1 control (C2), of U+061C (D8), of U+2000-U+2FFF (E2), of U+F000-U+FFFF (EF) or of the tags (F3);
+# or an escaped C0 control (\u00XX, \b, \f; an escaped backslash before b or f is a false alarm). Neither: nothing
+# in the result needs cleaning. A false alarm only sends the result the long way round.
+_NOT_LEAD = bytes(byte for byte in range(256) if byte not in b"\x7f\xc2\xd8\xe2\xef\xf3")
+_ESCAPED_CONTROL = re.compile(rb"\\u00|\\[bf]")
+
+
+def _may_need_cleaning(encoded: bytes) -> bool:
+    if encoded.translate(None, _NOT_LEAD):  # a C loop: what is left are the lead bytes above
+        return True
+    return b"\\" in encoded and _ESCAPED_CONTROL.search(encoded) is not None
+
+
 _PLAIN_ASCII = bytes([9, 10, 13, *range(0x20, 0x7F)])
 _SCHEME = re.compile(r"([A-Za-z][A-Za-z0-9+.-]*):")
 # RFC 6838 type/subtype, with RFC 2045 parameters.
@@ -151,14 +160,14 @@ def sanitise_result(
     out = result
     content = result.get("content")
     if type(content) is list:
-        if all(type(block) is dict and block.get("type") == "text" for block in content):
+        if _text_only(content):
             # Text only (nothing to check but the text): one encoding of the whole result and one byte search
             # tell whether anything needs cleaning; the encoding's length is the size the limit checks.
             try:
                 encoded = orjson.dumps(result)
             except TypeError:
                 encoded = None  # not JSON (a lone surrogate, say): the long way, which says what is wrong
-            if encoded is not None and _MAYBE_UNSAFE.search(encoded) is None:
+            if encoded is not None and not _may_need_cleaning(encoded):
                 if max_bytes is None or len(encoded) <= max_bytes:
                     return result
                 return too_large_result(len(encoded), max_bytes) if oversize == "error" else truncate_result(
@@ -186,6 +195,13 @@ def sanitise_result(
             out = {**out, "messages": new}
         out = _clean_members(out, ("description",))
     return out
+
+
+def _text_only(blocks: list[Any]) -> bool:
+    for block in blocks:
+        if type(block) is not dict or block.get("type") != "text":
+            return False
+    return True
 
 
 def _list(items: list[Any], sanitise: Any, *args: Any) -> list[Any]:
