@@ -25,7 +25,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("transports",),
     ("deck",),
     ("__init__",),  # the public names
-    ("loader", "demo"),  # what the command line serves
+    ("loader", "demo", "testing"),  # what the command line serves, and the testing client for users' tests
     ("cli",),
     ("__main__",),
 ]

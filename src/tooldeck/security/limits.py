@@ -36,11 +36,6 @@ class RateLimiter(Protocol):
         ``cost`` tokens would be there."""
         ...
 
-    def take(self, key: str, rate: float, burst: int) -> float:
-        """``acquire`` of one token from a bucket whose rate and burst were checked already (a ``Limit``'s)."""
-        with self._lock:
-            return self._take(key, rate, burst, 1.0, self.clock())
-
     def peek(self, key: str, rate: float, burst: int, cost: float = 1.0) -> float:
         """What ``acquire`` would return now, taking nothing (how ``RateLimits`` checks every bucket first)."""
         ...
@@ -289,9 +284,9 @@ class RateLimits:
             last = self._last_caller
             if last[0] is principal:  # a session's calls come from one principal object: its key is worked out once
                 return last[1]
-            key = f"principal:{principal_id(principal)}"
-            self._last_caller = (principal, key)
-            return key
+            known = f"principal:{principal_id(principal)}"
+            self._last_caller = (principal, known)
+            return known
         key = self.anonymous_key if isinstance(self.anonymous_key, str) else self.anonymous_key(request)
         return f"anonymous:{key if key is not None else 'anonymous'}"
 
