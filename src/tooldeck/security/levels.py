@@ -127,20 +127,25 @@ class AccessControl:
         if level == 0:
             return None
         principal = request.principal
-        label = f"{call.kind} {call.name!r}"
         if principal is None:
-            raise RefusedError(f"{label} needs an authenticated caller (security level {level}); send credentials",
-                               http_status=401, headers=self._challenge())  # fmt: skip
-        scopes = tuple(getattr(item, "scopes", ()))
-        missing = sorted(set(scopes) - self.scopes_of(principal))
-        if missing:
             raise RefusedError(
-                f"{label} needs the scope{'s' if len(missing) > 1 else ''} {', '.join(missing)} (security level "
-                f"{level}); ask for a token that grants {' '.join(scopes)}",
-                http_status=403,
-                headers=self._challenge(error="insufficient_scope", scope=" ".join(scopes)),
+                f"{call.kind} {call.name!r} needs an authenticated caller (security level {level}); send credentials",
+                http_status=401,
+                headers=self._challenge(),
             )
-        return self._verify(request, call, principal, level, label) if level >= 8 else None
+        scopes = getattr(item, "scopes", ())
+        if scopes and not self.scopes_of(principal).issuperset(scopes):
+            self._refuse_scopes(call, level, tuple(scopes), self.scopes_of(principal))
+        return self._verify(request, call, principal, level, f"{call.kind} {call.name!r}") if level >= 8 else None
+
+    def _refuse_scopes(self, call: Any, level: int, scopes: tuple[str, ...], granted: frozenset[str]) -> None:
+        missing = sorted(set(scopes) - granted)
+        raise RefusedError(
+            f"{call.kind} {call.name!r} needs the scope{'s' if len(missing) > 1 else ''} {', '.join(missing)} "
+            f"(security level {level}); ask for a token that grants {' '.join(scopes)}",
+            http_status=403,
+            headers=self._challenge(error="insufficient_scope", scope=" ".join(scopes)),
+        )
 
     async def _verify(self, request: Any, call: Any, principal: Any, level: int, label: str) -> None:
         window = self.policy.levels["recent_auth_seconds"]
