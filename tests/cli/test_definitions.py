@@ -177,7 +177,9 @@ def test_serving_a_directory_without_definitions_is_one_clear_line(tmp_path: Pat
     done = run("tools", str(tmp_path))
     assert (done.returncode, done.stderr) == (
         2,
-        f"tooldeck: {tmp_path}: no tool definition files (.json, .yaml, .yml) in this directory\n",
+        f"tooldeck: {tmp_path}: is a directory with no tool definition files (.json, .yaml, .yml) in it, which is "
+        "what a directory serves; a TARGET is a Python file (path/app.py[:NAME]), a module (package.module[:NAME]), "
+        "a tool definition file (.json, .yaml, .yml) or a directory of tool definition files\n",
     )
 
 

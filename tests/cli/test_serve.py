@@ -75,7 +75,7 @@ def test_stdio_banner_is_on_stderr_and_stdout_carries_only_the_protocol(deck: Pa
         f"  {COUNTS}\n"
         "  tasks: memory\n"
         f"  host: tooldeck install claude-desktop {deck}\n"
-        f"  inspector: {INSPECTOR} {command}\n"
+        f"  inspector: {INSPECTOR} -- {command}\n"
     )
 
 
@@ -88,7 +88,7 @@ def test_the_inspector_command_on_the_banner_runs_the_same_server(tmp_path: Path
     done = serve(str(deck), "--task-store", "memory")
     assert f"'{deck}'" in done.stderr.decode()
     hint = done.stderr.decode().splitlines()[-1]
-    command = shlex.split(hint.removeprefix(f"  inspector: {INSPECTOR} "))
+    command = shlex.split(hint.removeprefix(f"  inspector: {INSPECTOR} -- "))
     sent = handshake()
     elsewhere = subprocess.run(command, input=b"".join(orjson.dumps(m) + b"\n" for m in sent), capture_output=True,
                                cwd=tmp_path.parent, timeout=60)  # fmt: skip

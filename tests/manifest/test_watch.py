@@ -223,7 +223,9 @@ def test_serve_watch_needs_a_directory(folder: Path) -> None:
     path = write(folder / "calc.json", definition())
     with StdioServer("serve", str(path), "--watch") as server:
         assert server.wait() == 2
-        assert server.stderr_so_far() == f"tooldeck: {path}: --watch takes a directory of tool definition files\n"
+        assert server.stderr_so_far() == (
+            f"tooldeck: {path}: is a file; --watch takes a directory of tool definition files (.json, .yaml, .yml)\n"
+        )
 
 
 def test_yaml_and_json_are_watched_alike(folder: Path) -> None:

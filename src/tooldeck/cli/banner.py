@@ -21,7 +21,7 @@ def stdio_banner(deck: Any, target: str | None, policy: str | None) -> str:
         policy,
         [
             f"host: tooldeck install claude-desktop{f' {_quote(target)}' if target else ''}",
-            f"inspector: {INSPECTOR} {command}",
+            f"inspector: {INSPECTOR} -- {command}",  # "--": the server's own options are not the Inspector's
         ],
     )
 
