@@ -537,3 +537,53 @@ def test_verify_of_nothing_and_of_an_unreadable_file(tmp_path: Path) -> None:
     }  # fmt: skip
     with pytest.raises(AuditError, match=r"missing.jsonl: cannot read: No such file or directory"):
         verify([tmp_path / "missing.jsonl"])
+
+
+async def test_on_an_event_loop_records_are_encoded_together_after_the_call_and_flush_takes_them(
+    tmp_path: Path,
+) -> None:
+    import asyncio
+
+    from tooldeck.security import audit_sinks
+
+    path = tmp_path / "audit.jsonl"
+    audit = FileAuditSink(path)
+    made: list[int] = []
+
+    def later(n: int) -> Any:
+        def make() -> dict[str, Any]:
+            made.append(n)
+            return record(n)
+
+        return make
+
+    for n in range(5):
+        audit.write(later(n))
+    assert made == [] and audit.head == (-1, GENESIS)  # queued: the loop answers the calls first
+    await asyncio.sleep(audit_sinks.ENCODE_DELAY * 3)
+    assert made == [0, 1, 2, 3, 4] and audit.head[0] == 4  # one round made them all, in order
+    audit.write(later(5))
+    audit.write(record(6))
+    audit.flush()  # encodes what is queued at once, and waits for the file
+    assert made == [0, 1, 2, 3, 4, 5]
+    assert [orjson.loads(line)["seq"] for line in path.read_bytes().splitlines()] == list(range(7))
+    audit.write(record(7))
+    audit.close()  # so does close
+    report = verify([str(path)])
+    assert (report.ok, report.records) == (True, 8)
+
+
+def test_a_record_that_cannot_be_made_is_logged_and_the_others_are_written(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    def broken() -> dict[str, Any]:
+        raise ValueError("no such record")
+
+    path = tmp_path / "audit.jsonl"
+    audit = FileAuditSink(path)
+    audit.write(record(0))
+    audit.write(broken)
+    audit.write(record(1))
+    audit.close()
+    assert [orjson.loads(line)["request_id"] for line in path.read_bytes().splitlines()] == [0, 1]
+    assert "a record could not be made: ValueError('no such record')" in caplog.text

@@ -8,6 +8,8 @@ import functools
 import time
 from typing import Any
 
+import orjson
+
 from ..protocol.errors import RefusedError, ToolError
 from .policy import Policy
 
@@ -229,8 +231,9 @@ def audit_sink(audit: dict[str, Any]) -> Any:
 
 
 class CallAuditor:
-    """One audit record per tools/call and per refused call of any kind, made on the event loop when the call ends
-    and handed to the sink, whose writer thread does the I/O."""
+    """One audit record per tools/call and per refused call of any kind. When the call ends it notes the facts (the
+    arguments as JSON); the sink makes the record from them (redaction, digest, encoding) together with the others
+    of the moment."""
 
     def __init__(self, sink: Any, redact: Any, access: Any) -> None:
         from .audit import audit_record
@@ -250,15 +253,19 @@ class CallAuditor:
         else:
             decision, reason = "allowed", None
             outcome = "error" if result is not None and result.get("isError") else "ok"
-        item = call.item
-        peer = request.peer
-        self.sink.write(self.make(
-            time=time.time(), request_id=request.request_id, session=getattr(peer, "key", None),
-            principal=request.principal, tool=call.name if kind == "tool" else f"{kind}:{call.name}",
-            version=getattr(item, "version", None), security_level=self.level_of(item), decision=decision,
-            reason=reason, arguments=call.arguments, input_schema=getattr(item, "input_schema", None),
-            redact_names=self.redact, outcome=outcome, duration_ms=(time.monotonic() - call.started) * 1000,
-        ))  # fmt: skip
+        facts = (time.time(), request.request_id, getattr(request.peer, "key", None), request.principal,
+                 call.name if kind == "tool" else f"{kind}:{call.name}", call.item, decision, reason, outcome,
+                 (time.monotonic() - call.started) * 1000, orjson.dumps(call.arguments))  # fmt: skip
+        self.sink.write(functools.partial(self._record, facts))
+
+    def _record(self, facts: tuple[Any, ...]) -> dict[str, Any]:
+        now, request_id, session, principal, tool, item, decision, reason, outcome, duration, arguments = facts
+        arguments = orjson.loads(arguments)  # noted as JSON: a tool still running in a thread cannot change them
+        return self.make(time=now, request_id=request_id, session=session, principal=principal, tool=tool,
+                         version=getattr(item, "version", None), security_level=self.level_of(item),
+                         decision=decision, reason=reason, arguments=arguments,
+                         input_schema=getattr(item, "input_schema", None), redact_names=self.redact,
+                         outcome=outcome, duration_ms=duration)  # fmt: skip
 
 
 class HttpRefusalAuditor:

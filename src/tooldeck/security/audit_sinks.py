@@ -1,16 +1,23 @@
 """Where audit records go: the ``AuditSink`` seam, and its memory, stderr and JSONL-file implementations.
 
-Every sink stamps records into the hash chain (``audit_chain``). ``write`` never blocks on I/O: it encodes the record
-as its chained line at once, in the caller's thread (a few microseconds of C: orjson and SHA-256), and the stderr and
-file sinks hand the line to a daemon writer thread, which wakes every ``WAKE`` seconds (or when ``_BATCH`` lines wait)
-and writes what came meanwhile in one go. The writer thread runs almost no Python — it joins bytes and writes them,
-the GIL released — so it never competes with the event loop for the interpreter: a record built on the writer thread
-instead was measured at several times its own cost, lost to GIL hand-offs with the loop. ``flush`` and ``close`` wait
-for what came before. A record may be given as a function that makes it (called by ``write``).
+Every sink stamps records into the hash chain (``audit_chain``). ``write`` never blocks on I/O. The stderr and file
+sinks work in three steps:
+
+1. ``write`` queues the record (a dict, or a function that makes it). On an event loop nothing more happens then:
+   the call that wrote it is answered first.
+2. ``ENCODE_DELAY`` seconds later, one loop callback makes, stamps and encodes every record queued meanwhile. Done
+   in one go, a hundred records cost a fraction of a hundred separate encodings, whose code and data are cold by
+   the time each call ends. Without a running loop, ``write`` encodes at once.
+3. A daemon writer thread wakes every ``WAKE`` seconds (or when ``_BATCH`` lines wait), swaps the queue of lines out
+   and writes it with one call. It runs almost no Python, so it never competes with the loop for the interpreter
+   (records built on the writer thread cost several times their own CPU in GIL hand-offs).
+
+``flush`` and ``close`` encode what is queued and wait until it is written.
 """
 
 from __future__ import annotations
 
+import asyncio
 import atexit
 import hashlib
 import logging
@@ -29,6 +36,7 @@ log = logging.getLogger("tooldeck.audit")
 
 FSYNC_MODES = ("never", "each", "interval")
 _BATCH = 1024  # queued lines that wake the writer before its round is due
+ENCODE_DELAY = 0.01  # seconds a record waits on an event loop to be encoded with the others that come meanwhile
 WAKE = 0.05  # seconds between the writer's rounds: a record reaches the file at most this late (flush: at once)
 
 Record = dict[str, Any] | Callable[[], dict[str, Any]]
@@ -78,13 +86,15 @@ class ThreadedSink:
     """A sink whose lines are written by one daemon thread; subclasses say how lines are written (``_emit``), made
     durable (``_sync``) and finished (``_finish``). The thread is joined at interpreter exit.
 
-    ``write`` stamps the record into the chain and queues its line under one lock; each round the writer swaps the
-    whole queue (and the flushes waiting on it) out under that lock and writes it with one call."""
+    One lock guards the queues and the chain: ``_encode`` stamps queued records into the chain in the order they were
+    written, and each round the writer swaps the queue of lines (and the flushes waiting on it) out and writes it
+    with one call."""
 
     def __init__(self, chain: Chain, name: str) -> None:
         self._chain = chain
         self._lock = threading.Lock()  # guards the chain, the queue, the waiting flushes and the closing flag
-        self._pending: list[bytes] = []
+        self._records: list[Record] = []  # written, not yet encoded
+        self._pending: list[bytes] = []  # encoded, not yet written
         self._waiting: list[threading.Event] = []
         self._closing = False
         self._wake = threading.Event()
@@ -97,11 +107,28 @@ class ThreadedSink:
     def write(self, record: Record) -> None:
         if self._closed:
             raise AuditError("the audit sink is closed")
-        if callable(record):
-            record = record()
-        with self._lock:  # the chain's order is the trail's order: one line at a time, from any thread
-            pending = self._pending
-            pending.append(self._chain.encode(record))
+        with self._lock:
+            queued = self._records
+            queued.append(record)
+            if len(queued) > 1:
+                return  # an encoding round is due already
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            self._encode()
+        else:
+            loop.call_later(ENCODE_DELAY, self._encode)
+
+    def _encode(self) -> None:
+        """Make, stamp and encode every record queued, in order, and queue their lines for the writer."""
+        with self._lock:
+            records, self._records = self._records, []
+            pending, encode = self._pending, self._chain.encode
+            for record in records:
+                try:
+                    pending.append(encode(record() if callable(record) else record))
+                except Exception as exc:  # a record that cannot be made is logged, and the others written
+                    log.error("audit trail: a record could not be made: %r", exc)
             if len(pending) < _BATCH:
                 return
         self._wake.set()
@@ -109,6 +136,7 @@ class ThreadedSink:
     def flush(self) -> None:
         if self._closed:
             return
+        self._encode()
         done = threading.Event()
         with self._lock:
             self._waiting.append(done)
@@ -119,6 +147,7 @@ class ThreadedSink:
         self._raise_error()
 
     def close(self) -> None:
+        self._encode()
         with self._lock:
             if self._closed:
                 return
@@ -130,7 +159,7 @@ class ThreadedSink:
 
     @property
     def head(self) -> tuple[int, str]:
-        """The ``seq`` and hash of the last record given to ``write`` (on disk after ``flush``)."""
+        """The ``seq`` and hash of the last record encoded (of every record written, after ``flush``)."""
         with self._lock:
             return self._chain.head
 
