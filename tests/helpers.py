@@ -178,3 +178,9 @@ def modules_added_by(imports: str, *, preload: str, forget: tuple[str, ...]) -> 
     script = _IMPORT_PROBE.format(preload=preload, forget=forget, imports=imports)
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True)
     return list(ast.literal_eval(done.stdout))
+
+
+async def authenticate(backend: Any, scope: Any) -> Any:
+    """An authentication backend's verdict on ``scope``, awaited when the backend had to look further."""
+    outcome = backend.authenticate(scope)
+    return await outcome if hasattr(outcome, "__await__") else outcome

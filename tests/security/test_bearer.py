@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 
+from helpers import authenticate
 from tooldeck.protocol.errors import HttpError
 from tooldeck.security.tokens import StaticTokens, hash_token
 
@@ -23,13 +24,13 @@ def request(*headers: tuple[bytes, bytes], path: str = "/mcp", query: bytes = b"
 
 async def refusal(backend: StaticTokens, scope: dict[str, Any]) -> tuple[int, str, str]:
     with pytest.raises(HttpError) as caught:
-        await backend.authenticate(scope)
+        await authenticate(backend, scope)
     return caught.value.status, caught.value.message, dict(caught.value.headers or [])[b"www-authenticate"].decode()
 
 
 async def test_no_credentials_is_anonymous_unless_required() -> None:
-    assert await backend().authenticate(request()) is None
-    assert await backend().authenticate(request(query=b"my_access_token=1")) is None  # another parameter
+    assert await authenticate(backend(), request()) is None
+    assert await authenticate(backend(), request(query=b"my_access_token=1")) is None  # another parameter
     assert await refusal(backend(required=True), request()) == (
         401,
         "Unauthorized: this server requires a bearer token",
@@ -49,13 +50,13 @@ async def test_without_a_metadata_url_the_challenge_is_bare() -> None:
 async def test_the_metadata_paths_are_never_authenticated(required: bool) -> None:
     for path in ("/.well-known/oauth-protected-resource", "/.well-known/oauth-protected-resource/mcp"):
         scope = request((b"authorization", b"Bearer bad"), path=path)
-        assert await backend(required=required).authenticate(scope) is None
+        assert await authenticate(backend(required=required), scope) is None
     await refusal(backend(required=True), request(path="/.well-known/oauth-protected-resource-not"))
 
 
 @pytest.mark.parametrize("value", [b"Bearer ci-token", b"bearer ci-token", b"BEARER   ci-token  "])
 async def test_the_scheme_is_case_insensitive(value: bytes) -> None:
-    principal = await backend().authenticate(request((b"authorization", value)))
+    principal = await authenticate(backend(), request((b"authorization", value)))
     assert principal is not None and principal.subject == "ci"
 
 
@@ -106,7 +107,7 @@ async def test_ambiguous_or_url_credentials_are_a_bad_request(scope: dict[str, A
 async def test_the_guards_header_dict_is_used_when_present() -> None:
     scope = request()
     scope["tooldeck.headers"] = {b"authorization": b"Bearer ci-token"}
-    principal = await backend().authenticate(scope)
+    principal = await authenticate(backend(), scope)
     assert principal is not None and principal.subject == "ci"
 
 

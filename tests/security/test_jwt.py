@@ -19,6 +19,7 @@ import pytest
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec, ed25519, rsa
 
+from helpers import authenticate
 from tooldeck.protocol.errors import HttpError
 from tooldeck.security.jwks import parse_jwks
 from tooldeck.security.jwt import JwtBackend
@@ -155,9 +156,9 @@ async def test_a_valid_token_gives_its_principal(jwks_file: Path, key: Any, kid:
 
 async def test_authenticate_reads_the_authorization_header(jwks_file: Path) -> None:
     scope = {"type": "http", "path": "/mcp", "headers": [(b"authorization", f"Bearer {token()}".encode())]}
-    principal = await backend(jwks_file).authenticate(scope)
+    principal = await authenticate(backend(jwks_file), scope)
     assert principal is not None and principal.subject == "alice" and principal.method == "jwt"
-    assert await backend(jwks_file).authenticate({"type": "http", "path": "/mcp", "headers": []}) is None
+    assert await authenticate(backend(jwks_file), {"type": "http", "path": "/mcp", "headers": []}) is None
 
 
 async def test_scp_lists_nested_roles_and_a_list_of_audiences(jwks_file: Path) -> None:

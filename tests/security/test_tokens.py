@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from helpers import authenticate
 from tooldeck.protocol.errors import HttpError
 from tooldeck.security import tokens
 from tooldeck.security.principal import Principal
@@ -91,7 +92,7 @@ def test_every_entry_is_compared_in_constant_time(presented: str, monkeypatch: p
 async def test_authenticate_through_the_header() -> None:
     backend = StaticTokens(entries(), required=True, resource_metadata=PRM)
     scope = {"type": "http", "path": "/mcp", "headers": [(b"authorization", b"Bearer ci-token")]}
-    assert await backend.authenticate(scope) == Principal("ci", scopes={"tools:read"}, method="token")
+    assert await authenticate(backend, scope) == Principal("ci", scopes={"tools:read"}, method="token")
 
 
 @pytest.mark.parametrize(

@@ -112,12 +112,12 @@ class EitherBackend:
     def __init__(self, tokens: Any, jwt: Any) -> None:
         self.tokens, self.jwt = tokens, jwt
 
-    async def authenticate(self, scope: Any) -> Any:
+    def authenticate(self, scope: Any) -> Any:
         token = self.tokens.bearer_token(scope)
         if token is None:
-            return await self.tokens.authenticate(scope)  # anonymous, or 401 when credentials are required
+            return self.tokens.authenticate(scope)  # anonymous, or 401 when credentials are required
         backend = self.jwt if token.count(".") == 2 else self.tokens
-        return await backend.authenticate(scope)
+        return backend.authenticate(scope)
 
 
 def _first(audience: Any) -> str:

@@ -43,7 +43,9 @@ class BearerBackend:
         self.challenge = www_authenticate(resource_metadata)  # the 401 for a request with no credentials
         www_authenticate(resource_metadata, "invalid_token", "")  # a URL with a quote fails here, not per request
 
-    async def authenticate(self, scope: MutableMapping[str, Any]) -> Principal | None:
+    def authenticate(self, scope: MutableMapping[str, Any]) -> Any:
+        """The request's principal, None (anonymous), or an awaitable of either when the token must be verified;
+        raises ``HttpError`` to refuse the request. A token verified before costs no await."""
         if self.is_public(scope.get("path", "")):
             return None
         token = self.bearer_token(scope)
@@ -52,7 +54,17 @@ class BearerBackend:
                 raise HttpError(401, SERVER_ERROR, "Unauthorized: this server requires a bearer token",
                                 [(b"www-authenticate", self.challenge.encode())])  # fmt: skip
             return None
-        return await self.verify(token)
+        principal = self.cached(token)
+        if principal is not None:
+            return principal
+        if not _B64TOKEN.fullmatch(token):
+            raise self.invalid("the Authorization header is not 'Bearer <token>'")
+        return self.verify(token)
+
+    def cached(self, token: str) -> Principal | None:
+        """The principal of a token verified before and still accepted, without verifying it again (None: verify
+        it). Only a token that passed ``verify`` may be found here, so it passed the header's syntax check too."""
+        return None
 
     async def verify(self, token: str) -> Principal:
         """The principal the token stands for, or raise ``self.invalid(...)``."""
@@ -72,8 +84,9 @@ class BearerBackend:
         raw = headers.get(b"authorization")
         if raw is None:
             return None
-        if sum(1 for name, _ in scope.get("headers", ()) if name == b"authorization") > 1:
-            raise self.bad_request("the request has more than one Authorization header")
+        raw_headers = scope.get("headers", ())
+        if len(headers) < len(raw_headers) and sum(1 for name, _ in raw_headers if name == b"authorization") > 1:
+            raise self.bad_request("the request has more than one Authorization header")  # (a name came twice)
         value = raw.decode("latin-1")
         scheme, _, token = value.strip(" ").partition(" ")
         if scheme.lower() != "bearer":
@@ -83,9 +96,9 @@ class BearerBackend:
         token = token.strip(" ")
         if len(token) > MAX_TOKEN_LENGTH:
             raise self.invalid(f"the token is longer than {MAX_TOKEN_LENGTH} characters")
-        if not _B64TOKEN.fullmatch(token):
+        if not token:
             raise self.invalid("the Authorization header is not 'Bearer <token>'")
-        return token
+        return token  # its syntax is checked by ``authenticate`` unless it was verified before
 
     def invalid(self, description: str) -> HttpError:
         """401 ``invalid_token`` (RFC 6750 §3.1): the client should get a new token and try again."""

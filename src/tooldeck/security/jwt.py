@@ -87,7 +87,7 @@ class JwtBackend(BearerBackend):
         # sha256(token) -> (principal, accepted until, kid); insertion order is age, the oldest goes first
         self.verified: dict[bytes, tuple[Principal, float, str]] = {}
 
-    async def verify(self, token: str) -> Principal:
+    def cached(self, token: str) -> Principal | None:
         digest = hashlib.sha256(token.encode()).digest()
         cached = self.verified.get(digest)
         if cached is not None:
@@ -95,6 +95,13 @@ class JwtBackend(BearerBackend):
             if self.clock() < until and cached_kid in self.keys.keys:  # still valid, and its key not withdrawn
                 return principal
             del self.verified[digest]
+        return None
+
+    async def verify(self, token: str) -> Principal:
+        digest = hashlib.sha256(token.encode()).digest()
+        cached = self.cached(token)
+        if cached is not None:
+            return cached
         try:
             header = jwt.get_unverified_header(token)
         except jwt.PyJWTError:

@@ -1,7 +1,7 @@
 """Authentication: an ASGI layer that turns each request into a principal, through a backend.
 
-``AuthenticationBackend.authenticate(scope)`` returns the principal (who is asking) or None (anonymous), or raises
-``HttpError`` (401 with a ``WWW-Authenticate`` header, say) to refuse the request before it reaches the protocol.
+``AuthenticationBackend.authenticate(scope)`` returns the principal (who is asking) or None (anonymous) — or an
+awaitable of either, when it has to look further (an ``async def`` is fine) — or raises ``HttpError`` (401 with a ``WWW-Authenticate`` header, say) to refuse the request before it reaches the protocol.
 The principal is put in ``scope["tooldeck.principal"]``, where the MCP endpoint reads it: a session is bound to the
 principal that opened it, and tasks to the principal that created them. Without a backend there is no such layer,
 and everyone is anonymous.
@@ -18,8 +18,9 @@ PRINCIPAL = "tooldeck.principal"
 
 
 class AuthenticationBackend(Protocol):
-    async def authenticate(self, scope: Scope) -> Any:
-        """The principal of this request, None for anonymous, or raise ``HttpError`` to refuse it."""
+    def authenticate(self, scope: Scope) -> Any:
+        """The principal of this request (or an awaitable of it), None for anonymous, or raise ``HttpError`` to
+        refuse it."""
         ...
 
 
@@ -34,7 +35,10 @@ class AuthenticationLayer:
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "http":
             try:
-                scope[PRINCIPAL] = await self.backend.authenticate(scope)
+                principal = self.backend.authenticate(scope)
+                if hasattr(principal, "__await__"):
+                    principal = await principal
+                scope[PRINCIPAL] = principal
             except HttpError as refusal:
                 if self.on_refused is not None:
                     self.on_refused(scope, refusal)
