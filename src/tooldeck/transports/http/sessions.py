@@ -59,6 +59,10 @@ class SessionRegistry:
         state = SessionState.of_request(self.server, revision, principal=principal, identifies_requestor=False)
         return HttpSession(self.server, None, state=state)
 
+    def stateless(self, principal: Any) -> HttpSession:
+        """The sessionless carrier of one 2026-07-28 request: its channel and principal, nothing to remember."""
+        return HttpSession(self.server, None, principal=principal)
+
     async def register(self, http_session: HttpSession) -> None:
         assert http_session.id is not None
         self.live[http_session.id] = http_session
@@ -164,4 +168,5 @@ class SessionRegistry:
 
 def _bound_to(http_session: HttpSession, principal: Any) -> bool:
     """Whether the session was opened by this principal (a session never outlives its opener's identity)."""
-    return principal_id(principal) == principal_id(http_session.session.state.principal)
+    opener = http_session.session.state.principal
+    return principal is opener or principal_id(principal) == principal_id(opener)  # the same object: a cached token
