@@ -126,7 +126,10 @@ def _run(place: Place, work: Callable[[Connection], Awaitable[Output]]) -> int:
     from .connection import RemoteError
 
     async def main() -> Output:
+        from .elicit import interactive
+
         connection = _connection(place)
+        connection.interactive = interactive()
         try:
             await connection.start()
             await connection.initialize()

@@ -44,6 +44,7 @@ class Connection:
     """An initialized client session; subclasses move the messages (``_send`` out, ``_received`` in)."""
 
     answers_requests = True
+    interactive = False  # a person at the terminal answers form elicitations (set before initialize)
 
     def __init__(self) -> None:
         self._ids = itertools.count(1)
@@ -85,7 +86,8 @@ class Connection:
         """Whatever must happen before initialize (starting a child process)."""
 
     async def initialize(self) -> None:
-        params = {"protocolVersion": versions.LATEST, "capabilities": {}, "clientInfo": CLIENT_INFO}
+        capabilities: dict[str, Any] = {"elicitation": {"form": {}}} if self.interactive else {}
+        params = {"protocolVersion": versions.LATEST, "capabilities": capabilities, "clientInfo": CLIENT_INFO}
         self.server = await self.request("initialize", params)
         self._negotiated(str(self.server.get("protocolVersion", versions.LATEST)))
         await self.notify("notifications/initialized")
@@ -121,16 +123,26 @@ class Connection:
             future.set_result(message)
 
     async def _answer(self, request: dict[str, Any]) -> None:
-        """Pings get their empty result; this client offers nothing else (no sampling, elicitation or roots)."""
+        """Pings get their empty result, form elicitations the person's answer (when there is a person); this client
+        offers nothing else (no sampling or roots)."""
         reply: dict[str, Any] = {"jsonrpc": "2.0", "id": request["id"]}
         if request["method"] == "ping":
             reply["result"] = {}
+        elif request["method"] == "elicitation/create" and self.interactive:
+            reply["result"] = await self.elicit(request.get("params") or {})
         else:
             reply["error"] = {"code": -32601, "message": f"Method not found: {request['method']}"}
         try:
             await self._send(reply)
         except TargetError:
             pass  # the connection is gone; whatever waits on it says so
+
+    async def elicit(self, params: dict[str, Any]) -> dict[str, Any]:
+        from .elicit import answer
+
+        if params.get("mode", "form") != "form":
+            return {"action": "decline"}  # only form mode is offered
+        return await asyncio.to_thread(answer, params)
 
     def _lost(self, error: TargetError) -> None:
         """The connection ended: every request still waiting, and every later one, fails with ``error``."""
@@ -159,6 +171,14 @@ class MemoryConnection(Connection):
 
         self.client = MemoryClient(load_deck(target), observer=lambda data, decoded: self._received(decoded))
         self.client.on_request("ping", lambda params: {})
+        self.client.on_request("elicitation/create", self._elicit_if_interactive)
+
+    async def _elicit_if_interactive(self, params: dict[str, Any]) -> dict[str, Any]:
+        if not self.interactive:
+            from ..transports.memory import ClientError
+
+            raise ClientError({"code": -32601, "message": "Method not found: elicitation/create"})
+        return await self.elicit(params)
 
     async def _send(self, message: dict[str, Any]) -> None:
         self.client.send(message)
