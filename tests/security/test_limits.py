@@ -9,6 +9,8 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from helpers import client
 from tooldeck import Deck
@@ -504,3 +506,15 @@ def test_the_request_guard_limits_each_key_on_its_own() -> None:
     assert retry_after_header(guard.check("10.0.0.1")) == "1"
     clock.now += 0.5
     assert guard.check("10.0.0.1") == 0.0
+
+
+@given(st.lists(st.tuples(st.sampled_from("ab"), st.floats(min_value=0, max_value=2)), max_size=60))
+def test_take_answers_as_acquire_does(steps: list[tuple[str, float]]) -> None:
+    now = [0.0]
+    fast, reference = (
+        MemoryRateLimiter(clock=lambda: now[0], max_keys=1),
+        MemoryRateLimiter(clock=lambda: now[0], max_keys=1),
+    )
+    for key, pause in steps:
+        now[0] += pause
+        assert fast.take(key, 3.0, 2) == reference.acquire(key, 3.0, 2)
