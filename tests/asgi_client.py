@@ -12,7 +12,7 @@ from typing import Any
 
 import orjson
 
-from mcp_schema import WireChecker
+from mcp_schema import MODERN, WireChecker, modern_claim
 
 ACCEPT_BOTH = "application/json, text/event-stream"
 INIT = {
@@ -64,8 +64,9 @@ class BodyCheck:
     """Feeds a checker the JSON-RPC in one response's body as the app sends it, whether the test reads it or not: a
     JSON body of any status (error bodies included) once it has ended, each SSE event as its blank line arrives."""
 
-    def __init__(self, checker: WireChecker) -> None:
+    def __init__(self, checker: WireChecker, version: str | None = None) -> None:
         self.checker = checker
+        self.version = version  # the revision of the request whose response this is, when it is a modern one
         self.status = 0
         self.sse = False
         self.unchecked = b""  # SSE bytes not yet checked, or the JSON body so far
@@ -100,7 +101,7 @@ class BodyCheck:
         except orjson.JSONDecodeError as exc:
             self.checker.record(f"HTTP {self.status} body is not JSON ({exc})", data[:300])
         else:
-            self.checker.received(message)
+            self.checker.received(message, self.version)
 
 
 class Response:
@@ -220,7 +221,7 @@ class AsgiClient:
             await disconnect.wait()
             return {"type": "http.disconnect"}
 
-        body_check = BodyCheck(self.checker) if jsonrpc else None
+        body_check = BodyCheck(self.checker, MODERN if modern_claim(json) else None) if jsonrpc else None
 
         async def send(message: dict[str, Any]) -> None:
             if body_check is not None:

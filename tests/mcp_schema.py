@@ -7,6 +7,13 @@ their own definitions. The drivers call it from the server's send path, where an
 the server, so it records violations instead of raising; every checker registers itself, and the test's teardown
 (``conftest.py``) calls ``verify(collect())``, which fails if one recorded a violation or saw no message at all.
 The schema files are in ``tests/data`` (origin in ``tests/data/README.md``).
+
+Both eras: a request the client sends with the 2026-07-28 envelope (``params._meta`` naming the protocol version)
+has its response checked against the 2026-07-28 schema, whatever the connection's legacy revision; a connection
+whose first request is modern (stdio fixes its era that way) has its id-less messages checked against it too, and a
+driver that knows which request a message belongs to (an HTTP response body) names the revision to ``received``.
+Modern errors are also checked against their own definitions (-32020/-32021/-32022), and -32002 and -32042 are
+violations there.
 """
 
 from __future__ import annotations
@@ -28,7 +35,13 @@ from jsonschema.validators import validator_for
 
 DATA = Path(__file__).parent / "data"
 LATEST = "2025-11-25"
-REVISIONS = ("2025-03-26", "2025-06-18", "2025-11-25")
+MODERN = "2026-07-28"
+REVISIONS = ("2025-03-26", "2025-06-18", "2025-11-25", "2026-07-28")
+PROTOCOL_VERSION = "io.modelcontextprotocol/protocolVersion"
+# Revisions whose schema has JSONRPCResultResponse / JSONRPCErrorResponse (older ones: JSONRPCResponse / JSONRPCError).
+_SPLIT_ENVELOPES = frozenset({LATEST, MODERN})
+MODERN_ERRORS = {-32020: "HeaderMismatchError", -32021: "MissingRequiredClientCapabilityError",
+                 -32022: "UnsupportedProtocolVersionError"}  # fmt: skip
 
 RESULTS = {
     "initialize": "InitializeResult",
@@ -44,6 +57,7 @@ RESULTS = {
     "prompts/list": "ListPromptsResult",
     "prompts/get": "GetPromptResult",
     "completion/complete": "CompleteResult",
+    "server/discover": "DiscoverResult",
     "tasks/get": "GetTaskResult",
     "tasks/result": "CallToolResult",  # the only task-augmentable request a server receives is tools/call
     "tasks/list": "ListTasksResult",
@@ -345,13 +359,14 @@ class WireChecker:
     """
 
     # With slots, replacing ``received``/``sent`` on an instance (switching the check off) raises AttributeError.
-    __slots__ = ("__weakref__", "_every", "count", "expect_messages", "methods", "name", "reported", "requests",
-                 "version", "violations")  # fmt: skip
+    __slots__ = ("__weakref__", "_every", "count", "eras", "expect_messages", "methods", "name", "reported",
+                 "requests", "version", "violations")  # fmt: skip
 
     def __init__(self, version: str = LATEST, *, name: str = "WireChecker") -> None:
         self.version = version
         self.name = name
         self.methods: dict[Any, str] = {}
+        self.eras: dict[Any, str] = {}  # request id -> the modern revision its envelope named
         self.count = 0  # server->client messages seen
         self.requests = 0  # client->server requests seen
         self.violations: list[Recorded] = []
@@ -377,12 +392,17 @@ class WireChecker:
         for item in items:
             if isinstance(item, dict) and "method" in item and "id" in item:
                 self.methods[_key(item["id"])] = item["method"]
+                if modern_claim(item):
+                    self.eras[_key(item["id"])] = MODERN
+                    if self.requests == 0:
+                        self.version = MODERN  # a connection opened by a modern request is of that era (stdio)
                 self.requests += 1
 
-    def received(self, message: Any) -> None:
-        """Check one decoded server->client message (or batch); violations are recorded for the teardown."""
+    def received(self, message: Any, version: str | None = None) -> None:
+        """Check one decoded server->client message (or batch); violations are recorded for the teardown.
+        ``version``: the revision of the request the message belongs to, when the driver knows it."""
         try:
-            self._received(message)
+            self._received(message, version)
         except Exception as exc:  # a message too broken to route (e.g. a result without an id)
             self.record(f"unroutable message ({exc!r})", message)
 
@@ -390,11 +410,11 @@ class WireChecker:
         """Keep a violation (or a driver's complaint about the wire) for the teardown verdict."""
         self.violations.append(Recorded(violation, message))
 
-    def _check(self, definition: str, instance: Any, message: Any) -> None:
-        for violation in violations(self.version, definition, instance):
+    def _check(self, definition: str, instance: Any, message: Any, version: str | None = None) -> None:
+        for violation in violations(version or self.version, definition, instance):
             self.record(violation, message)
 
-    def _received(self, message: Any) -> None:
+    def _received(self, message: Any, era: str | None = None) -> None:
         if isinstance(message, list):
             if self.version != "2025-03-26":
                 self.record(f"a batch reply is only valid in 2025-03-26, not {self.version}", message)
@@ -407,43 +427,76 @@ class WireChecker:
         if not isinstance(message, dict) or message.get("jsonrpc") != "2.0":
             self.record("not a JSON-RPC 2.0 object", message)
             return
-        method = self.methods.get(_key(message.get("id")))
-        if method == "initialize" and isinstance(message.get("result"), dict):
+        key = _key(message.get("id"))
+        method = self.methods.get(key)
+        if method == "initialize" and isinstance(message.get("result"), dict) and key not in self.eras:
             # Tracked on every message, sampled or not: later checks depend on the negotiated revision.
             self.version = message["result"].get("protocolVersion", self.version)
         if (self.count - 1) % self._every:
             return
+        version = era or self.eras.get(key) or self.version
+        if version == MODERN:
+            self._modern(message, method)
         if "error" in message:
             if "id" in message:
-                self._check("JSONRPCErrorResponse" if self.version == LATEST else "JSONRPCError", message, message)
+                envelope = "JSONRPCErrorResponse" if version in _SPLIT_ENVELOPES else "JSONRPCError"
+                self._check(envelope, message, message, version)
             else:
                 for violation in violations(LATEST, "JSONRPCErrorResponse", message):
                     self.record(violation, message)
             return
         if "result" in message:
-            envelope = "JSONRPCResultResponse" if self.version == LATEST else "JSONRPCResponse"
-            self._check(envelope, message, message)
+            envelope = "JSONRPCResultResponse" if version in _SPLIT_ENVELOPES else "JSONRPCResponse"
+            self._check(envelope, message, message, version)
             result = message["result"]
             if method == "tools/call" and isinstance(result, dict) and "task" in result:
-                self._check("CreateTaskResult", result, message)  # not in the ServerResult union
+                self._check("CreateTaskResult", result, message, version)  # not in the ServerResult union
             elif method in RESULTS:
-                self._check(RESULTS[method], result, message)
+                self._check(RESULTS[method], result, message, version)
             elif method is None:
                 self.record("a response to no request the client sent", message)
             return
-        self._check("JSONRPCMessage", message, message)
+        self._check("JSONRPCMessage", message, message, version)
         # Before 2025-11-25 the per-method definitions hold only method and params (the envelope was checked above).
-        body = message if self.version == LATEST else {k: v for k, v in message.items() if k in ("method", "params")}
+        body = message if version in _SPLIT_ENVELOPES else {k: v for k, v in message.items()
+                                                            if k in ("method", "params")}  # fmt: skip
         if "id" in message:
-            self._check("JSONRPCRequest", message, message)
-            if message.get("method") not in REQUESTS:
+            self._check("JSONRPCRequest", message, message, version)
+            if version == MODERN:
+                self.record("a server request in a 2026-07-28 exchange (the server may send none)", message)
+            elif message.get("method") not in REQUESTS:
                 self.record(f"unexpected request {message.get('method')!r}", message)
             else:
-                self._check(REQUESTS[message["method"]], body, message)
+                self._check(REQUESTS[message["method"]], body, message, version)
         elif message.get("method") not in NOTIFICATIONS:
             self.record(f"unexpected notification {message.get('method')!r}", message)
         else:
-            self._check(NOTIFICATIONS[message["method"]], body, message)
+            self._check(NOTIFICATIONS[message["method"]], body, message, version)
+
+    def _modern(self, message: dict[str, Any], method: str | None) -> None:
+        """What the 2026-07-28 schema cannot say: each modern error by its own definition, codes it forbids."""
+        error = message.get("error")
+        if isinstance(error, dict):
+            code = error.get("code")
+            if code in MODERN_ERRORS:
+                self._check(MODERN_ERRORS[code], message, message, MODERN)
+            elif code in (-32002, -32042):
+                self.record(f"error {code} must not be sent in 2026-07-28", message)
+        result = message.get("result")
+        if (isinstance(result, dict) and method in MODERN_CACHEABLE and result.get("resultType") == "complete"
+                and ("ttlMs" not in result or "cacheScope" not in result)):  # fmt: skip
+            self.record(f"a {method} result without ttlMs and cacheScope", message)
+
+
+MODERN_CACHEABLE = frozenset({"server/discover", "tools/list", "prompts/list", "resources/list",
+                              "resources/templates/list", "resources/read"})  # fmt: skip
+
+
+def modern_claim(message: Any) -> bool:
+    """Whether a client message carries the 2026-07-28 envelope (its ``params._meta`` names a protocol version)."""
+    params = message.get("params") if isinstance(message, dict) else None
+    meta = params.get("_meta") if isinstance(params, dict) else None
+    return isinstance(meta, dict) and PROTOCOL_VERSION in meta
 
 
 def _key(request_id: Any) -> Any:

@@ -8,12 +8,15 @@
     │   ├── InvalidParamsError    -32602  params of the wrong shape; unknown tool; bad cursor
     │   │   └── UnknownCursorError        a tasks/list cursor that names no listed task
     │   ├── InternalError         -32603  the server failed
-    │   ├── ResourceNotFoundError -32002  resources/read of an unknown URI
+    │   ├── ResourceNotFoundError -32002  resources/read of an unknown URI (before 2026-07-28; -32602 from then on)
+    │   ├── HeaderMismatchError   -32020  HTTP headers missing, malformed, or not equal to the body (2026-07-28)
+    │   ├── UnsupportedVersionError  -32022  a request names a revision the server does not serve (2026-07-28)
     │   ├── UrlElicitationRequiredError  -32042  a tool needs the user to visit URLs first
     │   ├── TaskLimitError        -32000  the requestor has too many tasks running
     │   └── RefusedError          -32000  the caller may not do this (authorization, limits); ``http_status`` says
     │       │                             which HTTP status a transport that has one answers with
-    │       └── RateLimitRefusedError     (security/limits.py) a read or get over a rate limit: 429
+    │       ├── RateLimitRefusedError     (security/limits.py) a read or get over a rate limit: 429
+    │       └── MissingClientCapabilityError  -32021  the request needs a client capability it did not declare: 400
     ├── ToolError                 raised by a tool: becomes a result with ``isError: true``
     │   ├── ClientRequestError    a request to the client (elicitation, sampling) failed, was refused or timed out
     │   └── RateLimitedError      (security/limits.py) a tools/call over a rate limit, with ``retry_after``
@@ -47,6 +50,10 @@ INVALID_PARAMS = -32602
 INTERNAL_ERROR = -32603
 RESOURCE_NOT_FOUND = -32002
 URL_ELICITATION_REQUIRED = -32042
+# 2026-07-28's own codes (-32020..-32099 are reserved for MCP from that revision on).
+HEADER_MISMATCH = -32020
+MISSING_CLIENT_CAPABILITY = -32021
+UNSUPPORTED_PROTOCOL_VERSION = -32022
 # Implementation-defined codes (JSON-RPC reserves -32000..-32099 for servers).
 SERVER_ERROR = -32000  # the server cannot take this now: busy, shutting down, too many tasks, refused
 SESSION_NOT_FOUND = -32001  # no code is specified; the TypeScript SDK's, so clients that look at it understand
@@ -115,6 +122,23 @@ class ResourceNotFoundError(ProtocolError):
     code = RESOURCE_NOT_FOUND
 
 
+class HeaderMismatchError(ProtocolError):
+    """-32020: an HTTP header the revision requires is missing, malformed, or differs from the body (HTTP 400)."""
+
+    code = HEADER_MISMATCH
+
+
+class UnsupportedVersionError(ProtocolError):
+    """-32022: the request's protocol version is not one the server serves; ``data`` names both (HTTP 400)."""
+
+    code = UNSUPPORTED_PROTOCOL_VERSION
+
+    def __init__(self, requested: str, supported: tuple[str, ...] | list[str]) -> None:
+        shown = requested if isinstance(requested, str) else repr(requested)
+        super().__init__(f"Unsupported protocol version {shown!r} (supported: {', '.join(supported)})",
+                         {"supported": list(supported), "requested": requested})  # fmt: skip
+
+
 class UrlElicitationRequiredError(ProtocolError):
     """Raise in a tool to answer its call with -32042: the user must complete these URL elicitations first.
 
@@ -162,6 +186,17 @@ class RefusedError(ProtocolError):
         super().__init__(message, data, code=code)
         self.http_status = http_status
         self.headers = headers or []
+
+
+class MissingClientCapabilityError(RefusedError):
+    """-32021: serving the request needs a client capability its ``clientCapabilities`` did not declare.
+
+    ``required`` is a ClientCapabilities object (``{"sampling": {}}``), as the schema defines ``requiredCapabilities``;
+    over HTTP the answer is 400.
+    """
+
+    def __init__(self, message: str, required: dict[str, Any]) -> None:
+        super().__init__(message, {"requiredCapabilities": required}, code=MISSING_CLIENT_CAPABILITY, http_status=400)
 
 
 class ToolError(TooldeckError):

@@ -4,7 +4,9 @@ tooldeck builds every message in the latest revision's form. A session that nego
 receive fields that revision does not define (its clients may validate strictly): a 2025-03-26 client gets no
 ``title``, ``outputSchema``, ``structuredContent``, ``icons``, ``execution``, ``_meta`` on content, resource links or
 ``tasks`` capability. The table below says what is missing where; tests/protocol/test_revisions.py checks it
-against the official schemas. Sessions on the latest revision never pay for any of this.
+against the official schemas. Sessions on the latest revision never pay for any of this. 2026-07-28 (the stateless
+era) is newer, but it dropped what moved to the tasks extension (``Tool.execution``, the ``tasks`` capability), so
+its messages are cut down the same way.
 """
 
 from __future__ import annotations
@@ -16,6 +18,10 @@ LATEST = "2025-11-25"
 _CONTENT = {"_meta"}
 # revision -> schema definition -> properties the revision does not have
 LACKS: dict[str, dict[str, frozenset[str]]] = {
+    "2026-07-28": {
+        "Tool": frozenset({"execution"}),
+        "ServerCapabilities": frozenset({"tasks"}),
+    },
     "2025-06-18": {
         "Tool": frozenset({"execution", "icons"}),
         "Implementation": frozenset({"description", "icons", "websiteUrl"}),
@@ -43,7 +49,7 @@ LACKS: dict[str, dict[str, frozenset[str]]] = {
         "ServerCapabilities": frozenset({"tasks"}),
     },
 }
-OLDER = frozenset(LACKS)  # the revisions whose messages are cut down
+OLDER = frozenset(LACKS)  # the revisions whose messages are cut down (2026-07-28 among them, though newer)
 # Content block types each revision lacks entirely (they are sent as a text block describing them instead).
 LACKS_CONTENT: dict[str, frozenset[str]] = {"2025-03-26": frozenset({"resource_link"})}
 _BLOCKS = {"text": "TextContent", "image": "ImageContent", "audio": "AudioContent", "resource_link": "ResourceLink",

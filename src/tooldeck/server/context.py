@@ -12,7 +12,7 @@ import threading
 from collections.abc import Generator
 from typing import TYPE_CHECKING, Any
 
-from ..protocol import jsonrpc
+from ..protocol import jsonrpc, versions
 from ..protocol.errors import ClientRequestError
 from .options import LOG_LEVELS, LOG_RANK
 
@@ -160,6 +160,7 @@ class Context:
         """
         from . import elicitation  # loaded by the first tool that asks the client something
 
+        self._modern_refusal({"elicitation": {"form": {}}}, "An elicitation")
         params, validator = elicitation.form_params(message, schema, self.request.client_capabilities)
         result = await self._ask("elicitation/create", params, timeout)
         return elicitation.elicit_result(result, validator)
@@ -169,6 +170,7 @@ class Context:
         """Ask the user to open ``url`` (elicitation/create, URL mode). "accept" means they agreed to open it."""
         from . import elicitation
 
+        self._modern_refusal({"elicitation": {"url": {}}}, "A URL elicitation")
         params = elicitation.url_params(message, url, elicitation_id, self.request.client_capabilities)
         result = await self._ask("elicitation/create", params, timeout)
         return elicitation.elicit_result(result, None)
@@ -194,6 +196,7 @@ class Context:
         """
         from . import sampling
 
+        self._modern_refusal({"sampling": {"tools": {}} if tools else {}}, "A sampling request")
         params = sampling.sampling_params(
             messages,
             max_tokens,
@@ -209,6 +212,13 @@ class Context:
         )
         result = await self._ask("sampling/createMessage", params, timeout)
         return sampling.sampling_result(result)
+
+    def _modern_refusal(self, capability: dict[str, Any], what: str) -> None:
+        """In a 2026-07-28 request the server may not send requests of its own: -32021 (see server/stateless.py)."""
+        if versions.is_modern(self.request.revision):
+            from .stateless import missing
+
+            raise missing(self.request, capability, what)
 
     async def _ask(self, method: str, params: dict[str, Any], timeout: float) -> dict[str, Any]:
         if self.task is None:

@@ -34,6 +34,9 @@ class ServerSettings(TypedDict, total=False):
     task_ttl: float
     max_task_ttl: float
     max_tasks_per_requestor: int
+    list_ttl: float
+    read_ttl: float
+    cache_scope: str | None
 
 
 class ServerOptions(Record):
@@ -43,11 +46,17 @@ class ServerOptions(Record):
     from clients. ``max_threads``: worker threads for sync tools. ``log_level``: the lowest level sent as
     notifications/message before the client picks one. ``max_batch``: messages in a 2025-03-26 batch at most.
     ``tool_timeout``: seconds a tool call may run (None: no limit; a tool's own ``timeout`` wins).
+    Cache hints of 2026-07-28 results: ``list_ttl`` seconds for server/discover and the four lists (a list_changed
+    notification invalidates them sooner), ``read_ttl`` seconds for resources/read (0: read again every time, as a
+    resource's function may answer differently on each call); ``cache_scope`` "public" or "private" (None: "public"
+    for discover and lists on a server without HTTP authentication, "private" where lists may vary by caller;
+    resources/read is always "private" unless set, as a function may read who calls).
     """
 
     __slots__ = (
         "page_size", "mask_errors", "max_threads", "log_level", "max_message_bytes", "max_batch", "cursor_secret",
-        "tool_timeout", "task_store", "task_ttl", "max_task_ttl", "max_tasks_per_requestor",
+        "tool_timeout", "task_store", "task_ttl", "max_task_ttl", "max_tasks_per_requestor", "list_ttl_ms", "read_ttl_ms",
+        "cache_scope",
     )  # fmt: skip
 
     def __init__(
@@ -65,6 +74,9 @@ class ServerOptions(Record):
         task_ttl: float = 3600.0,
         max_task_ttl: float = 86400.0,
         max_tasks_per_requestor: int = 100,
+        list_ttl: float = 60.0,
+        read_ttl: float = 0.0,
+        cache_scope: str | None = None,
     ) -> None:
         if page_size is not None and not _positive_int(page_size):
             raise RegistrationError(f"page_size must be a positive integer or None, got {page_size!r}")
@@ -77,6 +89,11 @@ class ServerOptions(Record):
         if tool_timeout is not None and (isinstance(tool_timeout, bool) or not isinstance(tool_timeout, int | float)
                                          or not tool_timeout > 0):  # fmt: skip
             raise RegistrationError(f"tool_timeout must be a positive number of seconds or None, got {tool_timeout!r}")
+        for name, ttl in (("list_ttl", list_ttl), ("read_ttl", read_ttl)):
+            if isinstance(ttl, bool) or not isinstance(ttl, int | float) or not ttl >= 0:
+                raise RegistrationError(f"{name} must be a number of seconds >= 0, got {ttl!r}")
+        if cache_scope not in (None, "public", "private"):
+            raise RegistrationError(f'cache_scope must be "public", "private" or None, got {cache_scope!r}')
         self.page_size = page_size
         self.mask_errors = mask_errors
         self.max_threads = max_threads
@@ -89,6 +106,9 @@ class ServerOptions(Record):
         self.task_ttl = task_ttl
         self.max_task_ttl = max_task_ttl
         self.max_tasks_per_requestor = max_tasks_per_requestor
+        self.list_ttl_ms = int(list_ttl * 1000)
+        self.read_ttl_ms = int(read_ttl * 1000)
+        self.cache_scope = cache_scope
 
 
 def server_info(name: str, version: str, settings: dict[str, Any]) -> dict[str, Any]:

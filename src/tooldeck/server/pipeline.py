@@ -23,7 +23,14 @@ from collections.abc import Callable
 from time import monotonic
 from typing import TYPE_CHECKING, Any
 
-from ..protocol.errors import InternalError, ProtocolError, RefusedError, ToolError, UrlElicitationRequiredError
+from ..protocol.errors import (
+    InternalError,
+    MissingClientCapabilityError,
+    ProtocolError,
+    RefusedError,
+    ToolError,
+    UrlElicitationRequiredError,
+)
 from ..protocol.record import Record
 from ..tools.call import check_arguments, describe_failure
 from ..tools.result import build_result, error_result
@@ -135,8 +142,8 @@ class Pipeline:
                 result = build_result(tool, value)
         except ToolError as exc:  # raised by the tool, or invalid arguments
             result = error_result(str(exc) or f"Tool {tool.name!r} failed")
-        except UrlElicitationRequiredError:
-            raise  # answered as JSON-RPC error -32042: the one protocol error a tool may raise
+        except (UrlElicitationRequiredError, MissingClientCapabilityError):
+            raise  # answered as JSON-RPC errors -32042 / -32021: the protocol errors a tool's request may end in
         except TimeoutError as exc:
             if timeout is None:  # the tool's own time-out, not ours
                 result = error_result(describe_failure(f"tool {tool.name!r}", exc, self.options.mask_errors))

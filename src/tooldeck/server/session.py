@@ -8,7 +8,10 @@ transport supplies; there is no asyncio here, and its tests drive it synchronous
 - a ``NOW`` method's answer, sent before ``receive`` returns (so stdio can serve the handshake before the event loop
   loads); a ``LATER`` method's ``Work`` goes to the session's ``Runner`` (``runner.py``), made on first use;
 - notifications from the client (cancellation, initialized) and responses to the server's own requests;
-- 2025-03-26 batches: one array of replies, at most ``max_batch`` messages.
+- 2025-03-26 batches: one array of replies, at most ``max_batch`` messages;
+- requests of the stateless era (2026-07-28): ``receive_modern`` serves one request from its envelope, with no
+  lifecycle (``stateless.py``); ``receive_stateless`` is the input of a stdio connection whose first request was
+  modern (the era of a stdio connection is fixed by its first request).
 
 Session state (revision, client capabilities, log level, subscriptions, principal) is a ``SessionState`` that a
 ``SessionStore`` can keep; fan-out from the server (list_changed, resource updates, task status) arrives through the
@@ -22,8 +25,16 @@ import logging
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
-from ..protocol import jsonrpc, versions
-from ..protocol.errors import InternalError, InvalidRequestError, MethodNotFoundError, ProtocolError, RefusedError
+from ..protocol import envelope, jsonrpc, versions
+from ..protocol.envelope import Envelope
+from ..protocol.errors import (
+    InternalError,
+    InvalidRequestError,
+    MethodNotFoundError,
+    ProtocolError,
+    RefusedError,
+    UnsupportedVersionError,
+)
 from ..protocol.jsonrpc import Invalid, Notification, Request, RequestId, Response
 from . import lifecycle
 from .request import RequestContext, Work
@@ -135,6 +146,8 @@ class Session:
         self.close_stream_hook: Callable[[RequestId], None] | None = None
         self.request_dropped: Callable[[RequestId], None] | None = None
         self.request_refused: Callable[[RequestId, RefusedError], None] | None = None
+        # A stdio connection of the 2025 era refuses requests that carry the 2026-07-28 envelope (-32600).
+        self.refuse_envelope = False
         # What the server announces (list changes, resource updates, task status) reaches the session through the
         # bus; a session for one stateless request has nothing to hear.
         self._subscriptions = server.attach(self) if listen else ()
@@ -239,6 +252,13 @@ class Session:
         if method is None:
             reply(jsonrpc.error(request.id, MethodNotFoundError(f"Method not found: {name}")))
             return None
+        if self.refuse_envelope and "_meta" in request.params and envelope.claims_modern(request.params):
+            message = (
+                f"Invalid request: this connection speaks {self.state.revision or 'the 2025 protocol'} "
+                "(it opened with initialize); a request with the 2026-07-28 _meta envelope needs a new one"
+            )
+            reply(jsonrpc.error(request.id, InvalidRequestError(message)))
+            return None
         rctx = RequestContext(self.server, self, request.id, name, request.params, self.state)
         try:
             outcome = (method.handler or method.resolve())(rctx)
@@ -254,6 +274,64 @@ class Session:
             reply(jsonrpc.result(request.id, outcome))
             return None
         return self._runner().start(rctx, reply, outcome, inline=inline)
+
+    # --- the stateless era ---------------------------------------------------------------------------------------
+
+    def receive_modern(self, request: Request, env: Envelope, inline: bool = False) -> Awaitable[None] | None:
+        """Serve one 2026-07-28 request whose envelope was read and whose version is served: no lifecycle, the
+        request's own capabilities, the connection's principal. Returns work to await as ``receive_inline`` does."""
+        from . import stateless
+
+        reply = self._direct
+        runner = self.runner
+        if runner is not None and request.id in runner.in_flight:
+            error = InvalidRequestError(f"Invalid request: id {request.id!r} is already in use by a running request")
+            reply(jsonrpc.error(request.id, error))
+            return None
+        try:
+            rctx = stateless.context(self, request, env)
+            outcome = stateless.handler(self.server, request.method)(rctx)
+            if type(outcome) is not Work:
+                outcome = stateless.finish(rctx, outcome)
+        except ProtocolError as exc:
+            reply(jsonrpc.error(request.id, stateless.translate(exc)))
+            return None
+        except Exception:
+            log.exception("handler for %s failed", request.method)
+            reply(jsonrpc.error(request.id, InternalError(f"Internal error while handling {request.method}")))
+            return None
+        if type(outcome) is not Work:
+            reply(jsonrpc.result(request.id, outcome))
+            return None
+        work = Work(stateless.finishing(rctx, outcome.coro), streams=outcome.streams, own=outcome.own)
+        return self._runner().start(rctx, reply, work, inline=inline)
+
+    def receive_stateless(self, obj: Any) -> None:
+        """One decoded message on a stdio connection of the 2026-07-28 era: each request stands alone; initialize
+        is -32022 naming the modern revisions, a request without the envelope -32602."""
+        if self.phase == lifecycle.CLOSED:
+            return
+        if type(obj) is list:
+            self.send(jsonrpc.error(None, InvalidRequestError("Invalid request: batches are not part of "
+                                                              f"{versions.MODERN[0]}")), None)  # fmt: skip
+            return
+        message = jsonrpc.parse(obj)
+        if type(message) is not Request:
+            if type(message) is Notification and message.method == "notifications/cancelled":
+                self._cancelled(message.params)
+            elif type(message) is Invalid and message.answer:
+                self._direct(jsonrpc.error(message.id, message.error))
+            return  # other notifications and responses mean nothing here (the server sends no requests)
+        try:
+            if message.method == "initialize":
+                requested = message.params.get("protocolVersion")
+                raise UnsupportedVersionError(requested if type(requested) is str else "", versions.MODERN)
+            env = envelope.read(message.params)
+            envelope.check_version(env.version)
+        except ProtocolError as exc:
+            self._direct(jsonrpc.error(message.id, exc))
+            return
+        self.receive_modern(message, env)
 
     def _notification(self, note: Notification) -> None:
         method = note.method

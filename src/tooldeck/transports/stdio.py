@@ -8,6 +8,10 @@ finished, within ``drain_timeout`` seconds, then the process exits with status 0
 flight at once and exit with status 0, even while a sync tool is running (its late result is dropped). stdin and
 stdout may be pipes, sockets, terminals or regular files (``tooldeck serve < requests.jsonl > replies.jsonl``).
 
+The era of a connection is fixed by its first request (as the official SDKs do): 2026-07-28 (stateless, each request
+on its own) iff that request is not ``initialize`` and its ``params._meta`` holds the protocolVersion key; the 2025
+era otherwise. The check is made once; afterwards messages go straight to the session's input for that era.
+
 Start-up is two-phase. The sans-IO session answers the handshake (initialize, ping, tools/list, ...) with plain
 blocking reads and writes, before asyncio is even imported; the event loop starts when a message needs it (a
 tools/call) or when the client goes quiet after its first answer. A host that starts a server and waits for the
@@ -26,6 +30,7 @@ import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from ..protocol import envelope
 from ..protocol.codec import decode, encode_line
 from ..protocol.errors import InvalidRequestError, ProtocolError
 from ..server.session import Session
@@ -110,6 +115,24 @@ class Connection:
         self.reader = LineReader(self.session, limit)
         self.drain_timeout = drain_timeout
         self._deferred: list[Any] = []
+        self.dispatch: Callable[[Any], None] = self._first  # the session's input once the era is known
+        self.reader.deliver = self.dispatch
+
+    def _first(self, message: Any) -> None:
+        """Until the first request: decide the connection's era from it, then hand everything on directly."""
+        if type(message) is dict and "id" in message and type(message.get("method")) is str:
+            session = self.session
+            if message["method"] != "initialize" and envelope.claims_modern(message.get("params")):
+                self.dispatch = session.receive_stateless
+            else:
+                session.refuse_envelope = True
+                self.dispatch = session.receive
+            if self.reader.deliver == self._first:
+                self.reader.deliver = self.dispatch
+        if self.dispatch == self._first:
+            self.session.receive(message)  # no request yet (a notification, something invalid): the 2025 rules
+        else:
+            self.dispatch(message)
 
     def handshake(self) -> bool:
         """Serve what needs no event loop with blocking I/O; False if the client hung up meanwhile."""
@@ -119,7 +142,7 @@ class Connection:
             if deferred or not session.answers_now(message):
                 deferred.append(message)  # kept in order for the event loop
             else:
-                session.receive(message)
+                self.dispatch(message)
 
         self.reader.deliver = gate
         try:
@@ -131,7 +154,7 @@ class Connection:
                     return False
                 self.reader.data_received(chunk)
         finally:
-            self.reader.deliver = session.receive
+            self.reader.deliver = self.dispatch
         return True
 
     async def serve(self) -> None:
@@ -151,7 +174,7 @@ class Connection:
             await self.output.start(loop, self.reader)
             deferred, self._deferred = self._deferred, []
             for message in deferred:
-                self.session.receive(message)
+                self.dispatch(message)
             closer = await _open_reader(loop, self.stdin_fd, self.reader)
             await _first(stop.wait(), eof.wait())
             if not stop.is_set():

@@ -4,7 +4,8 @@ stream, or a resumed one) and DELETE (end the session).
 A POSTed request gets JSON when its response is the first thing it produces, and an SSE stream when something else
 comes first (progress, a log line, a request to the client); ``json_response=True`` always answers JSON.
 Notifications and responses get 202. Work that cannot stream (no Context) runs in the POST's own task, and its
-response is written from there.
+response is written from there. A POST of the 2026-07-28 era (its ``params._meta`` claims it; ``eras.py`` checks the
+rest) is served on its own: no session id is issued, read or echoed, and GET and DELETE stay the 2025 era's.
 """
 
 from __future__ import annotations
@@ -12,10 +13,12 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from ...protocol import codec, jsonrpc, versions
-from ...protocol.errors import INVALID_REQUEST, SESSION_NOT_FOUND, HttpError, ProtocolError
-from ...protocol.jsonrpc import Invalid, Request
+from ...protocol import codec, envelope, jsonrpc, versions
+from ...protocol.envelope import Envelope
+from ...protocol.errors import INVALID_REQUEST, METHOD_NOT_FOUND, SESSION_NOT_FOUND, HttpError, ProtocolError
+from ...protocol.jsonrpc import Invalid, Notification, Request
 from ...server.session import batch_problem
+from . import eras
 from .auth import PRINCIPAL
 from .channels import Channel, HttpSession
 from .guard import HEADERS
@@ -92,23 +95,50 @@ class Endpoint:
             await respond_json(send, 400, jsonrpc.error(message.id, message.error))
             return
         if type(message) is not Request:  # a notification or a response
+            if type(message) is Notification and envelope.claims_modern(message.params):
+                await respond(send, 202, b"", NO_HEADERS)  # 2026-07-28 defines none a server acts on over HTTP
+                return
             http_session = await self._session_of(headers, principal)
             http_session.session.receive_parsed(message)
             http_session.touch()
             await respond(send, 202, b"", NO_HEADERS)
             return
+        if "_meta" in message.params and envelope.claims_modern(message.params):
+            await self._post_modern(message, headers, principal, json_ok, sse_ok, receive, send)
+            return
         initialize = message.method == "initialize"
-        if initialize:
-            http_session = self.registry.create(principal, stateless=self.stateless)
-        else:
-            http_session = await self._session_of(headers, principal)
+        try:
+            if initialize:
+                mismatch = eras.initialize_problem(message, headers)
+                if mismatch is not None:
+                    await respond_json(send, 400, jsonrpc.error(message.id, mismatch))
+                    return
+                http_session = self.registry.create(principal, stateless=self.stateless)
+            else:
+                http_session = await self._session_of(headers, principal)
+        except eras.UnclaimedModernError as refusal:
+            await respond_json(send, 400, jsonrpc.error(message.id, {"code": refusal.code, "message": refusal.message}))
+            return
         await self._exchange(http_session, message, (message.id,), json_ok, sse_ok, initialize, receive, send)
+
+    async def _post_modern(self, request: Request, headers: Headers, principal: Any, json_ok: bool, sse_ok: bool,
+                           receive: Receive, send: Send) -> None:  # fmt: skip
+        """A 2026-07-28 request: the ladder of checks, then the request served on its own (no session)."""
+        try:
+            env = eras.admit(request, headers)
+        except ProtocolError as refusal:
+            await respond_json(send, eras.STATUS.get(refusal.code, 400), jsonrpc.error(request.id, refusal))
+            return
+        http_session = self.registry.stateless(principal)
+        await self._exchange(http_session, request, (request.id,), json_ok, sse_ok, False, receive, send, env)
 
     async def _post_batch(self, headers: Headers, principal: Any, batch: list[Any], json_ok: bool, sse_ok: bool,
                           receive: Receive, send: Send) -> None:  # fmt: skip
         """A 2025-03-26 JSON-RPC batch: one POST, its responses as one array (or one SSE stream)."""
         if not batch:
             raise HttpError(400, INVALID_REQUEST, "Invalid request: empty batch")
+        if eras.claims_modern_batch(batch):
+            raise HttpError(400, INVALID_REQUEST, f"Invalid request: batches are not part of {versions.MODERN[0]}")
         http_session = await self._session_of(headers, principal)
         session = http_session.session
         problem = batch_problem(session.state.revision, len(batch), session.server.options.max_batch)
@@ -141,6 +171,7 @@ class Endpoint:
         initialize: bool,
         receive: Receive,
         send: Send,
+        env: Envelope | None = None,
     ) -> None:
         channel = http_session.open_channel(request_ids)
         http_session.connections += 1
@@ -149,7 +180,7 @@ class Endpoint:
             if isinstance(message, list):
                 session.receive_batch(message)
             else:  # work that can only end in its response runs here, in this request's own task
-                work = session.receive_inline(message)
+                work = session.receive_inline(message) if env is None else session.receive_modern(message, env, True)
                 if work is not None:
                     await work
             json_only = not sse_ok or (self.json_response and json_ok)
@@ -168,7 +199,7 @@ class Endpoint:
                 gone = "Session not found: it was deleted or expired while this request ran"
                 await error(send, 404, SESSION_NOT_FOUND, gone)
             elif json_only or (channel.finished and not channel.sse and len(channel.queue) <= 1):
-                await self._answer_json(http_session, channel, send, extra)
+                await self._answer_json(http_session, channel, send, extra, env is not None)
             else:
                 await start(send, 200, [*SSE, *extra])
                 await self.sse.stream(http_session, channel, receive, send, prime=True)
@@ -183,7 +214,8 @@ class Endpoint:
             elif not initialize and http_session.saved != session.state.changes:
                 await self.registry.save(http_session)  # logging/setLevel, resources/subscribe changed the state
 
-    async def _answer_json(self, http_session: HttpSession, channel: Channel, send: Send, extra: list[Any]) -> None:
+    async def _answer_json(self, http_session: HttpSession, channel: Channel, send: Send, extra: list[Any],
+                           modern: bool = False) -> None:  # fmt: skip
         response = None
         for message in channel.queue:  # notifications cannot reach a JSON-only client: only the response is kept
             if type(message) is list or "method" not in message:
@@ -198,6 +230,8 @@ class Endpoint:
             refusal = http_session.status.pop(response.get("id"), None)  # refused by the pipeline: 401/403/429
             if refusal is not None:
                 status, extra = refusal.http_status, [*extra, *refusal.headers]
+        if modern and type(response) is dict and "error" in response and response["error"]["code"] == METHOD_NOT_FOUND:
+            status = 404  # 2026-07-28: a method the server does not serve (a feature it does not offer) is a 404
         await respond(send, status, codec.encode(response), JSON + extra)
 
     # --- GET ----------------------------------------------------------------------------------------------------
@@ -248,6 +282,9 @@ def _version(headers: Headers) -> str:
         return "2025-03-26"  # what the spec says to assume when the header is absent
     version = _VERSIONS.get(raw)
     if version is None:
+        modern = eras.modern_header(raw)
+        if modern is not None:
+            raise eras.UnclaimedModernError(modern)
         supported = ", ".join(versions.SUPPORTED)
         message = f"Bad Request: unsupported MCP-Protocol-Version {raw.decode('latin-1')!r} (supported: {supported})"
         raise HttpError(400, INVALID_REQUEST, message)

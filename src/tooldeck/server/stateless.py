@@ -1,0 +1,142 @@
+"""The stateless era (2026-07-28): one request served on its own, from what it carries, with no session.
+
+A modern request names its revision and the client's capabilities in ``params._meta`` (``protocol/envelope.py``
+checks them); this module makes the request context from that envelope (``context``), picks the handler (the same
+handlers as a 2025 session's, plus ``server/discover``; the methods 2026-07-28 removed are -32601), and finishes the
+result the way the revision wants it (``finish``: ``resultType``, ``serverInfo`` in ``_meta``, cache hints on
+discover, lists and reads; -32002 becomes -32602). The session (``Session.receive_modern``) drives it, so the call
+pipeline — authorization, limits, sanitiser, audit — runs exactly as it does for a 2025 request.
+
+Logs: none unless the request set ``logLevel``. A tool that asks the client for input (elicitation, sampling) gets
+-32021 for now: the answer the revision has for it, the multi round-trip result, is not served yet.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Coroutine
+from typing import Any
+
+from ..protocol import envelope, versions
+from ..protocol.envelope import Envelope
+from ..protocol.errors import (
+    InvalidParamsError,
+    MethodNotFoundError,
+    MissingClientCapabilityError,
+    ProtocolError,
+    ResourceNotFoundError,
+    UrlElicitationRequiredError,
+)
+from ..protocol.jsonrpc import Request
+from .options import LOG_LEVELS
+from .request import RequestContext
+
+# What a modern request may ask for (subscriptions/listen and the tasks extension are not served yet).
+METHODS = frozenset({"server/discover", "tools/list", "tools/call", "resources/list", "resources/templates/list",
+                     "resources/read", "prompts/list", "prompts/get", "completion/complete"})  # fmt: skip
+REMOVED = frozenset({"initialize", "ping", "logging/setLevel", "resources/subscribe", "resources/unsubscribe",
+                     "tasks/get", "tasks/result", "tasks/list", "tasks/cancel"})  # fmt: skip
+LISTS = frozenset({"server/discover", "tools/list", "resources/list", "resources/templates/list", "prompts/list"})
+SILENT = len(LOG_LEVELS)  # a log rank no level reaches: the request set no logLevel, so it gets no logs
+# Capability members that promise change notifications, which reach modern clients only through
+# subscriptions/listen: not advertised until listen is served (a client would wait for them in vain).
+_NOTIFYING = ("listChanged", "subscribe")
+
+
+def known(method: str) -> bool:
+    return method in METHODS
+
+
+def refusal(method: str) -> MethodNotFoundError:
+    """The -32601 of a method a modern request may not ask for."""
+    if method in REMOVED:
+        return MethodNotFoundError(f"Method not found: {method} is not part of protocol revision {versions.MODERN[0]}")
+    return MethodNotFoundError(f"Method not found: {method}")
+
+
+def context(session: Any, request: Request, env: Envelope) -> RequestContext:
+    """The request context of one modern request: the envelope's revision, capabilities, client and log level; the
+    principal of the connection it came on (the stdio user, or the HTTP request's bearer token)."""
+    connection = session.state
+    rctx = RequestContext.standalone(
+        session.server, session, request.id, request.method, request.params, env.version,
+        client_capabilities=env.client_capabilities, client_info=env.client_info, principal=connection.principal,
+        log_level=env.log_level, identifies_requestor=connection.identifies_requestor,
+    )  # fmt: skip
+    if env.log_level is None:
+        rctx.state.log_rank = SILENT
+    return rctx
+
+
+def handler(server: Any, method: str) -> Any:
+    if method == "server/discover":
+        return discover
+    if method not in METHODS:
+        raise refusal(method)
+    row = server.methods[method]
+    return row.handler or row.resolve()
+
+
+def discover(rctx: RequestContext) -> dict[str, Any]:
+    """server/discover: the versions, capabilities (with ``extensions``) and instructions of this server."""
+    server = rctx.server
+    result: dict[str, Any] = {"supportedVersions": list(versions.MODERN), "capabilities": capabilities(rctx)}
+    if server.instructions is not None:
+        result["instructions"] = server.instructions
+    return result
+
+
+def capabilities(rctx: RequestContext) -> dict[str, Any]:
+    declared: dict[str, Any] = {}
+    for name, value in rctx.capabilities.items():
+        if type(value) is dict and any(k in value for k in _NOTIFYING):
+            value = {k: v for k, v in value.items() if k not in _NOTIFYING}
+        declared[name] = value
+    declared["extensions"] = {}
+    return declared
+
+
+def hints(rctx: RequestContext) -> tuple[int, str] | None:
+    """``(ttlMs, cacheScope)`` for a cacheable method's result, from the deck's options; None for the others."""
+    method = rctx.method
+    options = rctx.server.options
+    if method == "resources/read":
+        return options.read_ttl_ms, options.cache_scope or "private"
+    if method not in LISTS:
+        return None
+    scope = options.cache_scope
+    if scope is None:  # lists may leave out what a caller cannot use: shared caches only where nobody is known
+        scope = "private" if rctx.principal is not None or rctx.server.http_auth is not None else "public"
+    return options.list_ttl_ms, scope
+
+
+def finish(rctx: RequestContext, result: dict[str, Any]) -> dict[str, Any]:
+    return envelope.complete(result, rctx.server.server_info, hints(rctx))
+
+
+async def finishing(rctx: RequestContext, work: Coroutine[Any, Any, dict[str, Any]]) -> dict[str, Any]:
+    """The result of a handler's work, finished for the revision (errors translated to its codes)."""
+    try:
+        result = await work
+    except ProtocolError as exc:
+        raise translate(exc) from None
+    return finish(rctx, result)
+
+
+def translate(exc: ProtocolError) -> ProtocolError:
+    """A 2025-era error as 2026-07-28 words it: resource-not-found is -32602 (-32002 must not be sent), and the
+    URL elicitation error -32042 does not exist (the client lacks what the tool needs)."""
+    if type(exc) is ResourceNotFoundError:
+        return InvalidParamsError(exc.message, exc.data)
+    if type(exc) is UrlElicitationRequiredError:
+        return MissingClientCapabilityError(f"{exc.message}: this request cannot ask for URL elicitation",
+                                            {"elicitation": {"url": {}}})  # fmt: skip
+    return exc
+
+
+def missing(rctx: RequestContext, capability: dict[str, Any], what: str) -> MissingClientCapabilityError:
+    """The -32021 for a tool that asks the client ``what`` (an elicitation, a sampling) in a modern request."""
+    return MissingClientCapabilityError(
+        f"{what} cannot be requested in a {rctx.revision} request yet: this server does not serve multi round-trip "
+        "requests, so a tool that needs it cannot run",
+        capability,
+    )

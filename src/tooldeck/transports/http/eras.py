@@ -1,0 +1,114 @@
+"""Both protocol eras on one Streamable HTTP endpoint: which era a POST belongs to, and the checks a 2026-07-28 POST
+passes before it runs.
+
+Classification is body-primary, as in the official TypeScript SDK: a request whose ``params._meta`` holds the
+protocolVersion key is modern (served on its own, no session id); any other request is a 2025 one (initialize opens a
+session, the rest name it), except that a modern ``MCP-Protocol-Version`` header without the envelope is -32602, and
+an ``initialize`` under a modern header is -32020. A modern POST then climbs the ladder of the digest (§3.3): the
+envelope (-32602), the mirrored headers ``MCP-Protocol-Version``, ``Mcp-Method`` and ``Mcp-Name`` present and equal
+to the body (-32020), the version served (-32022), the method known (-32601, HTTP 404). Every refusal has a JSON-RPC
+body that echoes the request id, so a client of both eras can tell a modern server's refusal from a legacy one.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+from typing import Any
+
+from ...protocol import envelope, versions
+from ...protocol.envelope import Envelope
+from ...protocol.errors import (
+    HEADER_MISMATCH,
+    INVALID_PARAMS,
+    METHOD_NOT_FOUND,
+    MISSING_CLIENT_CAPABILITY,
+    UNSUPPORTED_PROTOCOL_VERSION,
+    HeaderMismatchError,
+    HttpError,
+)
+from ...protocol.jsonrpc import Request
+from ...server import stateless
+from .responses import Headers
+
+# The HTTP status of a modern request's JSON-RPC error (digest §10.3); any other error is answered with 200.
+STATUS = {INVALID_PARAMS: 400, HEADER_MISMATCH: 400, UNSUPPORTED_PROTOCOL_VERSION: 400,
+          MISSING_CLIENT_CAPABILITY: 400, METHOD_NOT_FOUND: 404}  # fmt: skip
+# The body member Mcp-Name mirrors, by method.
+NAMED = {"tools/call": "name", "prompts/get": "name", "resources/read": "uri"}
+_OWS = " \t"
+
+
+class UnclaimedModernError(HttpError):
+    """A request without the 2026-07-28 envelope under a 2026-07-28 ``MCP-Protocol-Version`` header."""
+
+    def __init__(self, version: str) -> None:
+        super().__init__(400, INVALID_PARAMS, f'Invalid params: the MCP-Protocol-Version header says {version} but '
+                                              f'the body has no "_meta" "{envelope.PROTOCOL_VERSION}" and '
+                                              f'"{envelope.CLIENT_CAPABILITIES}"')  # fmt: skip
+
+
+def modern_header(raw: bytes | None) -> str | None:
+    """The modern revision an ``MCP-Protocol-Version`` header names, else None."""
+    if raw is None:
+        return None
+    value = raw.decode("latin-1").strip(_OWS)
+    return value if versions.is_modern(value) else None
+
+
+def initialize_problem(request: Request, headers: Headers) -> HeaderMismatchError | None:
+    """-32020 for a 2025 initialize sent under a modern ``MCP-Protocol-Version`` header."""
+    version = modern_header(headers.get(b"mcp-protocol-version"))
+    if version is None:
+        return None
+    return HeaderMismatchError(f"Header mismatch: initialize is not part of {version}, but MCP-Protocol-Version "
+                               f"names it; send initialize without that header or server/discover with the envelope")  # fmt: skip
+
+
+def admit(request: Request, headers: Headers) -> Envelope:
+    """The envelope of a modern POST that passed the ladder; raises the ``ProtocolError`` of the first rung missed
+    (its HTTP status is ``STATUS[code]``)."""
+    env = envelope.read(request.params)
+    _check_headers(request, env, headers)
+    envelope.check_version(env.version)
+    if not stateless.known(request.method):
+        raise stateless.refusal(request.method)
+    return env
+
+
+def _check_headers(request: Request, env: Envelope, headers: Headers) -> None:
+    _expect(headers, b"mcp-protocol-version", "MCP-Protocol-Version", env.version, "the _meta protocolVersion")
+    _expect(headers, b"mcp-method", "Mcp-Method", request.method, "the method")
+    member = NAMED.get(request.method)
+    if member is not None:
+        value = request.params.get(member)
+        if type(value) is str:  # absent or not a string: no header is expected (the handler refuses the body)
+            _expect(headers, b"mcp-name", "Mcp-Name", value, f'"params.{member}"', encoded=True)
+
+
+def _expect(headers: Headers, key: bytes, name: str, body: str, what: str, *, encoded: bool = False) -> None:
+    raw = headers.get(key)
+    if raw is None:
+        raise HeaderMismatchError(f"Header mismatch: the {name} header is required (it mirrors {what})")
+    value = _decode(raw, name) if encoded else raw.decode("latin-1").strip(_OWS)
+    if value != body:
+        raise HeaderMismatchError(f"Header mismatch: {name} is {value!r} but {what} is {body!r}")
+
+
+def _decode(raw: bytes, name: str) -> str:
+    """A header value that may use the Base64 sentinel ``=?base64?...?=`` (for values that are not plain ASCII)."""
+    value = raw.decode("latin-1").strip(_OWS)
+    if value.startswith("=?base64?") and value.endswith("?="):
+        try:
+            return base64.b64decode(value[9:-2], validate=True).decode("utf-8")
+        except (binascii.Error, ValueError):
+            raise HeaderMismatchError(f"Header mismatch: {name} is not valid Base64 of UTF-8 text") from None
+    if not value.isascii() or not value.isprintable():
+        raise HeaderMismatchError(f"Header mismatch: {name} has characters a header may not carry; use the Base64 "
+                                  "form =?base64?...?=")  # fmt: skip
+    return value
+
+
+def claims_modern_batch(batch: list[Any]) -> bool:
+    """Whether a JSON-RPC batch holds a modern request (batches are not part of 2026-07-28: -32600)."""
+    return any(type(item) is dict and envelope.claims_modern(item.get("params")) for item in batch)
