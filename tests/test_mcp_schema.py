@@ -522,3 +522,27 @@ def test_the_teardown_fails_the_test_that_caused_it(tmp_path: Path) -> None:
         assert f"ERROR test_inner.py::{name}" in out, out
         section = re.split(r"\n_{3,} ", out.split(f"ERROR at teardown of {name}", 1)[1].split("\n", 1)[1])[0]
         assert said in section, section
+
+
+def test_the_net_holds_for_modern_exchanges() -> None:
+    from eras import modern
+
+    checker = WireChecker(name="planted-modern")
+    checker.sent(modern(1, "tools/list"))
+    checker.received({"jsonrpc": "2.0", "id": 1, "result": {"tools": []}})  # no resultType
+    checker.sent(modern(5, "prompts/list"))
+    checker.received({"jsonrpc": "2.0", "id": 5, "result": {"prompts": [], "resultType": "complete"}})  # no hints
+    checker.sent(modern(2, "resources/read", {"uri": "x://y"}))
+    checker.received({"jsonrpc": "2.0", "id": 2, "error": {"code": -32002, "message": "gone"}})
+    checker.sent(modern(3, "tools/list", version="v9"))
+    checker.received({"jsonrpc": "2.0", "id": 3, "error": {"code": -32022, "message": "no", "data": {"supported": []}}})
+    checker.sent(modern(4, "tools/call", {"name": "t"}))
+    checker.received({"jsonrpc": "2.0", "id": 9, "method": "sampling/createMessage", "params": {}})
+    with pytest.raises(AssertionError) as caught:
+        verify([checker])
+    text = str(caught.value)
+    assert "ListToolsResult (2026-07-28, official schema)" in text
+    assert "a prompts/list result without ttlMs and cacheScope" in text
+    assert "error -32002 must not be sent in 2026-07-28" in text
+    assert "UnsupportedProtocolVersionError (2026-07-28" in text
+    assert "a server request in a 2026-07-28 exchange" in text

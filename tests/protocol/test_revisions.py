@@ -46,3 +46,10 @@ def test_a_resource_link_becomes_text_where_the_revision_has_none() -> None:
     assert revisions.call_result(result, "2025-03-26") == {
         "content": [{"type": "text", "text": "Resource link: a <file:///a>"}], "isError": False}  # fmt: skip
     assert revisions.call_result(result, "2025-06-18") == result
+
+
+def test_2026_07_28_lacks_exactly_what_moved_to_the_tasks_extension() -> None:
+    latest, modern = properties(revisions.LATEST), properties("2026-07-28")
+    for definition in ("Tool", "ServerCapabilities", "CallToolResult", "Resource", "Prompt", "Implementation"):
+        lacking = latest[definition] - modern[definition]
+        assert revisions.LACKS["2026-07-28"].get(definition, frozenset()) == lacking, definition
