@@ -48,9 +48,10 @@ class ServerOptions(Record):
     ``tool_timeout``: seconds a tool call may run (None: no limit; a tool's own ``timeout`` wins).
     Cache hints of 2026-07-28 results: ``list_ttl`` seconds for server/discover and the four lists (a list_changed
     notification invalidates them sooner), ``read_ttl`` seconds for resources/read (0: read again every time, as a
-    resource's function may answer differently on each call); ``cache_scope`` "public" or "private" (None: "public"
-    for discover and lists on a server without HTTP authentication, "private" where lists may vary by caller;
-    resources/read is always "private" unless set, as a function may read who calls).
+    resource's function may answer differently on each call); ``cache_scope`` "public" or "private" (None: discover
+    and lists are "public" for an anonymous caller of a server without HTTP authentication and "private" for anyone
+    known, the stdio user included, as lists leave out what a caller may not use; resources/read is "private", as a
+    function may read who calls).
     """
 
     __slots__ = (
