@@ -26,7 +26,7 @@ def python_blocks() -> list[str]:
 
 
 # Examples that are run by tests of their own (they need files, a transport, or a deck of their own).
-SEPARATE = ("deck.run(", "tooldeck.testing", "implements(", "deck.manager", "apply_policy(")
+SEPARATE = ("list_ttl=", "deck.run(", "tooldeck.testing", "implements(", "deck.manager", "apply_policy(")
 
 
 def run_as_module(source: str) -> ModuleType:
@@ -203,3 +203,23 @@ def test_the_vendored_seed_is_the_shared_one() -> None:
     if not shared.exists():
         pytest.skip("no ../shared/seeds beside this checkout: the copy in tests/data is all there is")
     assert COPY.read_bytes() == shared.read_bytes()
+
+
+async def test_the_two_eras_example_chooses_the_cache_hints_of_modern_results() -> None:
+    from eras import modern
+
+    from server.test_stateless import Driver
+
+    (block,) = [b for b in python_blocks() if "list_ttl=" in b]
+    module = run_as_module("from tooldeck import Deck\n" + block)
+
+    @module.deck.tool
+    def ping_me() -> str:
+        return "pong"
+
+    driver = Driver(module.deck)
+    discovered = (await driver.exchange(modern(1, "server/discover")))[-1]["result"]
+    assert (discovered["ttlMs"], discovered["cacheScope"], discovered["resultType"]) == (60_000, "public", "complete")
+    assert discovered["supportedVersions"] == ["2026-07-28"]
+    listed = (await driver.request(2, "tools/list"))["result"]
+    assert [tool["name"] for tool in listed["tools"]] == ["ping_me"] and listed["ttlMs"] == 60_000
