@@ -207,7 +207,6 @@ def test_the_vendored_seed_is_the_shared_one() -> None:
 
 async def test_the_two_eras_example_chooses_the_cache_hints_of_modern_results() -> None:
     from eras import modern
-
     from server.test_stateless import Driver
 
     (block,) = [b for b in python_blocks() if "list_ttl=" in b]
