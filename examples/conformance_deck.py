@@ -1,10 +1,15 @@
-"""The fixture deck the official MCP conformance suite (@modelcontextprotocol/conformance 0.1.16) tests against.
+"""The fixture deck the official MCP conformance suite (@modelcontextprotocol/conformance) tests against: 0.1.16 at
+the 2025-11-25 wire, and 0.2.0-alpha.12 at both the 2025-11-25 and the 2026-07-28 wire.
 
-Run it with ``scripts/conformance.sh --http`` (or ``--stdio``), which serves this file with ``tooldeck serve``.
-Each tool below is the one a server scenario calls by name; the texts, MIME
+Run it with ``scripts/conformance.sh --http`` (or ``--stdio``; ``--spec-version 2026-07-28`` for the new suite), which
+serves this file with ``tooldeck serve``. Each tool below is the one a server scenario calls by name; the texts, MIME
 types and notification counts are the ones the scenario checks or documents.
 
-Resources, prompts and completion fixtures are at the end of the file.
+The tools are written once for both eras, as a user's tools are: where a 2025 session sends the client a request
+(``ctx.elicit``, ``ctx.sample``), a 2026-07-28 request ends with an input-required result and is retried with the
+answers, and the server, not the tool, tells the two apart. The 2026-07-28 fixtures (stateless diagnostics,
+input-required results, the tasks extension, custom headers) follow the 2025 ones; resources, prompts and completion
+fixtures are at the end of the file.
 """
 
 from __future__ import annotations
@@ -17,7 +22,7 @@ import struct
 import wave
 import zlib
 
-from tooldeck import Audio, Context, Deck, EmbeddedResource, Image, Message, Text, ToolError
+from tooldeck import Audio, Context, Deck, EmbeddedResource, Image, Message, ProtocolError, Text, ToolError
 
 deck = Deck("tooldeck-conformance", version="1.0.0", title="tooldeck conformance fixtures")
 
@@ -128,18 +133,34 @@ def test_error_handling() -> Text:
 # --- schemas: json-schema-2020-12 -------------------------------------------------------------------------------
 
 
+# The schema of the suite's json-schema-2020-12 scenario, keyword for keyword: from 2026-07-28 on, the composition
+# (allOf/anyOf) and conditional (if/then/else) keywords and $anchor must reach the client untouched too.
 JSON_SCHEMA_2020_12 = {
     "$schema": "https://json-schema.org/draft/2020-12/schema",
     "type": "object",
-    "$defs": {"address": {"type": "object", "properties": {"street": {"type": "string"}, "city": {"type": "string"}}}},
-    "properties": {"name": {"type": "string"}, "address": {"$ref": "#/$defs/address"}},
+    "$defs": {"address": {"$anchor": "addressDef", "type": "object",
+                          "properties": {"street": {"type": "string"}, "city": {"type": "string"}}}},
+    "properties": {"name": {"type": "string"}, "address": {"$ref": "#/$defs/address"},
+                   "contactMethod": {"type": "string", "enum": ["phone", "email"]},
+                   "phone": {"type": "string"}, "email": {"type": "string"}},
+    "allOf": [{"anyOf": [{"required": ["phone"]}, {"required": ["email"]}]}],
+    "if": {"properties": {"contactMethod": {"const": "phone"}}, "required": ["contactMethod"]},
+    "then": {"required": ["phone"]},
+    "else": {"required": ["email"]},
     "additionalProperties": False,
-}
+}  # fmt: skip
 
 
 @deck.tool(description="Tool with JSON Schema 2020-12 features", input_schema=JSON_SCHEMA_2020_12)
-def json_schema_2020_12_tool(name: str | None = None, address: dict[str, str] | None = None) -> Text:
-    return Text(json.dumps({"name": name, "address": address}))
+def json_schema_2020_12_tool(
+    name: str | None = None,
+    address: dict[str, str] | None = None,
+    contactMethod: str | None = None,
+    phone: str | None = None,
+    email: str | None = None,
+) -> Text:
+    return Text(json.dumps({"name": name, "address": address, "contactMethod": contactMethod, "phone": phone,
+                            "email": email}))  # fmt: skip
 
 
 # --- requests to the client: tools-call-sampling, tools-call-elicitation, elicitation-sep1034/1330 ---------------
@@ -224,6 +245,226 @@ async def test_reconnection(ctx: Context) -> Text:
         "Reconnection test completed successfully. If you received this, the client properly reconnected "
         "after stream closure."
     )
+
+
+# === 2026-07-28 ===================================================================================================
+# What the scenarios of suite 0.2.0-alpha.12 add (DIGEST-2026-07-28 §18.3). Each works over a 2025 session as well.
+
+
+def _form(field: str, kind: str = "string") -> dict[str, object]:
+    """A one-field elicitation form: ``{"type": "object", "properties": {field: {"type": kind}}, "required": [...]}``."""
+    return {"type": "object", "properties": {field: {"type": kind}}, "required": [field]}
+
+
+# --- server-stateless: diagnostics ----------------------------------------------------------------------------------
+
+
+@deck.tool
+async def test_missing_capability(ctx: Context) -> Text:
+    """Test tool requiring sampling: a client that did not declare sampling gets -32021."""
+    await ctx.sample("Reply with one word.", max_tokens=10)
+    return Text("Success")
+
+
+@deck.tool
+async def test_streaming_elicitation(ctx: Context) -> Text:
+    """Diagnostic tool validating response streams: reports progress, then asks the user something."""
+    # At 2026-07-28 the question must come back as an input-required result, never as a request on the stream.
+    await ctx.report_progress(50, 100)
+    answer = await ctx.elicit("Continue streaming?", _form("ok", "boolean"))
+    return Text(f"Streaming complete: action={answer.action}")
+
+
+@deck.tool
+async def test_logging_tool(ctx: Context) -> Text:
+    """Diagnostic logging validator tool: logs one line (sent only when the request asked for logs)."""
+    await ctx.info("Diagnostic trace logging activated")
+    return Text("Logging evaluated")
+
+
+def _dynamic_tool() -> Text:
+    """A tool that test_trigger_tool_change adds and removes in turn."""
+    return Text("dynamic")
+
+
+def _dynamic_prompt() -> str:
+    """A prompt that test_trigger_prompt_change adds and removes in turn."""
+    return "dynamic"
+
+
+@deck.tool
+def test_trigger_tool_change() -> Text:
+    """Changes the tool list (adds or removes test_dynamic_tool), so listeners get tools/list_changed."""
+    if "test_dynamic_tool" in deck.tools:
+        deck.remove_tool("test_dynamic_tool")
+    else:
+        deck.add_tool(_dynamic_tool, name="test_dynamic_tool")
+    return Text("Mutation triggered")
+
+
+@deck.tool
+def test_trigger_prompt_change() -> Text:
+    """Changes the prompt list (adds or removes test_dynamic_prompt), so listeners get prompts/list_changed."""
+    if "test_dynamic_prompt" in deck.prompts:
+        deck.remove_prompt("test_dynamic_prompt")
+    else:
+        deck.add_prompt(_dynamic_prompt, name="test_dynamic_prompt")
+    return Text("Mutation triggered")
+
+
+# --- input-required results (multi round-trip requests) --------------------------------------------------------------
+# The scenarios name the input requests' keys (user_name, confirm, step1, ...); the comments give the key each
+# question stands for. The first elicitation of test_input_required_result_elicitation must be keyed "user_name".
+
+
+def _sampled_text(result: dict[str, object]) -> str:
+    content = result.get("content")
+    if isinstance(content, list):
+        content = content[0] if content else {}
+    return str(content.get("text", "")) if isinstance(content, dict) else ""
+
+
+@deck.tool
+async def test_input_required_result_elicitation(ctx: Context) -> Text:
+    """MRTR: asks for the user's name (key user_name), then greets them."""
+    answer = await ctx.elicit("What is your name?", _form("name"))
+    return Text(f"Hello, {(answer.content or {}).get('name')}!")
+
+
+@deck.tool
+async def test_input_required_result_sampling(ctx: Context) -> Text:
+    """MRTR: asks the client's model a question (key capital_question), then reports its answer."""
+    result = await ctx.sample("What is the capital of France?", max_tokens=100)
+    return Text(f"Sampling result: {_sampled_text(result)}")
+
+
+@deck.tool
+async def test_input_required_result_list_roots(ctx: Context) -> Text:
+    """MRTR: asks for the client's roots (key client_roots), then says how many there are."""
+    # Context cannot ask for roots (roots/list) yet; this becomes `roots = await ctx.list_roots()` when it can.
+    raise ToolError("this server cannot ask the client for its roots yet")
+
+
+@deck.tool
+async def test_input_required_result_request_state(ctx: Context) -> Text:
+    """MRTR: asks for a confirmation (key confirm) and completes from the state the client echoes back."""
+    answer = await ctx.elicit("Please confirm", _form("ok", "boolean"))
+    if (answer.content or {}).get("ok") is not True:
+        return Text("not confirmed")
+    return Text("state-ok: requestState validated")
+
+
+@deck.tool
+async def test_input_required_result_multiple_inputs(ctx: Context) -> Text:
+    """MRTR: asks for a name (user_name) and a greeting (greeting) at once, then combines them."""
+    # The scenario also asks for the roots (client_roots), which Context cannot ask for yet.
+    answer, greeting = await asyncio.gather(
+        ctx.elicit("What is your name?", _form("name")), ctx.sample("Generate a greeting", max_tokens=50)
+    )
+    return Text(f"Name: {(answer.content or {}).get('name')}; Greeting: {_sampled_text(greeting)}")
+
+
+@deck.tool
+async def test_input_required_result_multi_round(ctx: Context) -> Text:
+    """MRTR: two rounds, a name (step1) and then a colour (step2)."""
+    name = (await ctx.elicit("Step 1: What is your name?", _form("name"))).content or {}
+    color = (await ctx.elicit("Step 2: What is your favorite color?", _form("color"))).content or {}
+    return Text(f"Multi-round complete for {name.get('name')} who likes {color.get('color')}")
+
+
+@deck.tool
+async def test_input_required_result_tampered_state(ctx: Context) -> Text:
+    """MRTR: asks for a confirmation (key confirm); a retry whose requestState was altered is refused."""
+    await ctx.elicit("Please confirm", _form("ok", "boolean"))
+    return Text("integrity-ok: state verified")
+
+
+@deck.tool
+async def test_input_required_result_capabilities(ctx: Context) -> Text:
+    """MRTR: asks only what the client declared it can answer (elicitation, sampling)."""
+    capabilities = ctx.client_capabilities
+    asks = []
+    if "elicitation" in capabilities:
+        asks.append(ctx.elicit("Elicitation input", _form("value")))
+    if "sampling" in capabilities:
+        asks.append(ctx.sample("Sample request", max_tokens=50))
+    if not asks:
+        return Text("No supported capabilities declared")
+    answers = await asyncio.gather(*asks)
+    return Text(f"capabilities-ok: received {len(answers)} answer(s)")
+
+
+@deck.prompt
+async def test_input_required_result_prompt(ctx: Context) -> list[Message]:
+    """MRTR: prompt that asks the user for its context (key user_context) before it is made."""
+    answer = await ctx.elicit("What context should the prompt use?", _form("context"))
+    return [Message("user", f"Use this context: {(answer.content or {}).get('context')}")]
+
+
+# --- the tasks extension (io.modelcontextprotocol/tasks; run, not scored) --------------------------------------------
+
+
+@deck.tool
+def greet(name: str) -> Text:
+    """Greets someone, at once (never as a task)."""
+    return Text(f"Hello, {name}!")
+
+
+@deck.tool(task="optional")
+async def slow_compute(seconds: float = 0, label: str | None = None) -> Text:
+    """Works for `seconds` seconds (0: answers at once); a task cancelled meanwhile ends cancelled."""
+    if seconds > 0:
+        await asyncio.sleep(seconds)
+    return Text(f"computed {label or 'result'} in {seconds:g} s")
+
+
+@deck.tool(task="required")
+async def failing_job() -> Text:
+    """Runs only as a task and ends with a tool error after about a second."""
+    await asyncio.sleep(1)
+    raise ToolError("failing_job failed, as it always does")
+
+
+@deck.tool(task="optional")
+async def protocol_error_job() -> Text:
+    """Ends with a protocol error (not a tool error): its task ends failed."""
+    raise ProtocolError("protocol_error_job fails at the protocol level, on purpose")
+
+
+@deck.tool(task="optional")
+async def confirm_delete(filename: str, ctx: Context) -> Text:
+    """Asks the user to confirm before deleting `filename` (nothing is deleted)."""
+    answer = await ctx.elicit(f"Delete {filename}?", _form("confirm", "boolean"))
+    confirmed = answer.action == "accept" and (answer.content or {}).get("confirm") is True
+    return Text(f"{'Deleted' if confirmed else 'Kept'} {filename}")
+
+
+@deck.tool(task="optional")
+async def multi_input(ctx: Context) -> Text:
+    """Asks the user two things at once."""
+    first, second = await asyncio.gather(
+        ctx.elicit("First value?", _form("first")), ctx.elicit("Second value?", _form("second"))
+    )
+    return Text(f"first={(first.content or {}).get('first')}, second={(second.content or {}).get('second')}")
+
+
+@deck.tool(task="required")
+async def test_tool_with_task(ctx: Context) -> Text:
+    """Asks the user's name (key user_name) before the task starts, then greets them from the task."""
+    answer = await ctx.elicit("What is your name?", _form("name"))
+    return Text(f"Hello from the task, {(answer.content or {}).get('name')}!")
+
+
+# --- http-custom-header-server-validation (pending) ------------------------------------------------------------------
+
+
+@deck.tool(
+    description="Echoes its region, which Streamable HTTP clients mirror into the Mcp-Param-Region header",
+    input_schema={"type": "object", "properties": {"region": {"type": "string", "x-mcp-header": "Region"}},
+                  "required": ["region"]},
+)  # fmt: skip
+def test_custom_header(region: str) -> Text:
+    return Text(f"region={region}")
 
 
 # --- resources: resources-list, -read-text, -read-binary, -templates-read, -subscribe, -unsubscribe ---------------

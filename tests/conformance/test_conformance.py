@@ -1,7 +1,10 @@
 """The official MCP conformance suite against examples/conformance_deck.py, driven by scripts/conformance.sh.
 
-The script installs its pinned npm tools on first use (about 15 s), so these tests need npm and node: without them
-they fail, they do not skip. Every scenario of the pinned suite must pass, warnings counting as failures.
+The script installs its pinned npm tools on first use (about 20 s), so these tests need npm and node: without them
+they fail, they do not skip. Every scenario of suite 0.1.16 must pass, warnings counting as failures; so must every
+scenario suite 0.2.0-alpha.12 runs at the 2025-11-25 wire (a dual-era server passes both wires), but for those
+listed in baseline-2025-11-25.yml with their reasons. The 2026-07-28 wire is run by hand for now:
+``scripts/conformance.sh --http --spec-version 2026-07-28``.
 """
 
 from __future__ import annotations
@@ -19,6 +22,9 @@ ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "scripts" / "conformance.sh"
 TOOLDECK = Path(sys.executable).parent / "tooldeck"
 CLOSING = re.compile(r"^(\d+) passed, (\d+) failed(?:, (\d+) skipped)?$")
+CLOSING_WITH_BASELINE = re.compile(r"^(\d+) passed, (\d+) failed(?:, (\d+) expected failures)?$")
+VERDICT = re.compile(r"^(PASS|FAIL|XFAIL) +(\S+) ")
+LEGACY_BASELINE = Path(__file__).with_name("baseline-2025-11-25.yml")
 HTTP_TRANSPORT_SCENARIOS = {"dns-rebinding-protection", "server-sse-multiple-streams", "server-sse-polling"}
 
 
@@ -72,3 +78,46 @@ def test_every_scenario_passes_over_stdio(tmp_path: Path) -> None:
     expected = (len(scenarios) - len(HTTP_TRANSPORT_SCENARIOS), 0, len(HTTP_TRANSPORT_SCENARIOS))
     assert closing_counts(done) == expected, done.stdout + done.stderr
     assert done.returncode == 0, done.stdout + done.stderr
+
+
+# --- suite 0.2.0-alpha.12 at the 2025-11-25 wire: one run, read by the tests below ------------------------------------
+
+
+@pytest.fixture(scope="module")
+def legacy_wire_run(tmp_path_factory: pytest.TempPathFactory) -> subprocess.CompletedProcess[str]:
+    out = tmp_path_factory.mktemp("legacy-wire")
+    return conformance(
+        "--http", "--spec-version", "2025-11-25", "--strict", "--baseline", str(LEGACY_BASELINE), out=out
+    )
+
+
+def verdicts(done: subprocess.CompletedProcess[str]) -> dict[str, str]:
+    return {m.group(2): m.group(1) for line in done.stdout.splitlines() if (m := VERDICT.match(line))}
+
+
+def baseline_scenarios() -> set[str]:
+    entries = {line.strip()[2:].strip("'\"") for line in LEGACY_BASELINE.read_text().splitlines()
+               if line.strip().startswith("- ")}  # fmt: skip
+    return {entry.split(":")[0] for entry in entries}
+
+
+@pytest.mark.slow
+def test_the_new_suite_runs_the_whole_2025_11_25_requirement_set(
+    legacy_wire_run: subprocess.CompletedProcess[str],
+) -> None:
+    # 30 scored scenarios and 3 run but not scored (server-session-lifecycle, json-schema-2020-12, server-sse-polling)
+    required = set(conformance("--list", "--spec-version", "2025-11-25").stdout.split())
+    assert len(required) == 33, sorted(required)
+    assert set(verdicts(legacy_wire_run)) == required, legacy_wire_run.stdout + legacy_wire_run.stderr
+    assert sum("(not scored: " in line for line in legacy_wire_run.stdout.splitlines()) == 3, legacy_wire_run.stdout
+
+
+@pytest.mark.slow
+def test_what_passes_at_the_legacy_wire_keeps_passing(legacy_wire_run: subprocess.CompletedProcess[str]) -> None:
+    # Warnings count as failures (--strict); only the baseline's scenarios may fail, and they must (or it is stale).
+    failing = {name: verdict for name, verdict in verdicts(legacy_wire_run).items() if verdict != "PASS"}
+    assert failing == dict.fromkeys(baseline_scenarios(), "XFAIL"), legacy_wire_run.stdout
+    lines = legacy_wire_run.stdout.strip().splitlines()
+    match = CLOSING_WITH_BASELINE.match(lines[-1]) if lines else None
+    assert match is not None, legacy_wire_run.stdout + legacy_wire_run.stderr
+    assert (int(match.group(2)), legacy_wire_run.returncode) == (0, 0), legacy_wire_run.stdout + legacy_wire_run.stderr

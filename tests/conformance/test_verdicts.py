@@ -174,3 +174,119 @@ def test_a_suite_that_selects_no_scenario_cannot_pass(tmp_path: Path) -> None:
     done = run_script(tmp_path)
     assert (done.returncode, done.stdout) == (2, ""), done.stdout + done.stderr
     assert "the 'tools' suite selects none of the suite's" in done.stderr
+
+
+# --- baselines (--baseline FILE, the suite's --expected-failures format) ----------------------------------------------
+
+BASELINE = """# whole scenarios, and single checks
+server:
+  - failure                      # fails: expected
+  - genuine-pass                 # passes: a stale entry
+  - "failure-without-message:bare"  # the one failing check: expected
+  - warning:check                # a check that succeeds: stale
+"""
+
+
+def test_a_baseline_excuses_listed_failures_and_fails_stale_entries(tmp_path: Path) -> None:
+    baseline = tmp_path / "baseline.yml"
+    baseline.write_text(BASELINE)
+    names = ("failure", "genuine-pass", "failure-without-message", "warning", "zero-checks")
+    done = run_script(tmp_path, "--baseline", str(baseline), *(arg for name in names for arg in ("--scenario", name)))
+    lines = {line.split()[1]: line.split()[0] for line in done.stdout.splitlines()[1:-2]}
+    assert lines == {
+        "failure": "XFAIL",
+        "genuine-pass": "FAIL",
+        "failure-without-message": "XFAIL",
+        "warning": "FAIL",
+        "zero-checks": "FAIL",
+    }, done.stdout
+    assert "stale baseline entry: the scenario passes now" in done.stdout
+    assert "stale baseline entry check: it passes" in done.stdout
+    assert done.stdout.strip().splitlines()[-1] == "0 passed, 3 failed, 2 expected failures"
+    assert done.returncode == 1
+
+
+@pytest.mark.parametrize(
+    ("text", "says"),
+    [
+        ("server:\n  - failure\n  oops\n", "baseline.yml:3: expected 'server:' or '  - SCENARIO[:CHECK-ID]'"),
+        ("server:\n  - no-such-scenario\n", "names 'no-such-scenario', not a server scenario of this suite"),
+    ],
+)
+def test_a_bad_baseline_stops_the_run_with_one_line(tmp_path: Path, text: str, says: str) -> None:
+    baseline = tmp_path / "baseline.yml"
+    baseline.write_text(text)
+    done = run_script(tmp_path, "--baseline", str(baseline), "--scenario", "failure")
+    assert (done.returncode, done.stdout) == (2, ""), done.stdout + done.stderr
+    assert says in done.stderr
+
+
+# --- suite 0.2 (--spec-version): one run of the suite for every scenario ------------------------------------------------
+
+FAKE_MODERN_RUNNER = """
+import json, os, sys
+from pathlib import Path
+
+SCORED = {scored!r}
+NOT_SCORED = {not_scored!r}
+args = sys.argv[1:]
+if args[:2] == ["list", "--requirements"]:
+    print(f"Required for {{args[2]}} (frozen):\\n\\nServer scenarios (test against a server):")
+    print("".join(f"  - {{name}}\\n" for name in SCORED))
+    print("Client scenarios (test against a client):\\n  - initialize\\n\\nRun and reported, but never scored:")
+    print(f"  pending ({{len(NOT_SCORED)}}):")
+    print("".join(f"    - {{name}} [server]\\n" for name in NOT_SCORED) + "    - a-client-one [client]")
+    sys.exit(0)
+assert args[args.index("--requirements") + 1] == "2026-07-28" and "--timeout" in args, args
+out = Path(args[args.index("-o") + 1])
+for name, status in {{**SCORED, **NOT_SCORED}}.items():
+    if status is not None:
+        where = out / f"server-{{name}}-2026-01-01T00-00-00-000Z"
+        where.mkdir(parents=True)
+        (where / "checks.json").write_text(json.dumps([{{"id": "c", "status": status}}]))
+sys.exit(int(os.environ.get("FAKE_EXIT", "1")))
+"""
+
+
+def run_modern(
+    tmp: Path, scored: dict[str, str | None], not_scored: dict[str, str | None], exit: int
+) -> subprocess.CompletedProcess[str]:
+    """The script at --spec-version 2026-07-28 with a fake suite that lists SCORED and NOT_SCORED (name: the one
+    check's status, None for no results file) and exits ``exit`` after one run."""
+    runner = tmp / "fake_modern_runner.py"
+    runner.write_text(FAKE_MODERN_RUNNER.format(scored=scored, not_scored=not_scored))
+    tooldeck = tmp / "fake_tooldeck"
+    tooldeck.write_text(FAKE_TOOLDECK.format(python=sys.executable))
+    tooldeck.chmod(0o755)
+    env = {**os.environ, "TOOLDECK": str(tooldeck), "TOOLDECK_CONFORMANCE_RUNNER": f"{sys.executable} {runner}",
+           "FAKE_EXIT": str(exit)}  # fmt: skip
+    return subprocess.run(
+        ["bash", str(SCRIPT), "--http", "--spec-version", "draft", "--out", str(tmp / "out")],
+        capture_output=True, text=True, cwd=ROOT, env=env, timeout=300,
+    )  # fmt: skip
+
+
+def test_one_suite_run_gives_every_scenario_its_verdict(tmp_path: Path) -> None:
+    done = run_modern(
+        tmp_path, {"scored-pass": "SUCCESS", "scored-fail": "FAILURE", "scored-silent": None},
+        {"pending-pass": "SUCCESS"}, exit=1,
+    )  # fmt: skip
+    lines = [line.split(None, 2) for line in done.stdout.splitlines()[1:-2]]
+    assert [(verdict, name) for verdict, name, _ in lines] == [
+        ("PASS", "scored-pass"), ("FAIL", "scored-fail"), ("FAIL", "scored-silent"), ("PASS", "pending-pass"),
+    ], done.stdout + done.stderr  # fmt: skip
+    assert lines[3][2] == "1/1 checks (not scored: pending)"
+    assert lines[2][2].startswith("no results")
+    assert (tmp_path / "out" / "scored-pass").is_dir() and not (tmp_path / "out" / ".raw").exists()
+    assert [len(list((tmp_path / "out" / name).glob("*/checks.json"))) for name in ("scored-pass", "pending-pass")] == [
+        1, 1,
+    ]  # fmt: skip
+    assert (done.stdout.strip().splitlines()[-1], done.returncode) == ("2 passed, 2 failed", 1)
+
+
+@pytest.mark.parametrize(("exit", "closing"), [(1, "1 passed, 1 failed"), (0, "1 passed, 0 failed")])
+def test_the_suites_failure_verdict_must_show_in_a_line(tmp_path: Path, exit: int, closing: str) -> None:
+    # Every results file passes; if the suite still says a scored scenario failed, the run cannot pass.
+    done = run_modern(tmp_path, {"scored-pass": "SUCCESS"}, {}, exit=exit)
+    assert ("FAIL  the suite's verdict" in done.stdout) == (exit == 1), done.stdout + done.stderr
+    assert (done.stdout.strip().splitlines()[-1], done.returncode) == (closing, exit)
