@@ -587,3 +587,21 @@ def test_a_record_that_cannot_be_made_is_logged_and_the_others_are_written(
     audit.close()
     assert [orjson.loads(line)["request_id"] for line in path.read_bytes().splitlines()] == [0, 1]
     assert "a record could not be made: ValueError('no such record')" in caplog.text
+
+
+def test_arguments_given_as_canonical_json_make_the_same_record() -> None:
+    from tooldeck.security.audit import canonical_arguments
+
+    schema = {"type": "object", "properties": {"token": {"type": "string", "writeOnly": True}}}
+    for arguments, input_schema, names in [
+        ({"b": [1, {"y": 2, "x": 1}], "a": "é\u2028"}, None, ()),
+        ({"user": "a", "token": "s3cret"}, schema, ()),
+        ({"user": "a", "Password": "p"}, None, ("password",)),
+    ]:
+        as_dict = {**_base(), "arguments": arguments, "input_schema": input_schema, "redact_names": names}
+        as_bytes = {**as_dict, "arguments": canonical_arguments(arguments)}
+        one, other = MemoryAuditSink(), MemoryAuditSink()
+        one.write(audit_record(**as_dict))
+        other.write(audit_record(**as_bytes))
+        assert one.records == other.records
+        assert b"s3cret" not in other.lines[0] and b'"p"' not in other.lines[0]

@@ -8,8 +8,6 @@ import functools
 import time
 from typing import Any
 
-import orjson
-
 from ..protocol.errors import RefusedError, ToolError
 from .policy import Policy
 
@@ -236,8 +234,9 @@ class CallAuditor:
     of the moment."""
 
     def __init__(self, sink: Any, redact: Any, access: Any) -> None:
-        from .audit import audit_record
+        from .audit import audit_record, canonical_arguments
 
+        self.canonical = canonical_arguments  # noted as JSON: a tool still running in a thread cannot change them
         self.sink = sink
         self.redact = tuple(redact)
         self.level_of = access.level_of
@@ -255,12 +254,11 @@ class CallAuditor:
             outcome = "error" if result is not None and result.get("isError") else "ok"
         facts = (time.time(), request.request_id, getattr(request.peer, "key", None), request.principal,
                  call.name if kind == "tool" else f"{kind}:{call.name}", call.item, decision, reason, outcome,
-                 (time.monotonic() - call.started) * 1000, orjson.dumps(call.arguments))  # fmt: skip
+                 (time.monotonic() - call.started) * 1000, self.canonical(call.arguments))  # fmt: skip
         self.sink.write(functools.partial(self._record, facts))
 
     def _record(self, facts: tuple[Any, ...]) -> dict[str, Any]:
         now, request_id, session, principal, tool, item, decision, reason, outcome, duration, arguments = facts
-        arguments = orjson.loads(arguments)  # noted as JSON: a tool still running in a thread cannot change them
         return self.make(time=now, request_id=request_id, session=session, principal=principal, tool=tool,
                          version=getattr(item, "version", None), security_level=self.level_of(item),
                          decision=decision, reason=reason, arguments=arguments,

@@ -47,6 +47,7 @@ __all__ = [
     "VerifyReport",
     "arguments_digest",
     "audit_record",
+    "canonical_arguments",
     "line_hash",
     "redact",
     "verify",
@@ -72,7 +73,7 @@ def audit_record(
     security_level: int | None,
     decision: str,
     reason: str | None,
-    arguments: dict[str, Any] | None,
+    arguments: dict[str, Any] | bytes | None,
     input_schema: dict[str, Any] | None,
     redact_names: Iterable[str] = (),
     outcome: str,
@@ -80,15 +81,24 @@ def audit_record(
 ) -> dict[str, Any]:
     """One call's record, ready for ``AuditSink.write`` (which adds ``seq`` and ``prev``). ``time`` is seconds since
     the epoch; ``principal`` None is an anonymous caller; ``decision`` is the policy's ("allowed" or "refused", with
-    its ``reason``); ``outcome`` is how the call ended (one of ``OUTCOMES``: a refused call's is "refused")."""
+    its ``reason``); ``outcome`` is how the call ended (one of ``OUTCOMES``: a refused call's is "refused").
+    ``arguments`` may come already encoded as canonical JSON (``canonical_arguments``): with nothing to redact, the
+    record then holds those bytes as they are (an ``orjson.Fragment``), and no second encoding is made."""
     if decision not in DECISIONS:
         raise ValueError(f"decision must be 'allowed' or 'refused', got {decision!r}")
     if outcome not in OUTCOMES:
         raise ValueError(f"outcome must be one of {', '.join(map(repr, OUTCOMES))}, got {outcome!r}")
     if decision == "refused" and outcome != "refused":
         raise ValueError(f"a refused call did not run: its outcome is 'refused', not {outcome!r}")
-    shown = redact(arguments or {}, input_schema, redact_names)
-    canonical = orjson.dumps(shown, default=repr, option=_CANONICAL)
+    shown: Any
+    if type(arguments) is bytes and not _may_redact(input_schema, redact_names):
+        canonical = arguments
+        shown = orjson.Fragment(canonical)
+    else:
+        if type(arguments) is bytes:
+            arguments = orjson.loads(arguments)
+        shown = redact(arguments or {}, input_schema, redact_names)
+        canonical = orjson.dumps(shown, default=repr, option=_CANONICAL)
     return {
         "time": format_time(time),
         "event": "call",
@@ -108,6 +118,11 @@ def audit_record(
     }
 
 
+def canonical_arguments(arguments: Any) -> bytes:
+    """``arguments`` as canonical JSON (sorted keys, no spaces): what ``arguments_digest`` hashes."""
+    return orjson.dumps(arguments or {}, default=repr, option=_CANONICAL)
+
+
 def arguments_digest(arguments: Any) -> str:
     """``sha256:`` and the hex digest of ``arguments`` as canonical JSON (sorted keys, no spaces)."""
     canonical = orjson.dumps(arguments, default=repr, option=_CANONICAL)
@@ -118,10 +133,15 @@ def redact(value: Any, schema: dict[str, Any] | None, names: Iterable[str] = ())
     """A copy of ``value`` with every secret replaced by ``REDACTED``: values whose schema (in ``schema``, a tool's
     inputSchema) says ``writeOnly: true`` or ``format: "password"``, and values under a key in ``names`` (any
     depth, any case). The walk follows the value, so a recursive schema costs no more than the value's size."""
-    lowered = frozenset(name.lower() for name in names) if names else _NO_NAMES
-    if not lowered and (not schema or not _marks_secrets(schema)):
+    if not _may_redact(schema, names):
         return value  # nothing can be secret: no copy, no walk (the common case)
+    lowered = frozenset(name.lower() for name in names)
     return _redact(value, [schema] if schema else [], schema or {}, lowered)
+
+
+def _may_redact(schema: dict[str, Any] | None, names: Iterable[str]) -> bool:
+    """Whether anything could be secret: names to redact, or a schema that marks a value secret."""
+    return bool(names) or (schema is not None and bool(schema) and _marks_secrets(schema))
 
 
 _marked: dict[int, tuple[Any, bool]] = {}  # id(schema) -> (schema, whether it marks anything secret)
