@@ -449,7 +449,9 @@ class WireChecker:
             envelope = "JSONRPCResultResponse" if version in _SPLIT_ENVELOPES else "JSONRPCResponse"
             self._check(envelope, message, message, version)
             result = message["result"]
-            if method == "tools/call" and isinstance(result, dict) and "task" in result:
+            if version == MODERN and isinstance(result, dict) and result.get("resultType") == "input_required":
+                self._input_required(result, method, message)
+            elif method == "tools/call" and isinstance(result, dict) and "task" in result:
                 self._check("CreateTaskResult", result, message, version)  # not in the ServerResult union
             elif method in RESULTS:
                 self._check(RESULTS[method], result, message, version)
@@ -472,6 +474,17 @@ class WireChecker:
             self.record(f"unexpected notification {message.get('method')!r}", message)
         else:
             self._check(NOTIFICATIONS[message["method"]], body, message, version)
+
+    def _input_required(self, result: dict[str, Any], method: str | None, message: Any) -> None:
+        """A 2026-07-28 InputRequiredResult: only tools/call, prompts/get and resources/read may send one; it has
+        inputRequests or requestState (the schema cannot say so) and no cache hints."""
+        self._check("InputRequiredResult", result, message, MODERN)
+        if method not in ("tools/call", "prompts/get", "resources/read"):
+            self.record(f"an input_required result to {method} (only tools/call, prompts/get, resources/read)", message)
+        if "inputRequests" not in result and "requestState" not in result:
+            self.record("an input_required result with neither inputRequests nor requestState", message)
+        if "ttlMs" in result or "cacheScope" in result:
+            self.record("an input_required result with cache hints", message)
 
     def _modern(self, message: dict[str, Any], method: str | None) -> None:
         """What the 2026-07-28 schema cannot say: each modern error by its own definition, codes it forbids."""

@@ -153,9 +153,9 @@ async def test_logs_only_when_the_request_sets_a_log_level_and_progress_by_token
     ("tool", "capabilities", "required"),
     [
         ("ask_name", {}, {"elicitation": {"form": {}}}),
-        ("ask_name", {"elicitation": {}}, {"elicitation": {"form": {}}}),
+        ("ask_name", {"elicitation": {"url": {}}}, {"elicitation": {"form": {}}}),
         ("think", {}, {"sampling": {}}),
-        ("think", {"sampling": {}}, {"sampling": {}}),
+        ("think", {"elicitation": {}}, {"sampling": {}}),
     ],
 )
 async def test_a_tool_that_asks_the_client_is_minus_32021_with_the_capability_as_an_object(

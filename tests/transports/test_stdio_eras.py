@@ -32,8 +32,8 @@ def test_a_connection_opened_by_a_modern_request_is_served_statelessly() -> None
         server.send(modern(5, "tools/call", {"name": "think"}))
         assert server.read()["error"] == {
             "code": -32021,
-            "message": "A sampling request cannot be requested in a 2026-07-28 request yet: this server does not "
-            "serve multi round-trip requests, so a tool that needs it cannot run",
+            "message": "A sampling request cannot be requested in this 2026-07-28 request: its clientCapabilities do "
+            "not declare what it needs, so a tool that needs it cannot run",
             "data": {"requiredCapabilities": {"sampling": {}}},
         }
         init = {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": CLIENT_INFO}

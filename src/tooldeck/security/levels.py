@@ -5,6 +5,8 @@
     level 4-7    ... with the item's scopes (its own, or granted by its roles)
     level 8-10   ... and the call verified: a recent authentication (auth_time within the policy's window), or the
                  user's confirmation through elicitation, bound to this principal, tool@version and arguments
+                 (in a 2026-07-28 request an input-required round trip: the code and its binding travel in the
+                 sealed, single-use requestState, so no process memory is needed)
 
 A tool's level is its own, else the policy's default; scopes are checked whenever an item declares them (at any
 level above 0). Refusals say what would allow the call: 401 without credentials, 403 with the spec's step-up
@@ -37,13 +39,17 @@ class Confirmations:
     def issue(self, binding: tuple[str, str, str]) -> str:
         now = self.clock()
         self._open = {code: entry for code, entry in self._open.items() if entry[1] > now}  # drop the expired
-        import secrets  # here: the module costs start-up time and only levels 8-10 need it
-
-        code = f"{secrets.randbelow(10**6):06d}"
+        code = self.new_code()
         while code in self._open:
-            code = f"{secrets.randbelow(10**6):06d}"
+            code = self.new_code()
         self._open[code] = (binding, now + self.ttl)
         return code
+
+    @staticmethod
+    def new_code() -> str:
+        import secrets  # here: the module costs start-up time and only levels 8-10 need it
+
+        return f"{secrets.randbelow(10**6):06d}"
 
     def redeem(self, code: Any, binding: tuple[str, str, str]) -> bool:
         """True once for a code issued for ``binding`` and not expired; the code is spent either way."""
@@ -159,7 +165,11 @@ class AccessControl:
         from .audit import arguments_digest  # levels 8-10 only
 
         binding = (str(getattr(principal, "id", principal)), f"{call.name}@{version}", arguments_digest(call.arguments))
-        code = self.confirmations.issue(binding)
+        rounds = getattr(request, "rounds", None)  # a 2026-07-28 request: the confirmation is a round trip
+        if rounds is None:
+            code = self.confirmations.issue(binding)
+        else:  # no process memory: the code and its binding travel in the sealed requestState
+            code, bound = rounds.memo("confirmation", lambda: [Confirmations.new_code(), list(binding)])
         shown = orjson.dumps(call.arguments, option=orjson.OPT_INDENT_2).decode()
         message = (
             f"Confirm this call (security level {level}):\n{call.name}{'@' + version if version else ''}\n"
@@ -175,7 +185,13 @@ class AccessControl:
             raise ToolError(f"{label} was not run: the confirmation failed ({exc})") from None
         if answer.action != "accept":
             raise ToolError(f"{label} was not run: the user did not confirm it ({answer.action})")
-        if not self.confirmations.redeem((answer.content or {}).get("code"), binding):
+        given = (answer.content or {}).get("code")
+        if rounds is None:
+            confirmed = self.confirmations.redeem(given, binding)
+        else:
+            rounds.spend()  # single use: a replayed retry is refused (-32602) before anything runs
+            confirmed = given == code and bound == list(binding)
+        if not confirmed:
             raise ToolError(f"{label} was not run: the confirmation code does not match this call")
 
     def _unverifiable(self, label: str, level: int, window: float) -> str:

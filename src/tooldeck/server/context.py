@@ -150,9 +150,13 @@ class Context:
         return self.log("error", message, logger=logger)
 
     # --- what the tool can ask the client (async tools only) -----------------------------------------------------
+    # In a 2025 session each is a request to the client. In a 2026-07-28 request the first question without an answer
+    # ends the run with an input-required result, and the client's retry runs the function again with the answers
+    # (server/rounds.py): code before a question runs once per round. ``key`` names the question in ``inputRequests``
+    # (default: ``input-1``, ``input-2``, ... in call order); 2025 sessions ignore it.
 
-    async def elicit(self, message: str, schema: dict[str, Any], *, timeout: float = ELICIT_TIMEOUT
-                     ) -> ElicitResult:  # fmt: skip
+    async def elicit(self, message: str, schema: dict[str, Any], *, timeout: float = ELICIT_TIMEOUT,
+                     key: str | None = None) -> ElicitResult:  # fmt: skip
         """Ask the user to fill in a form (elicitation/create, form mode) and return their answer.
 
         ``schema`` is a flat JSON Schema object (strings, numbers, booleans, enums). An accepted answer is checked
@@ -160,19 +164,31 @@ class Context:
         """
         from . import elicitation  # loaded by the first tool that asks the client something
 
-        self._modern_refusal({"elicitation": {"form": {}}}, "An elicitation")
-        params, validator = elicitation.form_params(message, schema, self.request.client_capabilities)
-        result = await self._ask("elicitation/create", params, timeout)
+        rounds = self._rounds({"elicitation": {"form": {}}}, "An elicitation")
+        try:
+            params, validator = elicitation.form_params(message, schema, self.request.client_capabilities)
+        except ClientRequestError:
+            self._undeclared(rounds, {"elicitation": {"form": {}}}, "An elicitation")
+            raise
+        result = await self._ask("elicitation/create", params, timeout, rounds, key)
         return elicitation.elicit_result(result, validator)
 
     async def elicit_url(self, message: str, url: str, *, elicitation_id: str | None = None,
-                         timeout: float = ELICIT_TIMEOUT) -> ElicitResult:  # fmt: skip
+                         timeout: float = ELICIT_TIMEOUT, key: str | None = None) -> ElicitResult:  # fmt: skip
         """Ask the user to open ``url`` (elicitation/create, URL mode). "accept" means they agreed to open it."""
         from . import elicitation
 
-        self._modern_refusal({"elicitation": {"url": {}}}, "A URL elicitation")
-        params = elicitation.url_params(message, url, elicitation_id, self.request.client_capabilities)
-        result = await self._ask("elicitation/create", params, timeout)
+        rounds = self._rounds({"elicitation": {"url": {}}}, "A URL elicitation")
+        if rounds is not None:  # the id must be the same on each round, or the question would never be answered
+            key = rounds.key(key)
+            if elicitation_id is None:
+                elicitation_id = rounds.memo(f"{key}/elicitationId", lambda: __import__("os").urandom(16).hex())
+        try:
+            params = elicitation.url_params(message, url, elicitation_id, self.request.client_capabilities)
+        except ClientRequestError:
+            self._undeclared(rounds, {"elicitation": {"url": {}}}, "A URL elicitation")
+            raise
+        result = await self._ask("elicitation/create", params, timeout, rounds, key)
         return elicitation.elicit_result(result, None)
 
     async def sample(
@@ -189,6 +205,7 @@ class Context:
         tools: list[dict[str, Any]] | None = None,
         tool_choice: dict[str, Any] | None = None,
         timeout: float = SAMPLE_TIMEOUT,
+        key: str | None = None,
     ) -> dict[str, Any]:
         """Ask the client's model for a completion (sampling/createMessage); returns the CreateMessageResult.
 
@@ -196,31 +213,51 @@ class Context:
         """
         from . import sampling
 
-        self._modern_refusal({"sampling": {"tools": {}} if tools else {}}, "A sampling request")
-        params = sampling.sampling_params(
-            messages,
-            max_tokens,
-            self.request.client_capabilities,
-            system_prompt=system_prompt,
-            temperature=temperature,
-            stop_sequences=stop_sequences,
-            model_preferences=model_preferences,
-            include_context=include_context,
-            metadata=metadata,
-            tools=tools,
-            tool_choice=tool_choice,
-        )
-        result = await self._ask("sampling/createMessage", params, timeout)
+        capability: dict[str, Any] = {"sampling": {"tools": {}} if tools else {}}
+        rounds = self._rounds(capability, "A sampling request")
+        try:
+            params = sampling.sampling_params(
+                messages,
+                max_tokens,
+                self.request.client_capabilities,
+                system_prompt=system_prompt,
+                temperature=temperature,
+                stop_sequences=stop_sequences,
+                model_preferences=model_preferences,
+                include_context=include_context,
+                metadata=metadata,
+                tools=tools,
+                tool_choice=tool_choice,
+            )
+        except ClientRequestError:
+            self._undeclared(rounds, capability, "A sampling request")
+            raise
+        result = await self._ask("sampling/createMessage", params, timeout, rounds, key)
         return sampling.sampling_result(result)
 
-    def _modern_refusal(self, capability: dict[str, Any], what: str) -> None:
-        """In a 2026-07-28 request the server may not send requests of its own: -32021 (see server/stateless.py)."""
-        if versions.is_modern(self.request.revision):
+    def _rounds(self, capability: dict[str, Any], what: str) -> Any:
+        """None in a 2025 session (the question is a request to the client); in a 2026-07-28 request, its rounds
+        (server/rounds.py), or -32021 where the request may not ask (see server/stateless.py)."""
+        if not versions.is_modern(self.request.revision):
+            return None
+        rounds = getattr(self.request, "rounds", None)
+        if rounds is None:
             from .stateless import missing
 
             raise missing(self.request, capability, what)
+        return rounds
 
-    async def _ask(self, method: str, params: dict[str, Any], timeout: float) -> dict[str, Any]:
+    def _undeclared(self, rounds: Any, capability: dict[str, Any], what: str) -> None:
+        """A 2026-07-28 request that did not declare what the question needs: -32021 (never ask for it)."""
+        if rounds is not None:
+            from .stateless import missing
+
+            raise missing(self.request, capability, what) from None
+
+    async def _ask(self, method: str, params: dict[str, Any], timeout: float, rounds: Any = None,
+                   key: str | None = None) -> dict[str, Any]:  # fmt: skip
+        if rounds is not None:
+            return rounds.ask(rounds.key(key), method, params)
         if self.task is None:
             return await self._request(method, params, timeout)
         # In a task: the request names the task, and the task waits in "input_required" until it is answered.

@@ -32,6 +32,7 @@ from .pipeline import Pipeline
 if TYPE_CHECKING:
     import asyncio
 
+    from ..security.request_state import RequestStates
     from .task_manager import TaskManager
     from .workers import WorkerPool
 
@@ -79,6 +80,7 @@ class Server:
         self._pending_changes: set[str] = set()
         self._init_results: dict[tuple[str, bool], dict[str, Any]] = {}
         self._tasks: TaskManager | None = None
+        self._request_states: RequestStates | None = None
         self._running_services: list[asyncio.Task[None]] = []
         apply_policy(self, self.policy)  # the default policy: levels enforced, inputs limited, output sanitised
         set_message_cleaner(_clean_error)
@@ -116,6 +118,21 @@ class Server:
             cached = revisions.initialize_result(cached, protocol_version)  # what that revision defines, no more
             self._init_results[key] = cached
         return cached
+
+    def request_states(self) -> RequestStates:
+        """What seals and opens the ``requestState`` of 2026-07-28 input-required results (made on first use): under
+        ``state_key``, else ``$TOOLDECK_STATE_KEY``, else a random key of this process."""
+        if self._request_states is None:
+            import os
+
+            from ..security.request_state import RequestStates
+
+            key = self.options.state_key
+            if key is None:
+                env = os.environ.get("TOOLDECK_STATE_KEY")
+                key = env.encode() if env else os.urandom(32)
+            self._request_states = RequestStates(key)
+        return self._request_states
 
     def use_policy(self, policy: Policy) -> None:
         """Serve under ``policy`` (security levels' defaults and verification, roles, the stdio principal); the deck's

@@ -37,6 +37,7 @@ class ServerSettings(TypedDict, total=False):
     list_ttl: float
     read_ttl: float
     cache_scope: str | None
+    state_key: bytes | None
 
 
 class ServerOptions(Record):
@@ -52,12 +53,15 @@ class ServerOptions(Record):
     and lists are "public" for an anonymous caller of a server without HTTP authentication and "private" for anyone
     known, the stdio user included, as lists leave out what a caller may not use; resources/read is "private", as a
     function may read who calls).
+    ``state_key``: the key (at least 32 bytes) that seals the ``requestState`` of 2026-07-28 input-required results;
+    every process that serves the deck with the same key can take a retry. None: ``$TOOLDECK_STATE_KEY`` (its UTF-8
+    bytes) if set, else a random key made at start-up, so only this process can resume what it asked.
     """
 
     __slots__ = (
         "page_size", "mask_errors", "max_threads", "log_level", "max_message_bytes", "max_batch", "cursor_secret",
         "tool_timeout", "task_store", "task_ttl", "max_task_ttl", "max_tasks_per_requestor", "list_ttl_ms", "read_ttl_ms",
-        "cache_scope",
+        "cache_scope", "state_key",
     )  # fmt: skip
 
     def __init__(
@@ -78,6 +82,7 @@ class ServerOptions(Record):
         list_ttl: float = 60.0,
         read_ttl: float = 0.0,
         cache_scope: str | None = None,
+        state_key: bytes | None = None,
     ) -> None:
         if page_size is not None and not _positive_int(page_size):
             raise RegistrationError(f"page_size must be a positive integer or None, got {page_size!r}")
@@ -95,6 +100,8 @@ class ServerOptions(Record):
                 raise RegistrationError(f"{name} must be a number of seconds >= 0, got {ttl!r}")
         if cache_scope not in (None, "public", "private"):
             raise RegistrationError(f'cache_scope must be "public", "private" or None, got {cache_scope!r}')
+        if state_key is not None and (not isinstance(state_key, bytes) or len(state_key) < 32):
+            raise RegistrationError("state_key must be bytes, at least 32 of them (os.urandom(32), say), or None")
         self.page_size = page_size
         self.mask_errors = mask_errors
         self.max_threads = max_threads
@@ -110,6 +117,7 @@ class ServerOptions(Record):
         self.list_ttl_ms = int(list_ttl * 1000)
         self.read_ttl_ms = int(read_ttl * 1000)
         self.cache_scope = cache_scope
+        self.state_key = state_key
 
 
 def server_info(name: str, version: str, settings: dict[str, Any]) -> dict[str, Any]:

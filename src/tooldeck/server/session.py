@@ -294,6 +294,8 @@ class Session:
             if type(outcome) is not Work:
                 outcome = stateless.finish(rctx, outcome)
         except ProtocolError as exc:
+            if isinstance(exc, RefusedError) and self.request_refused is not None:
+                self.request_refused(request.id, exc)  # its HTTP status (a refused retry's 400)
             reply(jsonrpc.error(request.id, stateless.translate(exc)))
             return None
         except Exception:

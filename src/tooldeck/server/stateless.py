@@ -7,8 +7,9 @@ result the way the revision wants it (``finish``: ``resultType``, ``serverInfo``
 discover, lists and reads; -32002 becomes -32602). The session (``Session.receive_modern``) drives it, so the call
 pipeline — authorization, limits, sanitiser, audit — runs exactly as it does for a 2025 request.
 
-Logs: none unless the request set ``logLevel``. A tool that asks the client for input (elicitation, sampling) gets
--32021 for now: the answer the revision has for it, the multi round-trip result, is not served yet.
+Logs: none unless the request set ``logLevel``. A tool, prompt or resource that asks the client for input
+(elicitation, sampling) ends its request with an input-required result and is resumed by the client's retry
+(``rounds.py``); asking for what the request's capabilities did not declare is -32021.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from ..protocol.errors import (
     UrlElicitationRequiredError,
 )
 from ..protocol.jsonrpc import Request
+from . import rounds
 from .options import LOG_LEVELS
 from .request import RequestContext
 
@@ -57,13 +59,16 @@ def context(session: Any, request: Request, env: Envelope) -> RequestContext:
     """The request context of one modern request: the envelope's revision, capabilities, client and log level; the
     principal of the connection it came on (the stdio user, or the HTTP request's bearer token)."""
     connection = session.state
-    rctx = RequestContext.standalone(
+    kind = rounds.RoundTrip if request.method in rounds.ASKING else RequestContext
+    rctx = kind.standalone(
         session.server, session, request.id, request.method, request.params, env.version,
         client_capabilities=env.client_capabilities, client_info=env.client_info, principal=connection.principal,
         log_level=env.log_level, identifies_requestor=connection.identifies_requestor,
     )  # fmt: skip
     if env.log_level is None:
         rctx.state.log_rank = SILENT
+    if kind is not RequestContext:
+        rounds.begin(rctx)  # type: ignore[arg-type]
     return rctx
 
 
@@ -100,6 +105,8 @@ def hints(rctx: RequestContext) -> tuple[int, str] | None:
     method = rctx.method
     options = rctx.server.options
     if method == "resources/read":
+        if rctx.rounds.retry:  # type: ignore[attr-defined]
+            return 0, "private"  # the result of a retry must not be cached: the schema requires hints, so these
         return options.read_ttl_ms, options.cache_scope or "private"
     if method not in LISTS:
         return None
@@ -119,6 +126,10 @@ async def finishing(rctx: RequestContext, work: Coroutine[Any, Any, dict[str, An
         result = await work
     except ProtocolError as exc:
         raise translate(exc) from None
+    except rounds.InputRequired:
+        return rctx.rounds.interim()  # type: ignore[attr-defined]
+    if type(rctx) is rounds.RoundTrip and rctx.rounds.asked:  # a function that swallowed the end of its run
+        return rctx.rounds.interim()
     return finish(rctx, result)
 
 
@@ -136,7 +147,7 @@ def translate(exc: ProtocolError) -> ProtocolError:
 def missing(rctx: RequestContext, capability: dict[str, Any], what: str) -> MissingClientCapabilityError:
     """The -32021 for a tool that asks the client ``what`` (an elicitation, a sampling) in a modern request."""
     return MissingClientCapabilityError(
-        f"{what} cannot be requested in a {rctx.revision} request yet: this server does not serve multi round-trip "
-        "requests, so a tool that needs it cannot run",
+        f"{what} cannot be requested in this {rctx.revision} request: its clientCapabilities do not declare "
+        "what it needs, so a tool that needs it cannot run",
         capability,
     )

@@ -95,7 +95,7 @@ async def test_discover_over_http_has_no_session_id(client: AsgiClient) -> None:
         (modern(19, "no/such/method"), {}, 404, -32601),
         # capabilities, found while the tool runs: -32021
         (modern("t", "tools/call", {"name": "think"}), {}, 400, -32021),
-        (modern("u", "tools/call", {"name": "ask_name"}, capabilities={"elicitation": {}}), {}, 400, -32021),
+        (modern("u", "tools/call", {"name": "ask_name"}, capabilities={"elicitation": {"url": {}}}), {}, 400, -32021),
     ],
 )
 async def test_each_rung_of_the_ladder_has_its_status_and_an_error_echoing_the_id(
