@@ -58,6 +58,7 @@ RESULTS = {
     "prompts/get": "GetPromptResult",
     "completion/complete": "CompleteResult",
     "server/discover": "DiscoverResult",
+    "subscriptions/listen": "SubscriptionsListenResult",
     "tasks/get": "GetTaskResult",
     "tasks/result": "CallToolResult",  # the only task-augmentable request a server receives is tools/call
     "tasks/list": "ListTasksResult",
@@ -72,6 +73,7 @@ NOTIFICATIONS = {
     "notifications/prompts/list_changed": "PromptListChangedNotification",
     "notifications/cancelled": "CancelledNotification",
     "notifications/tasks/status": "TaskStatusNotification",
+    "notifications/subscriptions/acknowledged": "SubscriptionsAcknowledgedNotification",
 }
 REQUESTS = {
     "elicitation/create": "ElicitRequest",
@@ -447,6 +449,8 @@ class WireChecker:
             return
         if "result" in message:
             envelope = "JSONRPCResultResponse" if version in _SPLIT_ENVELOPES else "JSONRPCResponse"
+            if method == "subscriptions/listen" and version == MODERN:
+                envelope = "SubscriptionsListenResultResponse"  # its _meta adds the subscriptionId to a result's
             self._check(envelope, message, message, version)
             result = message["result"]
             if version == MODERN and isinstance(result, dict) and result.get("resultType") == "input_required":
@@ -495,12 +499,27 @@ class WireChecker:
                 self._check(MODERN_ERRORS[code], message, message, MODERN)
             elif code in (-32002, -32042):
                 self.record(f"error {code} must not be sent in 2026-07-28", message)
+        params = message.get("params")
+        meta = params.get("_meta") if isinstance(params, dict) else None
+        tagged = isinstance(meta, dict) and SUBSCRIPTION_ID in meta
+        if message.get("method") in LISTEN_STREAM and not tagged:
+            self.record(f"a {message['method']} without its subscriptionId (2026-07-28 sends it only on a listen "
+                        "stream)", message)  # fmt: skip
+        elif message.get("method") in REQUEST_SCOPED and tagged:
+            self.record(f"a request-scoped {message['method']} on a listen stream", message)
         result = message.get("result")
         if (isinstance(result, dict) and method in MODERN_CACHEABLE and result.get("resultType") == "complete"
                 and ("ttlMs" not in result or "cacheScope" not in result)):  # fmt: skip
             self.record(f"a {method} result without ttlMs and cacheScope", message)
 
 
+SUBSCRIPTION_ID = "io.modelcontextprotocol/subscriptionId"
+# Notifications a 2026-07-28 server sends only on a subscriptions/listen stream (each tagged with its id), and the
+# request-scoped ones that must never go there.
+LISTEN_STREAM = frozenset({"notifications/subscriptions/acknowledged", "notifications/tools/list_changed",
+                           "notifications/prompts/list_changed", "notifications/resources/list_changed",
+                           "notifications/resources/updated"})  # fmt: skip
+REQUEST_SCOPED = frozenset({"notifications/progress", "notifications/message"})
 MODERN_CACHEABLE = frozenset({"server/discover", "tools/list", "prompts/list", "resources/list",
                               "resources/templates/list", "resources/read"})  # fmt: skip
 

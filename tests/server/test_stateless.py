@@ -58,9 +58,9 @@ async def test_discover_names_the_modern_versions_capabilities_and_the_server(dr
         "supportedVersions": [MODERN],
         "capabilities": {
             "logging": {},
-            "tools": {},
-            "resources": {},
-            "prompts": {},
+            "tools": {"listChanged": True},  # served through subscriptions/listen
+            "resources": {"subscribe": True, "listChanged": True},
+            "prompts": {"listChanged": True},
             "completions": {},
             "extensions": {},
         },

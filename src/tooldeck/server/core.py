@@ -28,6 +28,7 @@ from .bus import Bus, MemoryBus, Subscription
 from .methods import Method, method_table
 from .options import ServerOptions, server_info
 from .pipeline import Pipeline
+from .subscriptions import Listeners
 
 if TYPE_CHECKING:
     import asyncio
@@ -75,6 +76,7 @@ class Server:
         """Coroutines that run beside the sessions while the server serves (a directory watcher, say): started
         when a transport's loop runs (``bind_loop``), cancelled by ``aclose``."""
         self.bus: Bus = bus if bus is not None else MemoryBus()
+        self.listeners = Listeners()  # the subscriptions/listen streams open here (2026-07-28)
         self._loop: asyncio.AbstractEventLoop | None = None
         self._workers: WorkerPool | None = None
         self._pending_changes: set[str] = set()
@@ -192,6 +194,7 @@ class Server:
 
     async def aclose(self) -> None:
         """Stop the lifespan services: running tasks are cancelled, the task store closed, the workers released."""
+        self.listeners.end_all()  # listen streams still open get their closing result
         running, self._running_services = self._running_services, []
         for service in running:
             service.cancel()

@@ -212,11 +212,13 @@ class Session:
         return self._request(request, self._direct, inline=True)
 
     def answers_now(self, message: Any) -> bool:
-        """True when handling ``message`` needs no event loop: everything but the ``LATER`` methods."""
+        """True when handling ``message`` needs no event loop: everything but the ``LATER`` methods (and listen)."""
         if type(message) is dict:
             name = message.get("method")
             method = self._methods.get(name) if type(name) is str else None
-            return method is None or not method.later
+            if method is None:  # unknown to 2025 sessions: answered at once, but a 2026-07-28 listen stays open
+                return name != "subscriptions/listen"
+            return not method.later
         return type(message) is not list  # a batch may hold a tools/call
 
     def receive_error(self, error: ProtocolError, request_id: Any = None) -> None:

@@ -28,20 +28,18 @@ from ..protocol.errors import (
     UrlElicitationRequiredError,
 )
 from ..protocol.jsonrpc import Request
-from . import rounds
+from . import rounds, subscriptions
 from .options import LOG_LEVELS
 from .request import RequestContext
 
-# What a modern request may ask for (subscriptions/listen and the tasks extension are not served yet).
+# What a modern request may ask for (the tasks extension is not served yet).
 METHODS = frozenset({"server/discover", "tools/list", "tools/call", "resources/list", "resources/templates/list",
-                     "resources/read", "prompts/list", "prompts/get", "completion/complete"})  # fmt: skip
+                     "resources/read", "prompts/list", "prompts/get", "completion/complete",
+                     "subscriptions/listen"})  # fmt: skip
 REMOVED = frozenset({"initialize", "ping", "logging/setLevel", "resources/subscribe", "resources/unsubscribe",
                      "tasks/get", "tasks/result", "tasks/list", "tasks/cancel"})  # fmt: skip
 LISTS = frozenset({"server/discover", "tools/list", "resources/list", "resources/templates/list", "prompts/list"})
 SILENT = len(LOG_LEVELS)  # a log rank no level reaches: the request set no logLevel, so it gets no logs
-# Capability members that promise change notifications, which reach modern clients only through
-# subscriptions/listen: not advertised until listen is served (a client would wait for them in vain).
-_NOTIFYING = ("listChanged", "subscribe")
 
 
 def known(method: str) -> bool:
@@ -75,6 +73,8 @@ def context(session: Any, request: Request, env: Envelope) -> RequestContext:
 def handler(server: Any, method: str) -> Any:
     if method == "server/discover":
         return discover
+    if method == "subscriptions/listen":  # change notifications reach modern clients only here
+        return subscriptions.listen
     if method not in METHODS:
         raise refusal(method)
     row = server.methods[method]
@@ -91,13 +91,8 @@ def discover(rctx: RequestContext) -> dict[str, Any]:
 
 
 def capabilities(rctx: RequestContext) -> dict[str, Any]:
-    declared: dict[str, Any] = {}
-    for name, value in rctx.capabilities.items():
-        if type(value) is dict and any(k in value for k in _NOTIFYING):
-            value = {k: v for k, v in value.items() if k not in _NOTIFYING}
-        declared[name] = value
-    declared["extensions"] = {}
-    return declared
+    """What initialize would declare at the revision (``listChanged``/``subscribe``: served through listen)."""
+    return {**rctx.capabilities, "extensions": {}}
 
 
 def hints(rctx: RequestContext) -> tuple[int, str] | None:

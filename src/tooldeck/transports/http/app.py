@@ -102,8 +102,10 @@ class HttpApp:
         return await self.registry.reap()
 
     def begin_shutdown(self) -> None:
-        """Stop taking new sessions and end GET streams; POSTs in flight are left to finish (graceful drain)."""
+        """Stop taking new sessions and end GET streams and listen streams (each gets its result); POSTs in flight are
+        left to finish (graceful drain)."""
         self.registry.begin_shutdown()
+        self.deck.listeners.end_all()
 
     async def aclose(self) -> None:
         """Close every session (cancelling its work) and stop the reaper."""

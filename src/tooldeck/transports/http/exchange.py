@@ -18,7 +18,7 @@ from ...protocol.envelope import Envelope
 from ...protocol.errors import INVALID_REQUEST, METHOD_NOT_FOUND, SESSION_NOT_FOUND, HttpError, ProtocolError
 from ...protocol.jsonrpc import Invalid, Notification, Request
 from ...server.session import batch_problem
-from . import eras
+from . import eras, listen
 from .auth import PRINCIPAL
 from .channels import Channel, HttpSession
 from .guard import HEADERS
@@ -128,6 +128,9 @@ class Endpoint:
             env = eras.admit(request, headers)
         except ProtocolError as refusal:
             await respond_json(send, eras.STATUS.get(refusal.code, 400), jsonrpc.error(request.id, refusal))
+            return
+        if request.method == "subscriptions/listen":  # a long-lived stream of its own
+            await listen.serve(self, request, env, principal, sse_ok, receive, send)
             return
         http_session = self.registry.stateless(principal)
         await self._exchange(http_session, request, (request.id,), json_ok, sse_ok, False, receive, send, env)

@@ -1,0 +1,175 @@
+"""subscriptions/listen (2026-07-28): a modern client's stream of change notifications, fed by the same bus
+publications that reach 2025 sessions (``list_changed`` and ``resource_updated``, see ``bus.py``).
+
+One ``Listener`` per open listen request. Its first step sends ``notifications/subscriptions/acknowledged`` with the part of the client's filter this server
+honours, and only then subscribes to the bus topics that part needs; every message it sends carries
+``_meta["io.modelcontextprotocol/subscriptionId"]`` (the listen request's id, of its own type) and is tied to that
+request, so HTTP writes it on the POST's SSE stream and stdio on the connection. What the filter did not ask for is
+never sent; a resource update only for a subscribed URI (or one under it) that the request's principal may read,
+checked again at each delivery (the resource may have been replaced by a guarded one since).
+
+No ``notifications/message`` or progress ever goes on a listen stream: the spec forbids request-scoped traffic there,
+and tooldeck has no other log source (``logLevel`` on a listen request is accepted and checked, and changes nothing).
+
+It ends when the client closes the stream (HTTP: the session of that one request closes, cancelling it) or cancels it
+(stdio: notifications/cancelled): the work is cancelled, its bus subscriptions dropped, nothing more is sent. When
+the server ends it (``Listeners.end_all``, at shutdown), it answers the request with the ``SubscriptionsListenResult``
+the spec gives. ``Listeners`` counts the open ones (a leak shows there).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from ..protocol import jsonrpc
+from ..protocol.errors import InvalidParamsError
+from .request import RequestContext, Work
+
+if TYPE_CHECKING:
+    import asyncio
+
+METHOD = "subscriptions/listen"
+ACKNOWLEDGED = "notifications/subscriptions/acknowledged"
+SUBSCRIPTION_ID = "io.modelcontextprotocol/subscriptionId"
+# Filter member -> the registry kind the bus names in ``list_changed`` (and the capability that offers it).
+LIST_FILTERS = {"toolsListChanged": "tools", "promptsListChanged": "prompts", "resourcesListChanged": "resources"}
+RESOURCES = "resourceSubscriptions"
+
+
+class Listeners:
+    """The listen streams open in this process (the server keeps one)."""
+
+    def __init__(self) -> None:
+        self._open: dict[Listener, None] = {}
+
+    def __len__(self) -> int:
+        return len(self._open)
+
+    def add(self, listener: Listener) -> None:
+        self._open[listener] = None
+
+    def discard(self, listener: Listener) -> None:
+        self._open.pop(listener, None)
+
+    def end_all(self) -> None:
+        """End every open stream gracefully: each request gets its result (the server is going away)."""
+        for listener in list(self._open):
+            listener.end()
+
+
+def listen(rctx: RequestContext) -> Work:
+    """The handler: -32602 for a malformed filter, else the listener's work, in a task of its own. Not started
+    eagerly (``own``): a task cancelled before its first step never runs its coroutine, so the acknowledgement and
+    the bus subscriptions are made in that first step, and nothing is left behind by a stream cancelled at once."""
+    listener = Listener(rctx, read_filter(rctx.params))
+    return Work(listener.run(), streams=True)
+
+
+def read_filter(params: dict[str, Any]) -> dict[str, Any]:
+    """``params.notifications``, checked: an object of booleans and a list of URI strings."""
+    found = params.get("notifications")
+    if type(found) is not dict:
+        raise InvalidParamsError(f'Invalid params: {METHOD} needs "notifications" (an object: the filter) - at '
+                                 "$.params.notifications")  # fmt: skip
+    for name in LIST_FILTERS:
+        if name in found and type(found[name]) is not bool:
+            raise InvalidParamsError(f"Invalid params: expected a boolean - at $.params.notifications.{name}")
+    uris = found.get(RESOURCES, [])
+    if type(uris) is not list:
+        raise InvalidParamsError(f"Invalid params: expected an array of URIs - at $.params.notifications.{RESOURCES}")
+    for index, uri in enumerate(uris):
+        if type(uri) is not str:
+            raise InvalidParamsError(f"Invalid params: expected a string - at $.params.notifications.{RESOURCES}"
+                                     f"[{index}]")  # fmt: skip
+    return found
+
+
+class Listener:
+    """One open subscriptions/listen request."""
+
+    __slots__ = ("_ended", "_subscriptions", "honoured", "kinds", "rctx", "uris")
+
+    def __init__(self, rctx: RequestContext, requested: dict[str, Any]) -> None:
+        self.rctx = rctx
+        offered = rctx.capabilities
+        self.honoured: dict[str, Any] = {}
+        for name, kind in LIST_FILTERS.items():
+            if requested.get(name) is True and kind in offered:
+                self.honoured[name] = True
+        self.kinds = frozenset(LIST_FILTERS[name] for name in self.honoured)
+        uris: list[str] = []
+        if RESOURCES in requested and "resources" in offered:
+            for uri in requested[RESOURCES]:
+                if uri not in uris and self._readable(uri):
+                    uris.append(uri)
+            self.honoured[RESOURCES] = uris
+        self.uris = tuple(uris)
+        self._ended: asyncio.Future[None] | None = None
+        self._subscriptions: tuple[Any, ...] = ()
+
+    async def run(self) -> dict[str, Any]:
+        rctx = self.rctx
+        server = rctx.server
+        self._send(ACKNOWLEDGED, {"notifications": self.honoured})
+        bus = server.bus
+        subscriptions = []
+        if self.kinds:
+            subscriptions.append(bus.subscribe("list_changed", self.list_changed))
+        if self.uris:
+            subscriptions.append(bus.subscribe("resource_updated", self.resource_updated))
+        self._subscriptions = tuple(subscriptions)
+        import asyncio  # not at import time: the handshake path stays light
+
+        self._ended = asyncio.get_running_loop().create_future()
+        server.listeners.add(self)
+        try:
+            await self._ended
+        finally:
+            self._close()
+        return {"_meta": {SUBSCRIPTION_ID: rctx.request_id}}
+
+    def end(self) -> None:
+        """The server ends the stream: the request is answered with its result."""
+        if self._ended is not None and not self._ended.done():
+            self._ended.set_result(None)
+
+    def _close(self) -> None:
+        for subscription in self._subscriptions:
+            subscription.cancel()
+        self._subscriptions = ()
+        self.rctx.server.listeners.discard(self)
+
+    # --- what the bus delivers ----------------------------------------------------------------------------------
+
+    def list_changed(self, kind: str) -> None:
+        if kind in self.kinds:
+            self._send(f"notifications/{kind}/list_changed", {})
+
+    def resource_updated(self, uri: str) -> None:
+        for subscribed in self.uris:
+            if uri == subscribed or uri.startswith(subscribed.rstrip("/") + "/"):
+                if self._readable(uri) or (self._item(uri) is None and self._readable(subscribed)):
+                    self._send("notifications/resources/updated", {"uri": uri})
+                return
+
+    # --- helpers ------------------------------------------------------------------------------------------------
+
+    def _send(self, method: str, params: dict[str, Any]) -> None:
+        rctx = self.rctx
+        if rctx.cancelled:
+            return  # the client ended it: nothing more may be sent for this request
+        params["_meta"] = {SUBSCRIPTION_ID: rctx.request_id}
+        rctx.peer.send(jsonrpc.notification(method, params), rctx.request_id)
+
+    def _item(self, uri: str) -> Any:
+        server = self.rctx.server
+        item = server.resources.get(uri)
+        if item is None:
+            found = server.templates.match(uri)
+            item = None if found is None else found[0]
+        return item
+
+    def _readable(self, uri: str) -> bool:
+        """Whether the URI names a resource (or template match) that the request's principal may read."""
+        item = self._item(uri)
+        return item is not None and self.rctx.server.access.can_use(self.rctx.principal, item)
