@@ -58,6 +58,12 @@ def asking_deck(**options: Any) -> Deck:
         result = await ctx.sample("What is the capital of France?", max_tokens=100)
         return f"The model says {result['content']['text']}"
 
+    @deck.tool
+    async def count_roots(ctx: Context) -> str:
+        """Asks the client for its roots."""
+        roots = await ctx.list_roots(key="client_roots")
+        return f"Found {len(roots)} root(s): {', '.join(root['uri'] for root in roots)}"
+
     @deck.tool(security_level=8, version="3.0.0")
     def wipe(disk: str) -> str:
         """Level 8: runs only once the user confirmed it."""

@@ -546,3 +546,28 @@ def test_the_net_holds_for_modern_exchanges() -> None:
     assert "error -32002 must not be sent in 2026-07-28" in text
     assert "UnsupportedProtocolVersionError (2026-07-28" in text
     assert "a server request in a 2026-07-28 exchange" in text
+
+
+def test_the_net_holds_for_input_required_results() -> None:
+    from eras import modern
+
+    checker = WireChecker(name="planted-input-required")
+    ask = {"method": "elicitation/create", "params": {"message": "?", "requestedSchema": {"type": "object",
+                                                                                           "properties": {}}}}  # fmt: skip
+    checker.sent(modern(1, "tools/list"))
+    checker.received({"jsonrpc": "2.0", "id": 1, "result": {"resultType": "input_required", "requestState": "s"}})
+    checker.sent(modern(2, "tools/call", {"name": "t"}))
+    checker.received({"jsonrpc": "2.0", "id": 2, "result": {"resultType": "input_required"}})
+    checker.sent(modern(3, "resources/read", {"uri": "x://y"}))
+    checker.received({"jsonrpc": "2.0", "id": 3, "result": {"resultType": "input_required", "inputRequests": {"k": ask},
+                                                            "ttlMs": 0, "cacheScope": "private"}})  # fmt: skip
+    checker.sent(modern(4, "prompts/get", {"name": "p"}))
+    checker.received({"jsonrpc": "2.0", "id": 4, "result": {"resultType": "input_required",
+                                                            "inputRequests": {"k": {"method": "ping"}}}})  # fmt: skip
+    with pytest.raises(AssertionError) as caught:
+        verify([checker])
+    text = str(caught.value)
+    assert "an input_required result to tools/list" in text
+    assert "an input_required result with neither inputRequests nor requestState" in text
+    assert "an input_required result with cache hints" in text
+    assert "InputRequiredResult (2026-07-28" in text

@@ -27,6 +27,8 @@ def test_an_unknown_deck_option_is_refused_naming_the_known_ones() -> None:
         ({"max_threads": 0}, "max_threads must be a positive integer, got 0"),
         ({"max_batch": True}, "max_batch must be a positive integer, got True"),
         ({"tool_timeout": -1}, "tool_timeout must be a positive number of seconds or None, got -1"),
+        ({"state_key": b"short"}, "state_key must be bytes, at least 32 of them"),
+        ({"state_key": "k" * 40}, "state_key must be bytes, at least 32 of them"),
     ],
 )
 def test_bad_deck_option_values_say_what_is_wrong(options: dict[str, Any], message: str) -> None:

@@ -92,6 +92,16 @@ async def test_sampling_is_a_round_trip_too(driver: Driver) -> None:
     assert done["result"]["content"][0]["text"] == "The model says Paris"
 
 
+async def test_roots_are_a_round_trip_too(driver: Driver) -> None:
+    caps = {"roots": {"listChanged": True}}
+    first = modern(1, "tools/call", {"name": "count_roots"}, capabilities=caps)
+    asked, done = await rounds(driver, first, {"client_roots": {"roots": [{"uri": "file:///work"}]}}, caps=caps)
+    assert asked["result"]["inputRequests"] == {"client_roots": {"method": "roots/list", "params": {}}}
+    assert done["result"]["content"][0]["text"] == "Found 1 root(s): file:///work"
+    refused = await driver.request(2, "tools/call", {"name": "count_roots"}, capabilities=ELICIT)
+    assert refused["error"]["data"] == {"requiredCapabilities": {"roots": {}}}
+
+
 async def test_a_prompt_and_a_resource_ask_too_and_a_retried_read_is_not_cacheable(driver: Driver) -> None:
     first = modern(1, "prompts/get", {"name": "briefing", "arguments": {"topic": "tides"}}, capabilities=ELICIT)
     asked, done = await rounds(driver, first, {"input-1": accept(context="safety")})
@@ -262,6 +272,9 @@ async def test_the_same_tools_in_a_2025_session_send_real_requests() -> None:
         c.on_request("elicitation/create", answer)
         assert (await c.call_tool("two_steps"))["content"][0]["text"] == "Ada likes teal"
         assert (await c.call_tool("wipe", {"disk": "sda"}))["structuredContent"] == {"result": "wiped sda"}
+    async with client(asking_deck(), capabilities={"roots": {}}) as c:
+        c.on_request("roots/list", lambda params: {"roots": [{"uri": "file:///a"}, {"uri": "file:///b"}]})
+        assert (await c.call_tool("count_roots"))["content"][0]["text"] == "Found 2 root(s): file:///a, file:///b"
     assert asked[:2] == ["Step 1: your name?", "Step 2: your favourite colour?"]
     assert "enter the code" in asked[2]
     assert RUNS == ["start", "named", "wiped sda"]  # one run: nothing repeats in a session

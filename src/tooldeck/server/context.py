@@ -20,6 +20,7 @@ RELATED_TASK = "io.modelcontextprotocol/related-task"
 
 ELICIT_TIMEOUT = 600.0  # a person is answering
 SAMPLE_TIMEOUT = 300.0  # a model is answering (and maybe a person approving)
+ROOTS_TIMEOUT = 60.0  # the client answers by itself
 
 if TYPE_CHECKING:
     from .elicitation import ElicitResult
@@ -234,6 +235,22 @@ class Context:
             raise
         result = await self._ask("sampling/createMessage", params, timeout, rounds, key)
         return sampling.sampling_result(result)
+
+    async def list_roots(self, *, timeout: float = ROOTS_TIMEOUT, key: str | None = None) -> list[dict[str, Any]]:
+        """Ask the client for its roots (roots/list): a list of ``{"uri": "file://...", "name"?: ...}``.
+
+        Raises ``ClientRequestError`` if the client did not declare the ``roots`` capability (in a 2026-07-28 request:
+        -32021) or answers badly.
+        """
+        rounds = self._rounds({"roots": {}}, "A roots request")
+        if not isinstance(self.request.client_capabilities.get("roots"), dict):
+            self._undeclared(rounds, {"roots": {}}, "A roots request")
+            raise ClientRequestError("the client does not support roots (it did not declare the capability)")
+        result = await self._ask("roots/list", {}, timeout, rounds, key)
+        roots = result.get("roots")
+        if not isinstance(roots, list) or not all(isinstance(r, dict) and isinstance(r.get("uri"), str) for r in roots):
+            raise ClientRequestError('the client\'s roots result has no "roots" array of {"uri": ...} objects')
+        return roots
 
     def _rounds(self, capability: dict[str, Any], what: str) -> Any:
         """None in a 2025 session (the question is a request to the client); in a 2026-07-28 request, its rounds
