@@ -1,10 +1,11 @@
 """The ``Bus`` seam: fan-out of server events to the sessions that care, wherever they live.
 
-Topics in use (``server.core`` publishes, sessions subscribe):
+Topics in use (``server.core`` publishes, sessions and 2026-07-28 listen streams subscribe):
 
 - ``list_changed``: payload ``"tools" | "resources" | "prompts"``; every session with that capability announces
-  ``notifications/<kind>/list_changed``.
-- ``resource_updated``: payload the URI; subscribed sessions send ``notifications/resources/updated``.
+  ``notifications/<kind>/list_changed``, and every listen stream whose filter asked for it (``subscriptions.py``).
+- ``resource_updated``: payload the URI; subscribed sessions send ``notifications/resources/updated``, and so do
+  listen streams that subscribed to the URI (or one above it) for a principal who may read it.
 - ``session/<key>``: a message addressed to one session, delivered to its ``deliver``: a notification to send (a
   task's status), ``{"cancel": request_id}`` (the client cancelled a request that runs in another process serving the
   same session) or ``{"answer": {...}}`` (the client answered a request that another process made). An HTTP
