@@ -15,7 +15,7 @@ import pytest
 
 from helpers import client
 from stdio_client import TOOLDECK
-from tooldeck import Deck
+from tooldeck import Context, Deck
 from tooldeck.manifest.definition import DefinitionError
 
 README = (Path(__file__).resolve().parent.parent / "README.md").read_text()
@@ -26,7 +26,7 @@ def python_blocks() -> list[str]:
 
 
 # Examples that are run by tests of their own (they need files, a transport, or a deck of their own).
-SEPARATE = ("list_ttl=", "deck.run(", "tooldeck.testing", "implements(", "deck.manager", "apply_policy(")
+SEPARATE = ("list_ttl=", "state_key=", "deck.run(", "tooldeck.testing", "implements(", "deck.manager", "apply_policy(")
 
 
 def run_as_module(source: str) -> ModuleType:
@@ -222,3 +222,27 @@ async def test_the_two_eras_example_chooses_the_cache_hints_of_modern_results() 
     assert discovered["supportedVersions"] == ["2026-07-28"]
     listed = (await driver.request(2, "tools/list"))["result"]
     assert [tool["name"] for tool in listed["tools"]] == ["ping_me"] and listed["ttlMs"] == 60_000
+
+
+async def test_the_state_key_example_lets_another_process_take_the_retry(monkeypatch: pytest.MonkeyPatch) -> None:
+    from asking import accept, form, retry
+    from eras import modern
+    from server.test_stateless import Driver
+
+    (block,) = [b for b in python_blocks() if "state_key=" in b]
+    monkeypatch.setenv("WEATHER_STATE_KEY", "ab" * 32)
+    decks = [run_as_module("import os\nfrom tooldeck import Deck\n" + block).deck for _ in range(2)]
+    for deck in decks:
+
+        @deck.tool
+        async def greet(ctx: Context) -> str:
+            answer = await ctx.elicit("What is your name?", form("name"))
+            return f"Hello, {answer.content['name']}!"
+
+    first = modern(1, "tools/call", {"name": "greet", "arguments": {}},
+                   capabilities={"elicitation": {"form": {}}})  # fmt: skip
+    interim = (await Driver(decks[0]).exchange(first))[-1]["result"]
+    assert interim["resultType"] == "input_required"
+    again = retry(2, first, interim, {"input-1": accept(name="Ada")}, capabilities={"elicitation": {"form": {}}})
+    done = (await Driver(decks[1]).exchange(again))[-1]["result"]  # the other process, holding the same key
+    assert done["structuredContent"] == {"result": "Hello, Ada!"}
