@@ -262,3 +262,19 @@ async def test_discover_advertises_the_notifications_listen_serves() -> None:
     assert capabilities["tools"] == {"listChanged": True}
     assert capabilities["prompts"] == {"listChanged": True}
     assert capabilities["resources"] == {"subscribe": True, "listChanged": True}
+
+
+async def test_a_stream_message_without_its_subscription_id_fails_the_verdict(monkeypatch: pytest.MonkeyPatch) -> None:
+    from mcp_schema import collect, verify
+    from tooldeck.server import subscriptions
+
+    monkeypatch.setattr(subscriptions, "SUBSCRIPTION_ID", "planted/elsewhere")  # every message loses its id
+    deck = era_deck()
+    driver = Driver(deck)
+    await listen(driver, 1, {"toolsListChanged": True})
+    start = len(driver.out)
+    deck.add_tool(lambda: "hi", name="hello")
+    await next_messages(driver, start)
+    pattern = r"stateless.Driver: a notifications/subscriptions/acknowledged without its subscriptionId"
+    with pytest.raises(AssertionError, match=pattern):
+        verify(collect())
