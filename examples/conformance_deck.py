@@ -313,8 +313,7 @@ def test_trigger_prompt_change() -> Text:
 
 
 # --- input-required results (multi round-trip requests) --------------------------------------------------------------
-# The scenarios name the input requests' keys (user_name, confirm, step1, ...); the comments give the key each
-# question stands for. The first elicitation of test_input_required_result_elicitation must be keyed "user_name".
+# The scenarios name the input requests' keys (user_name, confirm, step1, ...): each question passes its key=.
 
 
 def _sampled_text(result: dict[str, object]) -> str:
@@ -327,28 +326,28 @@ def _sampled_text(result: dict[str, object]) -> str:
 @deck.tool
 async def test_input_required_result_elicitation(ctx: Context) -> Text:
     """MRTR: asks for the user's name (key user_name), then greets them."""
-    answer = await ctx.elicit("What is your name?", _form("name"))
+    answer = await ctx.elicit("What is your name?", _form("name"), key="user_name")
     return Text(f"Hello, {(answer.content or {}).get('name')}!")
 
 
 @deck.tool
 async def test_input_required_result_sampling(ctx: Context) -> Text:
     """MRTR: asks the client's model a question (key capital_question), then reports its answer."""
-    result = await ctx.sample("What is the capital of France?", max_tokens=100)
+    result = await ctx.sample("What is the capital of France?", max_tokens=100, key="capital_question")
     return Text(f"Sampling result: {_sampled_text(result)}")
 
 
 @deck.tool
 async def test_input_required_result_list_roots(ctx: Context) -> Text:
     """MRTR: asks for the client's roots (key client_roots), then says how many there are."""
-    # Context cannot ask for roots (roots/list) yet; this becomes `roots = await ctx.list_roots()` when it can.
-    raise ToolError("this server cannot ask the client for its roots yet")
+    roots = await ctx.list_roots(key="client_roots")
+    return Text(f"Roots received: {len(roots)} root(s): {', '.join(str(root.get('uri')) for root in roots)}")
 
 
 @deck.tool
 async def test_input_required_result_request_state(ctx: Context) -> Text:
     """MRTR: asks for a confirmation (key confirm) and completes from the state the client echoes back."""
-    answer = await ctx.elicit("Please confirm", _form("ok", "boolean"))
+    answer = await ctx.elicit("Please confirm", _form("ok", "boolean"), key="confirm")
     if (answer.content or {}).get("ok") is not True:
         return Text("not confirmed")
     return Text("state-ok: requestState validated")
@@ -357,25 +356,27 @@ async def test_input_required_result_request_state(ctx: Context) -> Text:
 @deck.tool
 async def test_input_required_result_multiple_inputs(ctx: Context) -> Text:
     """MRTR: asks for a name (user_name) and a greeting (greeting) at once, then combines them."""
-    # The scenario also asks for the roots (client_roots), which Context cannot ask for yet.
-    answer, greeting = await asyncio.gather(
-        ctx.elicit("What is your name?", _form("name")), ctx.sample("Generate a greeting", max_tokens=50)
+    answer, greeting, roots = await asyncio.gather(
+        ctx.elicit("What is your name?", _form("name"), key="user_name"),
+        ctx.sample("Generate a greeting", max_tokens=50, key="greeting"),
+        ctx.list_roots(key="client_roots"),
     )
-    return Text(f"Name: {(answer.content or {}).get('name')}; Greeting: {_sampled_text(greeting)}")
+    return Text(f"Name: {(answer.content or {}).get('name')}; Greeting: {_sampled_text(greeting)}; "
+                f"Roots: {len(roots)}")  # fmt: skip
 
 
 @deck.tool
 async def test_input_required_result_multi_round(ctx: Context) -> Text:
     """MRTR: two rounds, a name (step1) and then a colour (step2)."""
-    name = (await ctx.elicit("Step 1: What is your name?", _form("name"))).content or {}
-    color = (await ctx.elicit("Step 2: What is your favorite color?", _form("color"))).content or {}
+    name = (await ctx.elicit("Step 1: What is your name?", _form("name"), key="step1")).content or {}
+    color = (await ctx.elicit("Step 2: What is your favorite color?", _form("color"), key="step2")).content or {}
     return Text(f"Multi-round complete for {name.get('name')} who likes {color.get('color')}")
 
 
 @deck.tool
 async def test_input_required_result_tampered_state(ctx: Context) -> Text:
     """MRTR: asks for a confirmation (key confirm); a retry whose requestState was altered is refused."""
-    await ctx.elicit("Please confirm", _form("ok", "boolean"))
+    await ctx.elicit("Please confirm", _form("ok", "boolean"), key="confirm")
     return Text("integrity-ok: state verified")
 
 
@@ -397,7 +398,7 @@ async def test_input_required_result_capabilities(ctx: Context) -> Text:
 @deck.prompt
 async def test_input_required_result_prompt(ctx: Context) -> list[Message]:
     """MRTR: prompt that asks the user for its context (key user_context) before it is made."""
-    answer = await ctx.elicit("What context should the prompt use?", _form("context"))
+    answer = await ctx.elicit("What context should the prompt use?", _form("context"), key="user_context")
     return [Message("user", f"Use this context: {(answer.content or {}).get('context')}")]
 
 
