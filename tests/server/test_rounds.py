@@ -278,3 +278,26 @@ async def test_the_same_tools_in_a_2025_session_send_real_requests() -> None:
     assert asked[:2] == ["Step 1: your name?", "Step 2: your favourite colour?"]
     assert "enter the code" in asked[2]
     assert RUNS == ["start", "named", "wiped sda"]  # one run: nothing repeats in a session
+
+
+async def test_answers_sent_with_a_first_attempt_are_taken_for_the_questions_of_their_keys(driver: Driver) -> None:
+    first = modern(1, "tools/call", {"name": "greet", "inputResponses": {"input-1": accept(name="Ada"),
+                                                                         "extra": {"anything": 1}}},
+                   capabilities=ELICIT)  # fmt: skip
+    done = (await driver.exchange(first))[-1]["result"]
+    assert (done["resultType"], done["content"]) == ("complete", [{"type": "text", "text": "Hello, Ada!"}])
+
+
+async def test_a_first_attempt_cannot_bring_its_own_confirmation(driver: Driver) -> None:
+    RUNS.clear()
+    for code in ("000000", "123456", "999999"):
+        first = modern(1, "tools/call", {"name": "wipe", "arguments": {"disk": "sdb"},
+                                         "inputResponses": {"input-1": accept(code=code)}},
+                       capabilities=ELICIT)  # fmt: skip
+        reply = (await driver.exchange(first))[-1]
+        assert (
+            "error" in reply
+            or reply["result"].get("isError") is True
+            or reply["result"]["resultType"] == ("input_required")
+        ), reply
+    assert RUNS == []  # never wiped

@@ -67,7 +67,10 @@ def begin(rctx: RoundTrip) -> None:
                 raise RetryRefusedError(f'Invalid params: "inputResponses.{key}" must be an object (the client\'s '
                                          "result for that request)")  # fmt: skip
     if state is None and "requestState" not in params:
-        return  # a first attempt (answers without a state answer nothing: the questions are asked again)
+        # A first attempt. Answers sent with it (the client knew the questions) are taken for the questions of
+        # their keys, checked as any answer; a confirmation never is (it needs the state that issued its code).
+        rounds.unsolicited = responses or {}
+        return
     if type(state) is not str:
         raise RetryRefusedError('Invalid params: "requestState" must be the string the server sent')
     rounds.retry = True
@@ -85,7 +88,7 @@ def begin(rctx: RoundTrip) -> None:
 class Rounds:
     """One run of a modern request that may ask: the answers it has, the questions it asked, what it remembers."""
 
-    __slots__ = ("_digest", "answers", "asked", "count", "memos", "raw", "rctx", "retry")
+    __slots__ = ("_digest", "answers", "asked", "count", "memos", "raw", "rctx", "retry", "unsolicited")
 
     def __init__(self, rctx: RequestContext) -> None:
         self.rctx = rctx
@@ -95,6 +98,7 @@ class Rounds:
         self.count = 0
         self.raw: str | None = None
         self.retry = False
+        self.unsolicited: dict[str, Any] = {}  # key -> an answer sent with a first attempt (no state)
         self._digest: str | None = None
 
     # --- what Context calls --------------------------------------------------------------------------------------
@@ -114,6 +118,10 @@ class Rounds:
         answer = self.answers.get(key)
         if answer is not None and answer[0] == digest:
             return answer[1]
+        if key in self.unsolicited:
+            checked = _checked(key, method, self.unsolicited.pop(key))
+            self.answers[key] = [digest, checked]  # carried in the state should a later question end this run
+            return checked
         if key in self.asked and _digest(self.asked[key]["method"], self.asked[key]["params"]) != digest:
             raise ValueError(f"input request key {key!r} was used for two different questions")
         self.asked[key] = {"method": method, "params": params}
