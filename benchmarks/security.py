@@ -26,8 +26,8 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from harness import measure, measure_http, placement, process, report
-from harness.http import Connection, HttpServer, free_port, post_bytes
-from harness.measure import cpu_delta, now, server_env, summarize
+from harness.http import Connection, HttpServer, free_port
+from harness.measure import cpu_delta, now, server_env
 from harness.measure_http import Checker
 from harness.process import ServerFailed
 from harness.servers import BENCH, ROOT, SERVERS_DIR, tooldeck_git
@@ -156,15 +156,6 @@ class BoundHttpServer(HttpServer):
         self.connections: list[Connection] = []
 
 
-def request_bytes(port: int, body: bytes, session_id: bytes | None, authorization: bytes) -> bytes:
-    """The harness's POST, with the Authorization line (if any) after the request line."""
-    data = post_bytes(port, body, session_id)
-    if not authorization:
-        return data
-    line, _, rest = data.partition(b"\r\n")
-    return line + b"\r\n" + authorization + rest
-
-
 class BearerConnection(Connection):
     """A keep-alive connection whose every request carries ``Authorization: Bearer <token>`` (none without one)."""
 
@@ -172,8 +163,13 @@ class BearerConnection(Connection):
         super().__init__(port, sock=sock)
         self.authorization = b"Authorization: Bearer %s\r\n" % token.encode() if token else b""
 
-    def post(self, body: bytes) -> None:
-        self.sock.sendall(request_bytes(self.port, body, self.session_id, self.authorization))
+    def request(self, body: bytes) -> bytes:
+        """The harness's POST, with the Authorization line (if any) after the request line."""
+        data = super().request(body)
+        if not self.authorization:
+            return data
+        line, _, rest = data.partition(b"\r\n")
+        return line + b"\r\n" + self.authorization + rest
 
 
 def connect(server: HttpServer, token: str | None) -> BearerConnection:
@@ -186,26 +182,8 @@ def connect(server: HttpServer, token: str | None) -> BearerConnection:
 def http_sequential(
     server: HttpServer, connection: BearerConnection, seconds: float, checker: Checker
 ) -> dict[str, Any]:
-    """echo one call at a time on one session for `seconds`: latency, calls/s, the server's CPU per call (as the
-    harness's `measure_http.sequential`, with the connection's Authorization line)."""
-    samples: list[int] = []
-    deadline = now() + int(seconds * 1e9)
-    cpu_before = server.cpu_ns()
-    started = now()
-    while True:
-        connection.next_id += 1
-        request_id, text = connection.next_id, f"hello {len(samples)}"
-        data = request_bytes(connection.port, measure_http.call_body(request_id, text), connection.session_id,
-                             connection.authorization)  # fmt: skip
-        t0 = now()
-        connection.sock.sendall(data)
-        response = connection.read_response()
-        t1 = now()
-        samples.append(t1 - t0)
-        checker.check(response, request_id, text)
-        if t1 >= deadline:
-            break
-    found = summarize(samples, now() - started, len(samples), cpu_before, server.cpu_ns())
+    """echo one call at a time on one session for `seconds` (the harness's, with the connection's Authorization)."""
+    found = measure_http.sequential(server, connection, seconds, checker)
     return {key: found[key] for key in ("calls", "p50_us", "p99_us", "calls_per_s", "cpu_us_per_call", "cpu_source")}
 
 

@@ -173,8 +173,12 @@ class Connection:
         self.parser = ResponseParser()
         self._ready = []
 
+    def request(self, body: bytes) -> bytes:
+        """The bytes of one POST of ``body`` on this connection's session (subclasses add headers)."""
+        return post_bytes(self.port, body, self.session_id)
+
     def post(self, body: bytes) -> None:
-        self.sock.sendall(post_bytes(self.port, body, self.session_id))
+        self.sock.sendall(self.request(body))
 
     def read_response(self) -> Response:
         while not self._ready:

@@ -10,7 +10,7 @@ from typing import Any
 import orjson
 
 from . import process
-from .http import INITIALIZE, Connection, HttpServer, Response, post_bytes
+from .http import INITIALIZE, Connection, HttpServer, Response
 from .measure import Plan, cpu_delta, now, percentile, summarize, switch_rates, text_ok
 from .placement import yielding
 from .process import ServerFailed
@@ -76,7 +76,7 @@ def sequential(
     while True:
         connection.next_id += 1
         request_id, text = connection.next_id, f"hello {len(samples)}"
-        data = post_bytes(connection.port, call_body(request_id, text, tool), connection.session_id)
+        data = connection.request(call_body(request_id, text, tool))
         t0 = now()
         sock.sendall(data)
         response = connection.read_response()
