@@ -495,10 +495,7 @@ def main() -> int:
     data["loadavg"] = {"start": loadavg_start, "end": os.getloadavg()}
     data["duration_s"] = round(time.monotonic() - started, 1)
     data["budget"] = budget(data)
-    git = data["tooldeck_git"]
-    print(f"\ntooldeck git {git['sha']}{' (src/ dirty)' if git['dirty'] else ''}; {layout}; load average "
-          f"{' '.join(f'{x:.2f}' for x in loadavg_start)}; {'quick' if args.quick else 'full'} run in "
-          f"{data['duration_s']} s\n")  # fmt: skip
+    print(report.run_line(data, layout, loadavg_start, args.quick))
     print(table(data))
     paths = [BENCH / "results" / f"definitions-{stamp}.json"]
     if args.json:

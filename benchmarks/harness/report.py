@@ -193,3 +193,11 @@ def write_json(data: dict[str, Any], *paths: Path) -> None:
     for path in paths:
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_bytes(encoded)
+
+
+def run_line(data: dict[str, Any], layout: str, loadavg_start: Any, quick: bool) -> str:
+    """What a run measured: the commit, the CPU layout, the load when it began, and how long it took."""
+    git = data["tooldeck_git"]
+    return (f"\ntooldeck git {git['sha']}{' (src/ dirty)' if git['dirty'] else ''}; {layout}; load average "
+            f"{' '.join(f'{x:.2f}' for x in loadavg_start)}; {'quick' if quick else 'full'} run in "
+            f"{data['duration_s']} s\n")  # fmt: skip
