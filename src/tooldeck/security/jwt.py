@@ -88,7 +88,9 @@ class JwtBackend(BearerBackend):
         self.verified: dict[bytes, tuple[Principal, float, str]] = {}
 
     def cached(self, token: str) -> Principal | None:
-        digest = hashlib.sha256(token.encode()).digest()
+        return self._cached(hashlib.sha256(token.encode()).digest())
+
+    def _cached(self, digest: bytes) -> Principal | None:
         cached = self.verified.get(digest)
         if cached is not None:
             principal, until, cached_kid = cached
@@ -99,7 +101,7 @@ class JwtBackend(BearerBackend):
 
     async def verify(self, token: str) -> Principal:
         digest = hashlib.sha256(token.encode()).digest()
-        cached = self.cached(token)
+        cached = self._cached(digest)  # hashed once, for the lookup and for remembering the verdict
         if cached is not None:
             return cached
         try:
