@@ -85,23 +85,9 @@ class MemoryRateLimiter:
             return self._take(key, rate, burst, cost, self.clock())
 
     def take(self, key: str, rate: float, burst: int) -> float:
-        """``acquire`` of one token from a bucket whose rate and burst were checked already (a ``Limit``'s); the
-        every-call path of a known key is written out here (what ``_take`` does, without its call)."""
+        """``acquire`` of one token from a bucket whose rate and burst were checked already (a ``Limit``'s)."""
         with self._lock:
-            now = self.clock()
-            bucket = self._buckets.get(key)
-            if bucket is None:
-                return self._take(key, rate, burst, 1.0, now)
-            self._buckets.move_to_end(key)
-            tokens = bucket[0] + (now - bucket[1]) * rate
-            if tokens > burst:
-                tokens = burst
-            bucket[1], bucket[2], bucket[3] = now, rate, burst
-            if tokens >= 1.0:
-                bucket[0] = tokens - 1.0
-                return 0.0
-            bucket[0] = tokens
-            return (1.0 - tokens) / rate
+            return self._take(key, rate, burst, 1.0, self.clock())
 
     def peek(self, key: str, rate: float, burst: int, cost: float = 1.0) -> float:
         _check(rate, burst, cost)
