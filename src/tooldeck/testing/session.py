@@ -349,19 +349,10 @@ class AsyncClient:
         reported; ``progress=callback`` also calls ``callback(Progress)`` as each arrives. ``task=True`` runs it as
         a task (``ttl`` in ms) and waits for the task's result (``result.task`` is the task as created).
         """
-        request_id = next(self._ids)
-        capture = self._capture(name, request_id, progress)
-        params: dict[str, Any] = {"name": name, "arguments": {} if arguments is None else arguments}
-        if len(capture.routes) > 1:
-            params["_meta"] = {"progressToken": capture.routes[1][1]}
-        if task:
-            params["task"] = {} if ttl is None else {"ttl": ttl}
+        capture, result = await self._send_call(name, arguments, progress, task, ttl, timeout)
         try:
-            result = await self.request("tools/call", params, timeout=timeout, request_id=request_id)
             info = None
             if task:
-                if "task" not in result:
-                    raise RequestError(-32600, f"the deck ran {name!r} without a task (it sent no CreateTaskResult)")
                 info = TaskInfo.from_wire(result["task"])
                 result = await self.request("tasks/result", {"taskId": info.task_id}, timeout=timeout)
             return await self._tool_result(capture, result, info, raise_on_error)
@@ -373,19 +364,7 @@ class AsyncClient:
         progress: ProgressHandler | bool = True,
     ) -> TaskInfo:  # fmt: skip
         """Call a tool as a task and return the task as created (``working``); ``task_result`` waits for its end."""
-        request_id = next(self._ids)
-        capture = self._capture(name, request_id, progress)
-        params: dict[str, Any] = {"name": name, "arguments": {} if arguments is None else arguments,
-                                  "task": {} if ttl is None else {"ttl": ttl}}  # fmt: skip
-        if len(capture.routes) > 1:
-            params["_meta"] = {"progressToken": capture.routes[1][1]}
-        try:
-            result = await self.request("tools/call", params, request_id=request_id)
-            if "task" not in result:
-                raise RequestError(-32600, f"the deck ran {name!r} without a task (it sent no CreateTaskResult)")
-        except BaseException:
-            self._forget(capture)
-            raise
+        capture, result = await self._send_call(name, arguments, progress, True, ttl, None)
         info = TaskInfo.from_wire(result["task"])
         self._task_captures[info.task_id] = capture
         return info
@@ -410,6 +389,29 @@ class AsyncClient:
 
     async def cancel_task(self, task_id: str) -> TaskInfo:
         return TaskInfo.from_wire(await self.request("tasks/cancel", {"taskId": task_id}))
+
+    async def _send_call(
+        self, name: str, arguments: dict[str, Any] | None, progress: ProgressHandler | bool, task: bool,
+        ttl: int | None, timeout: float | None,
+    ) -> tuple[_Capture, dict[str, Any]]:  # fmt: skip
+        """Send ``tools/call`` (as a task when asked, checking the deck made one) with what arrives for it captured;
+        the capture is forgotten if the call fails."""
+        request_id = next(self._ids)
+        capture = self._capture(name, request_id, progress)
+        params: dict[str, Any] = {"name": name, "arguments": {} if arguments is None else arguments}
+        token = dict(capture.routes).get("token")
+        if token is not None:
+            params["_meta"] = {"progressToken": token}
+        if task:
+            params["task"] = {} if ttl is None else {"ttl": ttl}
+        try:
+            result = await self.request("tools/call", params, timeout=timeout, request_id=request_id)
+            if task and "task" not in result:
+                raise RequestError(-32600, f"the deck ran {name!r} without a task (it sent no CreateTaskResult)")
+        except BaseException:
+            self._forget(capture)
+            raise
+        return capture, result
 
     def _capture(self, name: str, request_id: Any, progress: ProgressHandler | bool) -> _Capture:
         capture = _Capture(on_progress=None if isinstance(progress, bool) else progress, name=name)
