@@ -113,7 +113,7 @@ def audit_record(
         "reason": reason,
         "outcome": outcome,
         "duration_ms": round(duration_ms, 3) if duration_ms is not None else None,
-        "arguments_digest": "sha256:" + hashlib.sha256(canonical).hexdigest(),
+        "arguments_digest": _digest(canonical),
         "arguments": shown,
     }
 
@@ -125,7 +125,10 @@ def canonical_arguments(arguments: Any) -> bytes:
 
 def arguments_digest(arguments: Any) -> str:
     """``sha256:`` and the hex digest of ``arguments`` as canonical JSON (sorted keys, no spaces)."""
-    canonical = orjson.dumps(arguments, default=repr, option=_CANONICAL)
+    return _digest(orjson.dumps(arguments, default=repr, option=_CANONICAL))
+
+
+def _digest(canonical: bytes) -> str:
     return "sha256:" + hashlib.sha256(canonical).hexdigest()
 
 
