@@ -15,6 +15,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from helpers import client
+from server.test_session_properties import json_values  # the fuzzer's JSON, shared with the session's properties
 from tooldeck import Deck
 from tooldeck.protocol.codec import decode
 from tooldeck.protocol.errors import ParseError
@@ -385,14 +386,6 @@ async def check_upgrade_mid_call(c: Any, guarded: Guarded, principal: Principal 
 
 # --- fuzzed messages --------------------------------------------------------------------------------------------
 
-json_scalars = (
-    st.none() | st.booleans() | st.integers(-(2**63), 2**64 - 1) | st.floats(allow_nan=False) | st.text(max_size=10)
-)
-json_values = st.recursive(
-    json_scalars,
-    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner, max_size=4),
-    max_leaves=12,
-)
 fuzz_methods = st.sampled_from(
     [
         "ping",
