@@ -1,6 +1,6 @@
 """The client commands' end of an MCP session: requests out with their answers routed back by id, notifications to a
-callback, the server's pings answered. Three ways to the server: a deck in this process (through the memory
-transport), a server command on stdio (a child process), and a URL (``http_connection.py``); ``client.py`` opens
+callback, the server's pings answered. Three ways to the server: a deck in this process (a session of its
+own), a server command on stdio (a child process), and a URL (``http_connection.py``); ``client.py`` opens
 the one a command's words name.
 """
 
@@ -15,6 +15,7 @@ from typing import Any
 import orjson
 
 from ..protocol import versions
+from ..protocol.codec import encode
 from ..protocol.errors import TargetError
 
 CLIENT_INFO = {"name": "tooldeck-cli", "version": "1"}
@@ -43,7 +44,6 @@ class Place:
 class Connection:
     """An initialized client session; subclasses move the messages (``_send`` out, ``_received`` in)."""
 
-    answers_requests = True
     interactive = False  # a person at the terminal answers form elicitations (set before initialize)
 
     def __init__(self) -> None:
@@ -113,7 +113,7 @@ class Connection:
         if "method" in message:
             if "id" not in message:
                 self.on_notification(message)
-            elif self.answers_requests:
+            else:
                 task = asyncio.get_running_loop().create_task(self._answer(message))
                 self._answering.add(task)
                 task.add_done_callback(self._answering.discard)
@@ -160,32 +160,27 @@ class Connection:
 
 
 class MemoryConnection(Connection):
-    """A deck served in this process, through the memory transport (messages still cross as JSON bytes)."""
-
-    answers_requests = False  # the memory client answers them itself (pings, with the handler set below)
+    """A deck served in this process by a session of its own; messages still cross as JSON bytes, both ways, as in
+    the memory transport."""
 
     def __init__(self, target: str | None) -> None:
         super().__init__()
         from ..loader import load_deck
-        from ..transports.memory import MemoryClient
+        from ..server.session import Session
 
-        self.client = MemoryClient(load_deck(target), observer=lambda data, decoded: self._received(decoded))
-        self.client.on_request("ping", lambda params: {})
-        self.client.on_request("elicitation/create", self._elicit_if_interactive)
+        deck = load_deck(target)
+        self.session = Session(deck, self._from_server, principal=deck.local_principal())
 
-    async def _elicit_if_interactive(self, params: dict[str, Any]) -> dict[str, Any]:
-        if not self.interactive:
-            from ..transports.memory import ClientError
-
-            raise ClientError({"code": -32601, "message": "Method not found: elicitation/create"})
-        return await self.elicit(params)
+    def _from_server(self, message: Any, related: Any = None) -> None:
+        self._received(orjson.loads(encode(message)))
 
     async def _send(self, message: dict[str, Any]) -> None:
-        self.client.send(message)
+        self.session.receive(orjson.loads(orjson.dumps(message)))
 
     async def aclose(self) -> None:
         await super().aclose()
-        await self.client.aclose()
+        if tasks := self.session.close():
+            await asyncio.wait(tasks, timeout=5)
 
 
 class StdioConnection(Connection):
