@@ -72,6 +72,20 @@ async def test_discover_names_the_modern_versions_capabilities_and_the_server(dr
     }
 
 
+async def test_discover_is_made_once_and_follows_what_is_registered() -> None:
+    deck = Deck("bare")
+    deck.add_tool(lambda: "hi", name="hello")
+    driver = Driver(deck)
+    first = (await driver.request(1, "server/discover"))["result"]
+    assert (await driver.request(2, "server/discover"))["result"] == first
+    assert "prompts" not in first["capabilities"]
+    deck.add_prompt(lambda: "go", name="go")
+    later = (await driver.request(3, "server/discover"))["result"]
+    assert later["capabilities"]["prompts"] == {"listChanged": True}
+    known = (await Driver(deck, principal={"id": "alice"}).request(4, "server/discover"))["result"]
+    assert (later["cacheScope"], known["cacheScope"]) == ("public", "private")
+
+
 async def test_every_listing_and_read_is_complete_and_cacheable(driver: Driver) -> None:
     tools = (await driver.request(1, "tools/list"))["result"]
     # in registration order, every time; the level 5 tool is left out for an anonymous caller, as in 2025 sessions

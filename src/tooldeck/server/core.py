@@ -80,7 +80,7 @@ class Server:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._workers: WorkerPool | None = None
         self._pending_changes: set[str] = set()
-        self._init_results: dict[tuple[str, bool], dict[str, Any]] = {}
+        self._init_results: dict[tuple[Any, ...], dict[str, Any]] = {}
         self._tasks: TaskManager | None = None
         self._request_states: RequestStates | None = None
         self._running_services: list[asyncio.Task[None]] = []
@@ -120,6 +120,14 @@ class Server:
             cached = revisions.initialize_result(cached, protocol_version)  # what that revision defines, no more
             self._init_results[key] = cached
         return cached
+
+    def cached(self, key: tuple[Any, ...], make: Callable[..., dict[str, Any]], *args: Any) -> dict[str, Any]:
+        """A result made from what is registered (a server/discover answer, say): ``make(*args)`` once per ``key``,
+        forgotten with the initialize results whenever a registry or the policy changes."""
+        found = self._init_results.get(key)
+        if found is None:
+            found = self._init_results[key] = make(*args)
+        return found
 
     def request_states(self) -> RequestStates:
         """What seals and opens the ``requestState`` of 2026-07-28 input-required results (made on first use): under

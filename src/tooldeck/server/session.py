@@ -292,9 +292,7 @@ class Session:
             return None
         try:
             rctx = stateless.context(self, request, env)
-            outcome = stateless.handler(self.server, request.method)(rctx)
-            if type(outcome) is not Work:
-                outcome = stateless.finish(rctx, outcome)
+            outcome = stateless.answer(rctx)
         except ProtocolError as exc:
             if isinstance(exc, RefusedError) and self.request_refused is not None:
                 self.request_refused(request.id, exc)  # its HTTP status (a refused retry's 400)

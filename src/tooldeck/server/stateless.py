@@ -30,7 +30,7 @@ from ..protocol.errors import (
 from ..protocol.jsonrpc import Request
 from . import rounds, subscriptions
 from .options import LOG_LEVELS
-from .request import RequestContext
+from .request import RequestContext, Work
 
 # What a modern request may ask for (the tasks extension is not served yet).
 METHODS = frozenset({"server/discover", "tools/list", "tools/call", "resources/list", "resources/templates/list",
@@ -70,9 +70,15 @@ def context(session: Any, request: Request, env: Envelope) -> RequestContext:
     return rctx
 
 
+def answer(rctx: RequestContext) -> Any:
+    """What one modern request gets: its finished result, or the ``Work`` that ends in it (``finishing``)."""
+    if rctx.method == "server/discover":
+        return discover(rctx)
+    outcome = handler(rctx.server, rctx.method)(rctx)
+    return outcome if type(outcome) is Work else finish(rctx, outcome)
+
+
 def handler(server: Any, method: str) -> Any:
-    if method == "server/discover":
-        return discover
     if method == "subscriptions/listen":  # change notifications reach modern clients only here
         return subscriptions.listen
     if method not in METHODS:
@@ -82,12 +88,20 @@ def handler(server: Any, method: str) -> Any:
 
 
 def discover(rctx: RequestContext) -> dict[str, Any]:
-    """server/discover: the versions, capabilities (with ``extensions``) and instructions of this server."""
+    """server/discover, finished: the versions, capabilities (with ``extensions``) and instructions of this server.
+    Made once per revision, capabilities and cache hints (the server forgets it when what it registers changes)."""
+    state = rctx.state
+    hint = hints(rctx)
+    key = ("server/discover", state.revision, state.identifies_requestor or state.principal is not None, hint)
+    return rctx.server.cached(key, _discover, rctx, hint)
+
+
+def _discover(rctx: RequestContext, hint: tuple[int, str]) -> dict[str, Any]:
     server = rctx.server
     result: dict[str, Any] = {"supportedVersions": list(versions.MODERN), "capabilities": capabilities(rctx)}
     if server.instructions is not None:
         result["instructions"] = server.instructions
-    return result
+    return envelope.complete(result, server.server_info, hint)
 
 
 def capabilities(rctx: RequestContext) -> dict[str, Any]:
