@@ -22,7 +22,7 @@ CLIENT_CAPABILITIES = "io.modelcontextprotocol/clientCapabilities"
 CLIENT_INFO = "io.modelcontextprotocol/clientInfo"
 LOG_LEVEL = "io.modelcontextprotocol/logLevel"
 SERVER_INFO = "io.modelcontextprotocol/serverInfo"
-LOG_LEVELS = ("debug", "info", "notice", "warning", "error", "critical", "alert", "emergency")
+LOG_LEVELS = ("debug", "info", "notice", "warning", "error", "critical", "alert", "emergency")  # lowest first
 _LOG_LEVELS = frozenset(LOG_LEVELS)
 SCOPES = ("public", "private")
 

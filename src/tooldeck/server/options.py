@@ -9,10 +9,10 @@ from __future__ import annotations
 from typing import Any, TypedDict
 
 from ..model.metadata import normalize_icons
+from ..protocol.envelope import LOG_LEVELS
 from ..protocol.errors import RegistrationError
 from ..protocol.record import Record
 
-LOG_LEVELS = ("debug", "info", "notice", "warning", "error", "critical", "alert", "emergency")
 LOG_RANK = {level: rank for rank, level in enumerate(LOG_LEVELS)}
 
 
