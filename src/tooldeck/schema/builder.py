@@ -18,6 +18,7 @@ from tooldeck.protocol.errors import SchemaError
 from tooldeck.schema import kinds
 from tooldeck.schema.docstring import cleandoc, parse_docstring
 from tooldeck.schema.jsonvalue import json_value
+from tooldeck.schema.names import type_name
 
 Schema = dict[str, Any]
 Mode = Literal["validation", "serialization"]
@@ -43,13 +44,6 @@ _UNIMPORTED_SCALARS: tuple[tuple[str, str, Schema], ...] = (
     ("decimal", "Decimal", {"type": "number"}),
 )
 _ANY: frozenset[Any] = frozenset({Any, object})
-_JSON_TYPES: tuple[tuple[type, str], ...] = (
-    (bool, "boolean"),  # before int: bool is an int subclass
-    (int, "integer"),
-    (float, "number"),
-    (str, "string"),
-    (kinds.NoneType, "null"),
-)
 _NUMERIC_CONSTRAINTS = (("gt", "exclusiveMinimum"), ("ge", "minimum"), ("lt", "exclusiveMaximum"), ("le", "maximum"))
 _LENGTH_KEYWORDS = {
     "string": ("minLength", "maxLength"),
@@ -440,7 +434,7 @@ def _json_types(values: list[Any]) -> list[str]:
     """The distinct JSON types of some literal values, with integer folded into number when both occur."""
     types: list[str] = []
     for value in values:
-        name = next(json_name for python_type, json_name in _JSON_TYPES if isinstance(value, python_type))
+        name = type_name(value)  # a JSON scalar: the callers refuse anything else
         if name not in types:
             types.append(name)
     if set(types) == {"integer", "number"}:
