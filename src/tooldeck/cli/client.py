@@ -196,11 +196,22 @@ async def _list(connection: Connection, method: str, key: str) -> list[dict[str,
         seen.add(cursor)
 
 
-def _unknown(kind: str, name: str, known: list[str], place: Place) -> TargetError:
+async def _listed(connection: Connection, kind: str) -> list[dict[str, Any]]:
+    """Every tool or prompt (``kind``) the server lists; none when it did not declare the capability."""
+    return await _list(connection, f"{kind}s/list", f"{kind}s") if connection.capability(f"{kind}s") else []
+
+
+async def _named(connection: Connection, kind: str, name: str, place: Place) -> dict[str, Any]:
+    """The tool or prompt called ``name``; an unknown name is a mistake that names the known ones."""
+    found = await _listed(connection, kind)
+    chosen = next((item for item in found if item["name"] == name), None)
+    if chosen is not None:
+        return chosen
     hint = ""
     if place.target is None and not place.url and not place.command and name.endswith((".py", ".json", ".yaml")):
         hint = f"; if {name} is a TARGET, name the {kind} after it"
-    return TargetError(f"unknown {kind} {name!r} ({kind}s: {', '.join(known) or 'none'}){hint}")
+    known = ", ".join(item["name"] for item in found) or "none"
+    raise TargetError(f"unknown {kind} {name!r} ({kind}s: {known}){hint}")
 
 
 # --- the commands ---------------------------------------------------------------------------------------------
@@ -212,7 +223,7 @@ def tools(args: argparse.Namespace) -> int:
     place, _, _ = _read_words(args)
 
     async def work(connection: Connection) -> Output:
-        found = await _list(connection, "tools/list", "tools") if connection.capability("tools") else []
+        found = await _listed(connection, "tool")
         return [dumps({"tools": found}) if args.json else "\n".join(tool_lines(found))], 0
 
     return _run(place, work)
@@ -224,10 +235,7 @@ def call(args: argparse.Namespace) -> int:
     place, (name,), tokens = _read_words(args)
 
     async def work(connection: Connection) -> Output:
-        tools = await _list(connection, "tools/list", "tools") if connection.capability("tools") else []
-        tool = next((t for t in tools if t["name"] == name), None)
-        if tool is None:
-            raise _unknown("tool", name, [t["name"] for t in tools], place)
+        tool = await _named(connection, "tool", name, place)
         return await call_tool(connection, tool, tokens, as_json=args.json, task=args.task)
 
     return _run(place, work)
@@ -287,7 +295,7 @@ def prompts(args: argparse.Namespace) -> int:
     place, _, _ = _read_words(args)
 
     async def work(connection: Connection) -> Output:
-        found = await _list(connection, "prompts/list", "prompts") if connection.capability("prompts") else []
+        found = await _listed(connection, "prompt")
         return [dumps({"prompts": found}) if args.json else "\n".join(prompt_lines(found))], 0
 
     return _run(place, work)
@@ -300,10 +308,7 @@ def prompt(args: argparse.Namespace) -> int:
     place, (name,), tokens = _read_words(args)
 
     async def work(connection: Connection) -> Output:
-        found = await _list(connection, "prompts/list", "prompts") if connection.capability("prompts") else []
-        chosen = next((p for p in found if p["name"] == name), None)
-        if chosen is None:
-            raise _unknown("prompt", name, [p["name"] for p in found], place)
+        chosen = await _named(connection, "prompt", name, place)
         result = await connection.request("prompts/get", {"name": name, "arguments": prompt_arguments(tokens, chosen)})
         return [dumps(result) if args.json else prompt_text(result)], 0
 
