@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from tooldeck import Context, Deck, ToolError
+from tooldeck.security.tokens import hash_token
 
 MODERN = "2026-07-28"
 VERSION_KEY = "io.modelcontextprotocol/protocolVersion"
@@ -88,3 +90,21 @@ def era_deck(**options: Any) -> Deck:
         return f"Review this {language} code."
 
     return deck
+
+
+def token_policy(tmp_path: Path) -> Path:
+    """A policy file with two bearer tokens: ``reader-secret`` (subject reader, scope weather:read) and
+    ``nobody-secret`` (subject nobody, no scopes)."""
+    path = tmp_path / "policy.toml"
+    path.write_text(f"""
+[[authentication.tokens]]
+subject = "reader"
+sha256 = "{hash_token("reader-secret")}"
+scopes = ["weather:read"]
+
+[[authentication.tokens]]
+subject = "nobody"
+sha256 = "{hash_token("nobody-secret")}"
+scopes = []
+""")
+    return path

@@ -11,8 +11,7 @@ from typing import Any
 import pytest
 
 from asgi_client import AsgiClient, Response
-from eras import MODERN, SERVER_INFO_KEY, era_deck, modern
-from tooldeck.security.tokens import hash_token
+from eras import MODERN, SERVER_INFO_KEY, era_deck, modern, token_policy
 from tooldeck.transports.http.app import HttpApp
 
 NAMED = {"tools/call": "name", "prompts/get": "name", "resources/read": "uri"}
@@ -194,25 +193,9 @@ async def test_a_modern_notification_is_accepted_with_no_body(client: AsgiClient
     assert response.status == 202 and await response.body() == b""
 
 
-def _policy(tmp_path: Path) -> Path:
-    path = tmp_path / "policy.toml"
-    path.write_text(f"""
-[[authentication.tokens]]
-subject = "reader"
-sha256 = "{hash_token("reader-secret")}"
-scopes = ["weather:read"]
-
-[[authentication.tokens]]
-subject = "nobody"
-sha256 = "{hash_token("nobody-secret")}"
-scopes = []
-""")
-    return path
-
-
 async def test_a_level_5_tool_over_http_takes_the_principal_from_each_request(tmp_path: Path) -> None:
     deck = era_deck()
-    deck.apply_policy(_policy(tmp_path))
+    deck.apply_policy(token_policy(tmp_path))
     client = AsgiClient(HttpApp(deck))
     call = modern(1, "tools/call", {"name": "weather"})
 

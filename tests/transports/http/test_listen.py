@@ -12,10 +12,9 @@ from typing import Any
 import pytest
 
 from asgi_client import AsgiClient, Response
-from eras import MODERN, era_deck, modern
+from eras import MODERN, era_deck, modern, token_policy
 from http_client import HttpClient, serve_http
 from tooldeck import Deck
-from tooldeck.security.tokens import hash_token
 from tooldeck.transports.http.app import HttpApp
 
 SUB = "io.modelcontextprotocol/subscriptionId"
@@ -97,26 +96,10 @@ async def test_the_filter_is_honoured_on_the_stream() -> None:
     await listening.close()
 
 
-def _policy(tmp_path: Path) -> Path:
-    path = tmp_path / "policy.toml"
-    path.write_text(f"""
-[[authentication.tokens]]
-subject = "reader"
-sha256 = "{hash_token("reader-secret")}"
-scopes = ["weather:read"]
-
-[[authentication.tokens]]
-subject = "nobody"
-sha256 = "{hash_token("nobody-secret")}"
-scopes = []
-""")
-    return path
-
-
 async def test_a_stream_carries_only_what_its_principal_may_read(tmp_path: Path) -> None:
     deck = era_deck()
     deck.add_resource("test://secret", "classified", description="Level 5.", security_level=5, scopes=["weather:read"])
-    deck.apply_policy(_policy(tmp_path))
+    deck.apply_policy(token_policy(tmp_path))
     client = AsgiClient(HttpApp(deck))
     wanted = {"toolsListChanged": True, "resourceSubscriptions": ["test://secret"]}
     reader = await open_listen(client, "r", wanted, authorization="Bearer reader-secret")
