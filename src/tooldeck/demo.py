@@ -88,6 +88,13 @@ RANGE = "numbers must stay within about ±1.8e308"
 TOO_LARGE = f"the result is too large to represent ({RANGE})"
 
 
+def _finite(result: float, doing: str = "") -> float:
+    """``result``, or a ToolError saying it is too large (1e308 km in mm; JSON has no infinity to answer with)."""
+    if not math.isfinite(result):
+        raise ToolError(f"{doing}: {TOO_LARGE}" if doing else TOO_LARGE)
+    return result
+
+
 class _Refusal(ValueError):
     """A function's own refusal, worded for the user (the math module's "math domain error" is not)."""
 
@@ -191,10 +198,7 @@ def calculate(expression: Annotated[str, {"maxLength": 1000}]) -> float:
         raise ToolError(f"not an expression: {_syntax(expression, exc)}") from None
     except (ValueError, RecursionError, MemoryError):  # a parser stack exhausted
         raise ToolError("not an expression: it is nested too deeply") from None
-    result = _evaluate(source, tree)
-    if not math.isfinite(result):  # cannot happen: every step refuses infinity (kept as the output's guard)
-        raise ToolError(f"cannot evaluate {expression!r}: {TOO_LARGE}")
-    return result
+    return _evaluate(source, tree)  # finite: every step refuses infinity where it happens
 
 
 def _syntax(expression: str, exc: SyntaxError) -> str:
@@ -277,12 +281,6 @@ def _from_kelvin(value: float, unit: str) -> float:
     return {"C": value - 273.15, "F": (value - 273.15) * 9 / 5 + 32, "K": value}[unit]
 
 
-def _finite(result: float, value: float, from_unit: str, to_unit: str) -> float:
-    if not math.isfinite(result):  # 1e308 km in mm: JSON has no infinity to answer with
-        raise ToolError(f"cannot convert {value!r} {from_unit} to {to_unit}: {TOO_LARGE}")
-    return result
-
-
 @deck.tool(annotations={"readOnlyHint": True, "openWorldHint": False, "idempotentHint": True})
 def convert_units(value: float, from_unit: str, to_unit: str) -> Conversion:
     """Convert a value between units of length, mass, time, data size or temperature.
@@ -297,7 +295,13 @@ def convert_units(value: float, from_unit: str, to_unit: str) -> Conversion:
         if from_unit not in _TEMPERATURES or to_unit not in _TEMPERATURES:
             raise ToolError(f"cannot convert {from_unit} to {to_unit}: only C, F and K convert to temperatures")
         result = round(_from_kelvin(_to_kelvin(value, from_unit), to_unit), 10)
-        return Conversion(value, from_unit, to_unit, _finite(result, value, from_unit, to_unit), "temperature")
+        return Conversion(
+            value,
+            from_unit,
+            to_unit,
+            _finite(result, f"cannot convert {value!r} {from_unit} to {to_unit}"),
+            "temperature",
+        )
     for unit in (from_unit, to_unit):
         if unit not in _UNITS:
             raise ToolError(f"unknown unit {unit!r}; known: {', '.join([*_UNITS, *_TEMPERATURES])}")
@@ -305,7 +309,9 @@ def convert_units(value: float, from_unit: str, to_unit: str) -> Conversion:
     if quantity != other:
         raise ToolError(f"cannot convert {quantity} ({from_unit}) to {other} ({to_unit})")
     result = round(value * scale_from / scale_to, 12)
-    return Conversion(value, from_unit, to_unit, _finite(result, value, from_unit, to_unit), quantity)
+    return Conversion(
+        value, from_unit, to_unit, _finite(result, f"cannot convert {value!r} {from_unit} to {to_unit}"), quantity
+    )
 
 
 # --- text_stats ---------------------------------------------------------------------------------------------
@@ -446,30 +452,24 @@ async def count_primes(limit: Annotated[int, {"minimum": 2, "maximum": 200_000_0
 
 @deck.implements("calculator.add")
 def _add(a: float, b: float) -> dict[str, float]:
-    return {"result": _finite_result(a + b)}
+    return {"result": _finite(a + b)}
 
 
 @deck.implements("calculator.subtract")
 def _subtract(a: float, b: float) -> dict[str, float]:
-    return {"result": _finite_result(a - b)}
+    return {"result": _finite(a - b)}
 
 
 @deck.implements("calculator.multiply")
 def _multiply(a: float, b: float) -> dict[str, float]:
-    return {"result": _finite_result(a * b)}
+    return {"result": _finite(a * b)}
 
 
 @deck.implements("calculator.divide")
 def _divide(a: float, b: float) -> dict[str, float]:
     if b == 0:
         raise ToolError("cannot divide by zero: b must not be 0")
-    return {"result": _finite_result(a / b)}
-
-
-def _finite_result(result: float) -> float:
-    if not math.isfinite(result):  # JSON has no infinity: say so instead of failing the output schema
-        raise ToolError(TOO_LARGE)
-    return result
+    return {"result": _finite(a / b)}
 
 
 def _serve_calculator() -> None:
