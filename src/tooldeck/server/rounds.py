@@ -15,7 +15,6 @@ the key takes the retry. An answer counts only for the very question it answered
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Callable
 from typing import Any
 
@@ -180,7 +179,9 @@ class Rounds:
 
 
 def _digest(method: str, params: dict[str, Any]) -> str:
-    return hashlib.sha256(orjson.dumps([method, params], option=orjson.OPT_SORT_KEYS)).hexdigest()
+    from hashlib import sha256  # not at import time: sessions load this module, and 2025 start-up needs no hashlib
+
+    return sha256(orjson.dumps([method, params], option=orjson.OPT_SORT_KEYS)).hexdigest()
 
 
 def _checked(key: str, method: str, result: dict[str, Any]) -> dict[str, Any]:

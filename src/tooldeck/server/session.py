@@ -36,7 +36,7 @@ from ..protocol.errors import (
     UnsupportedVersionError,
 )
 from ..protocol.jsonrpc import Invalid, Notification, Request, RequestId, Response
-from . import lifecycle
+from . import lifecycle, stateless
 from .request import RequestContext, Work
 from .state import SessionState
 
@@ -282,8 +282,6 @@ class Session:
     def receive_modern(self, request: Request, env: Envelope, inline: bool = False) -> Awaitable[None] | None:
         """Serve one 2026-07-28 request whose envelope was read and whose version is served: no lifecycle, the
         request's own capabilities, the connection's principal. Returns work to await as ``receive_inline`` does."""
-        from . import stateless
-
         reply = self._direct
         runner = self.runner
         if runner is not None and request.id in runner.in_flight:
