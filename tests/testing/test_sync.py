@@ -219,6 +219,10 @@ def test_list_changed_from_the_test_s_thread_reaches_the_client(deck: Deck) -> N
         assert "greet" in [tool["name"] for tool in client.list_tools()]
         with pytest.raises(TimeoutError, match=r"no notifications/tools/list_changed within 0.05 s"):
             client.wait_for_notification("notifications/tools/list_changed", timeout=0.05)
+        deck.remove_prompt("review")  # announced before the resources change, in a burst or not
+        deck.remove_resource("data://logo")
+        client.wait_for_notification("notifications/resources/list_changed")
+        client.wait_for_notification("notifications/prompts/list_changed", timeout=5)  # came first, not waited for
 
 
 def test_a_request_that_outlives_the_timeout_is_cancelled_and_raises(deck: Deck, signals: Any) -> None:

@@ -115,8 +115,6 @@ class AsyncClient:
         self._captures: dict[Any, _Capture] = {}  # by request id and by progress token
         self._task_captures: dict[str, _Capture] = {}
         self._callback_errors: list[BaseException] = []
-        self._waited = 0  # notifications before this index were returned by wait_for_notification
-        self._arrived = asyncio.Event()
         self._wire: _Wire | None = None
 
     # --- the session --------------------------------------------------------------------------------------------
@@ -189,7 +187,6 @@ class AsyncClient:
         if method is None or "id" in message:
             return
         self.notifications.append(message)
-        self._arrived.set()
         params = message.get("params") or {}
         if method == "notifications/progress":
             capture = self._captures.get(("token", params.get("progressToken")))
@@ -217,17 +214,10 @@ class AsyncClient:
         """The next notification with ``method`` (one not returned by an earlier wait), waiting for it to arrive."""
         limit = self.options.timeout if timeout is None else timeout
         try:
-            async with asyncio.timeout(limit):
-                while True:
-                    for index in range(self._waited, len(self.notifications)):
-                        if self.notifications[index]["method"] == method:
-                            self._waited = index + 1
-                            return self.notifications[index]
-                    self._arrived.clear()
-                    await self._arrived.wait()
+            return await self.wire.wait_for_notification(method, limit)
         except TimeoutError:
-            seen = sorted({n["method"] for n in self.notifications[self._waited :]}) or "none"
-            raise TimeoutError(f"no {method} within {limit:g} s (notifications since the last wait: {seen})") from None
+            seen = sorted({n["method"] for n in self.wire.notifications}) or "none"
+            raise TimeoutError(f"no {method} within {limit:g} s (notifications not waited for: {seen})") from None
 
     # --- the deck's requests to the client ----------------------------------------------------------------------
 
