@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..protocol.errors import TargetError
+from ..schema.names import a_type_name
 from .hosts import HOSTS, Host, config_path, server_entry
 
 if TYPE_CHECKING:
@@ -153,18 +154,15 @@ def read_config(path: Path, host: Host) -> dict[str, Any] | None:
             f"mend the file or move it away, then run install again (nothing was written)"
         ) from None
     if not isinstance(document, dict):
-        raise TargetError(f"{path}: expected a JSON object at the top, found {_kind(document)}; nothing was written")
+        raise TargetError(
+            f"{path}: expected a JSON object at the top, found {a_type_name(document)}; nothing was written"
+        )
     servers = document.get(host.key)
     if servers is not None and not isinstance(servers, dict):
         raise TargetError(
-            f'{path}: "{host.key}" is {_kind(servers)}, expected an object of servers by name; nothing was written'
+            f'{path}: "{host.key}" is {a_type_name(servers)}, expected an object of servers by name; nothing was written'
         )
     return document
-
-
-def _kind(value: Any) -> str:
-    names = {list: "an array", str: "a string", bool: "a boolean", int: "a number", float: "a number"}
-    return "null" if value is None else names.get(type(value), type(value).__name__)
 
 
 def _dumps(document: Any) -> str:
