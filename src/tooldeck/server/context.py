@@ -183,7 +183,7 @@ class Context:
         if rounds is not None:  # the id must be the same on each round, or the question would never be answered
             key = rounds.key(key)
             if elicitation_id is None:
-                elicitation_id = rounds.memo(f"{key}/elicitationId", lambda: __import__("os").urandom(16).hex())
+                elicitation_id = rounds.memo(f"{key}/elicitationId", elicitation.new_elicitation_id)
         try:
             params = elicitation.url_params(message, url, elicitation_id, self.request.client_capabilities)
         except ClientRequestError:

@@ -56,7 +56,12 @@ def url_params(message: str, url: str, elicitation_id: str | None, capabilities:
         raise ClientRequestError("the client does not support URL-mode elicitation")
     if not url.lower().startswith(("https://", "http://")):
         raise ValueError("url must be an http(s) URL")
-    return {"mode": "url", "message": message, "url": url, "elicitationId": elicitation_id or os.urandom(16).hex()}
+    return {"mode": "url", "message": message, "url": url, "elicitationId": elicitation_id or new_elicitation_id()}
+
+
+def new_elicitation_id() -> str:
+    """An id for a URL elicitation the tool did not name: 128 random bits."""
+    return os.urandom(16).hex()
 
 
 def elicit_result(result: dict[str, Any], validator: Validator | None) -> ElicitResult:
