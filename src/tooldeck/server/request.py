@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from ..protocol.errors import InvalidParamsError
 from ..protocol.jsonrpc import RequestId, is_request_id
-from .state import principal_id
+from .state import SessionState, principal_id
 
 if TYPE_CHECKING:
     import asyncio
@@ -78,8 +78,6 @@ class RequestContext:
     ) -> RequestContext:  # fmt: skip
         """A request that stands alone (no session): ``carried`` is what it brings itself (``client_capabilities``,
         ``client_info``, ``principal``, ``log_level``, ``identifies_requestor``; see ``SessionState.of_request``)."""
-        from .state import SessionState
-
         return cls(server, peer, request_id, method, params, SessionState.of_request(server, revision, **carried))
 
     @property
