@@ -67,6 +67,9 @@ def run_stdio(
         if not connection.handshake():
             connection.session.close()
             return  # EOF before anything needed the event loop
+        # From here until serve() installs the loop's handlers, SIGTERM is noted, not raised: raised inside one of
+        # the loop's callbacks it would be logged there and lost, and the server would keep running.
+        signal.signal(signal.SIGTERM, connection.note_stop)
         import asyncio
 
         with asyncio.Runner(loop_factory=_loop_factory()) as runner:
@@ -115,6 +118,7 @@ class Connection:
         self.reader = LineReader(self.session, limit)
         self.drain_timeout = drain_timeout
         self._deferred: list[Any] = []
+        self.stop_noted = False  # SIGTERM came between the handshake and the loop's own handlers
         self.dispatch: Callable[[Any], None] = self._first  # the session's input once the era is known
         self.reader.deliver = self.dispatch
 
@@ -133,6 +137,9 @@ class Connection:
             self.session.receive(message)  # no request yet (a notification, something invalid): the 2025 rules
         else:
             self.dispatch(message)
+
+    def note_stop(self, signum: int, frame: Any) -> None:
+        self.stop_noted = True
 
     def handshake(self) -> bool:
         """Serve what needs no event loop with blocking I/O; False if the client hung up meanwhile."""
@@ -166,6 +173,8 @@ class Connection:
         eof = asyncio.Event()  # the client closed stdin
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, stop.set)
+        if self.stop_noted:
+            stop.set()
         server = self.session.server
         server.bind_loop()  # list changes from other threads are announced on this loop from now on
         self.reader.on_eof = eof.set
