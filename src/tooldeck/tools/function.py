@@ -12,6 +12,7 @@ from ..schema.generate import inspect_function
 from .options import ToolOptions, check_options
 from .tool import (
     Tool,
+    check_ask_before_task,
     check_task_support,
     check_timeout,
     check_version,
@@ -79,6 +80,7 @@ def tool_from_function(
         injected=dict(shape.injected),
         converters=dict(shape.converters) if trusted else {},
         immediate_response=options.get("immediate_response"),
+        ask_before_task=check_ask_before_task(options.get("ask_before_task"), tool_name, options.get("task")),
         timeout=check_timeout(options.get("timeout"), f"tool {tool_name!r}"),
         version=check_version(options.get("version"), f"tool {tool_name!r}"),
         security_level=check_security_level(options.get("security_level"), f"tool {tool_name!r}"),

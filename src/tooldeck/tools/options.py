@@ -28,6 +28,10 @@ class ToolOptions(TypedDict, total=False):
     """Advertise and enforce this schema, exactly as given, instead of one built from the signature."""
     immediate_response: str
     """A hint sent with the CreateTaskResult of a task-augmented call, for the model to read meanwhile."""
+    ask_before_task: bool
+    """For a task tool: its questions come before its task. In a 2026-07-28 request with the tasks extension the
+    function first runs in the request (its questions answered by input-required rounds) and becomes a task where it
+    calls ``await ctx.continue_as_task()``; without this option the task starts at once."""
     timeout: float | None
     """Seconds a call may run before it ends with an isError result; the deck's ``tool_timeout`` by default."""
     version: str

@@ -33,7 +33,7 @@ class Tool(Record):
     __slots__ = (
         "name", "fn", "is_async", "description", "input_schema", "output_schema", "wraps_output", "input_validator",
         "output_validator", "title", "annotations", "icons", "task_support", "meta", "injected", "converters", "wire",
-        "immediate_response", "timeout", "version", "security_level", "scopes", "definition",
+        "immediate_response", "timeout", "version", "security_level", "scopes", "definition", "ask_before_task",
     )  # fmt: skip
 
     def __init__(
@@ -61,6 +61,7 @@ class Tool(Record):
         security_level: int | None = None,
         scopes: tuple[str, ...] = (),
         definition: Any = None,
+        ask_before_task: bool = False,
     ) -> None:
         self.name = name
         self.fn = fn
@@ -84,6 +85,7 @@ class Tool(Record):
         self.security_level = security_level  # None: the policy's default applies
         self.scopes = scopes
         self.definition = definition  # the tool definition (seed 002) this tool serves a capability of, if any
+        self.ask_before_task = ask_before_task  # runs in its request until ctx.continue_as_task() (tasks extension)
         self.wire = wire_form(self)
 
 
@@ -114,6 +116,17 @@ def check_task_support(task: Any, tool: str) -> str:
     if task not in TASK_SUPPORT:
         raise RegistrationError(f"tool {tool!r}: task must be one of {', '.join(TASK_SUPPORT)}, got {task!r}")
     return str(task)
+
+
+def check_ask_before_task(ask: Any, tool: str, task: Any) -> bool:
+    """``ask_before_task`` is a bool, and only for a tool that may run as a task."""
+    if ask is None or ask is False:
+        return False
+    if ask is not True:
+        raise RegistrationError(f"tool {tool!r}: ask_before_task must be True or False, got {ask!r}")
+    if check_task_support(task, tool) == "forbidden":
+        raise RegistrationError(f'tool {tool!r}: ask_before_task needs task="optional" or task="required"')
+    return True
 
 
 def check_timeout(timeout: Any, owner: str) -> float | None:
