@@ -442,17 +442,18 @@ async def confirm_delete(filename: str, ctx: Context) -> Text:
 
 @deck.tool(task="optional")
 async def multi_input(ctx: Context) -> Text:
-    """Asks the user two things at once."""
+    """Asks the user two things at once (in a task: two inputRequests pending together)."""
     first, second = await asyncio.gather(
-        ctx.elicit("First value?", _form("first")), ctx.elicit("Second value?", _form("second"))
+        ctx.elicit("First name?", _form("name")), ctx.elicit("Second name?", _form("name"))
     )
-    return Text(f"first={(first.content or {}).get('first')}, second={(second.content or {}).get('second')}")
+    return Text(f"first={(first.content or {}).get('name')}, second={(second.content or {}).get('name')}")
 
 
-@deck.tool(task="required")
+@deck.tool(task="required", ask_before_task=True)
 async def test_tool_with_task(ctx: Context) -> Text:
-    """Asks the user's name (key user_name) before the task starts, then greets them from the task."""
-    answer = await ctx.elicit("What is your name?", _form("name"))
+    """Asks the user's name (key user_name) in the request, then greets them from the task it continues as."""
+    answer = await ctx.elicit("What is your name?", _form("name"), key="user_name")
+    await ctx.continue_as_task()
     return Text(f"Hello from the task, {(answer.content or {}).get('name')}!")
 
 

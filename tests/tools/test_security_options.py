@@ -98,8 +98,8 @@ def test_the_definition_spelling_is_not_a_python_option() -> None:
     with pytest.raises(RegistrationError) as caught:
         Deck("d").add_tool(noop, securityLevel=3)  # type: ignore[call-arg]
     assert str(caught.value) == (
-        "tool: unknown option 'securityLevel' (options: annotations, description, icons, immediate_response, "
-        "input_schema, meta, name, output_schema, scopes, security_level, task, timeout, title, version)"
+        "tool: unknown option 'securityLevel' (options: annotations, ask_before_task, description, icons, "
+        "immediate_response, input_schema, meta, name, output_schema, scopes, security_level, task, timeout, title, version)"
     )
 
 

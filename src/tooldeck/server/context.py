@@ -189,7 +189,7 @@ class Context:
         except ClientRequestError:
             self._undeclared(rounds, {"elicitation": {"url": {}}}, "A URL elicitation")
             raise
-        result = await self._ask("elicitation/create", params, timeout, rounds, key)
+        result = await self._ask("elicitation/create", params, timeout, rounds, key, keyed=rounds is not None)
         return elicitation.elicit_result(result, None)
 
     async def sample(
@@ -252,11 +252,34 @@ class Context:
             raise ClientRequestError('the client\'s roots result has no "roots" array of {"uri": ...} objects')
         return roots
 
+    async def continue_as_task(self) -> None:
+        """Go on as a task from here, where the call can become one: in a 2026-07-28 request that declared the tasks
+        extension, for a tool registered with ``ask_before_task=True``, the request is answered now with the task
+        (a CreateTaskResult) and the rest of the function runs as that task; the questions asked before this point
+        were answered by input-required rounds, those asked after it wait in the task's ``inputRequests``.
+        Anywhere else it does nothing: the call already is a task (a 2025 task-augmented call), or it goes on in
+        its request."""
+        if self.task is not None:
+            return
+        rounds: Any = getattr(self.request, "rounds", None)
+        if rounds is not None and rounds.escalate is not None:
+            escalate, rounds.escalate = rounds.escalate, None
+            self.task = await escalate()
+
     def _rounds(self, capability: dict[str, Any], what: str) -> Any:
         """None in a 2025 session (the question is a request to the client); in a 2026-07-28 request, its rounds
-        (server/rounds.py), or -32021 where the request may not ask (see server/stateless.py)."""
+        (server/rounds.py), in a 2026-07-28 task its inputs (server/task_inputs.py), or -32021 where the request may
+        not ask (see server/stateless.py)."""
         if not versions.is_modern(self.request.revision):
             return None
+        if self.task is not None:
+            manager, task_id = self.task
+            inputs = manager.inputs.get(task_id)
+            if inputs is None:
+                from .task_inputs import TaskInputs
+
+                inputs = manager.inputs[task_id] = TaskInputs(manager, task_id)
+            return inputs
         rounds = getattr(self.request, "rounds", None)
         if rounds is None:
             from .stateless import missing
@@ -272,9 +295,13 @@ class Context:
             raise missing(self.request, capability, what) from None
 
     async def _ask(self, method: str, params: dict[str, Any], timeout: float, rounds: Any = None,
-                   key: str | None = None) -> dict[str, Any]:  # fmt: skip
+                   key: str | None = None, *, keyed: bool = False) -> dict[str, Any]:  # fmt: skip
         if rounds is not None:
-            return rounds.ask(rounds.key(key), method, params)
+            if not keyed:
+                key = rounds.key(key)
+            if self.task is not None:  # a 2026-07-28 task: the question waits in its inputRequests
+                return await rounds.ask(key, method, params, timeout)
+            return rounds.ask(key, method, params)
         if self.task is None:
             return await self._request(method, params, timeout)
         # In a task: the request names the task, and the task waits in "input_required" until it is answered.
@@ -322,6 +349,8 @@ class Context:
             self._loop.call_soon_threadsafe(peer.close_stream, self.request_id)
 
     def _emit(self, message: dict[str, Any]) -> None:
+        if self.task is not None and versions.is_modern(self.request.revision):
+            return  # a task of the 2026-07-28 tasks extension has no channel for progress or logs (SEP-2663)
         if threading.get_ident() == self._loop_thread:
             self.request.peer.send(message, self.request.request_id)
         else:

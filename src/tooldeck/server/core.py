@@ -15,7 +15,7 @@ from collections.abc import Callable, Coroutine
 from typing import TYPE_CHECKING, Any
 
 from ..prompts.registry import PromptRegistry
-from ..protocol import revisions
+from ..protocol import revisions, versions
 from ..protocol.cursor import CursorCodec
 from ..protocol.errors import set_message_cleaner
 from ..resources.registry import ResourceRegistry, TemplateRegistry
@@ -110,9 +110,13 @@ class Server:
         key = (protocol_version, identifies_requestor)
         cached = self._init_results.get(key)  # emptied whenever a registry changes
         if cached is None:
+            capabilities = self.capabilities(identifies_requestor)
+            if versions.is_modern(protocol_version):  # tasks are the tasks extension's there (task_extension.py)
+                offered = capabilities.pop("tasks", None) is not None
+                capabilities["extensions"] = {"io.modelcontextprotocol/tasks": {}} if offered else {}
             cached = {
                 "protocolVersion": protocol_version,
-                "capabilities": self.capabilities(identifies_requestor),
+                "capabilities": capabilities,
                 "serverInfo": self.server_info,
             }
             if self.instructions is not None:

@@ -25,11 +25,9 @@ from typing import TYPE_CHECKING, Any
 
 from ..protocol.errors import (
     InternalError,
-    MissingClientCapabilityError,
     ProtocolError,
     RefusedError,
     ToolError,
-    UrlElicitationRequiredError,
 )
 from ..protocol.record import Record
 from ..tools.call import check_arguments, describe_failure
@@ -142,8 +140,12 @@ class Pipeline:
                 result = build_result(tool, value)
         except ToolError as exc:  # raised by the tool, or invalid arguments
             result = error_result(str(exc) or f"Tool {tool.name!r} failed")
-        except (UrlElicitationRequiredError, MissingClientCapabilityError):
-            raise  # answered as JSON-RPC errors -32042 / -32021: the protocol errors a tool's request may end in
+        except ProtocolError as exc:  # the tool's own JSON-RPC error (-32042/-32021 from its questions, too)
+            for audit in self.auditors:
+                outcome = audit(rctx, call or Call("tool", tool.name, tool, arguments), _errored(exc))
+                if hasattr(outcome, "__await__"):
+                    await outcome
+            raise
         except TimeoutError as exc:
             if timeout is None:  # the tool's own time-out, not ours
                 result = error_result(describe_failure(f"tool {tool.name!r}", exc, self.options.mask_errors))
@@ -238,6 +240,11 @@ class Pipeline:
         if refusal is not None:
             result["_meta"] = refusal.data
         return result
+
+
+def _errored(exc: ProtocolError) -> dict[str, Any]:
+    """What auditors see of a call that ended in a JSON-RPC error (the client gets the error itself)."""
+    return {"content": [{"type": "text", "text": exc.message}], "isError": True}
 
 
 def _as_refusal(exc: ToolError) -> RefusedError | None:

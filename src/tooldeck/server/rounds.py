@@ -15,7 +15,7 @@ the key takes the retry. An answer counts only for the very question it answered
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import orjson
@@ -87,7 +87,7 @@ def begin(rctx: RoundTrip) -> None:
 class Rounds:
     """One run of a modern request that may ask: the answers it has, the questions it asked, what it remembers."""
 
-    __slots__ = ("_digest", "answers", "asked", "count", "memos", "raw", "rctx", "retry", "unsolicited")
+    __slots__ = ("_digest", "answers", "asked", "count", "escalate", "memos", "raw", "rctx", "retry", "unsolicited")
 
     def __init__(self, rctx: RequestContext) -> None:
         self.rctx = rctx
@@ -99,6 +99,9 @@ class Rounds:
         self.retry = False
         self.unsolicited: dict[str, Any] = {}  # key -> an answer sent with a first attempt (no state)
         self._digest: str | None = None
+        # Set for an ask_before_task tool called with the tasks extension: ctx.continue_as_task() awaits it, and the
+        # call goes on as a task (task_extension.py).
+        self.escalate: Callable[[], Awaitable[tuple[Any, str]]] | None = None
 
     # --- what Context calls --------------------------------------------------------------------------------------
 
@@ -182,6 +185,14 @@ def _digest(method: str, params: dict[str, Any]) -> str:
     from hashlib import sha256  # not at import time: sessions load this module, and 2025 start-up needs no hashlib
 
     return sha256(orjson.dumps([method, params], option=orjson.OPT_SORT_KEYS)).hexdigest()
+
+
+def checked_answer(key: str, method: str, result: Any) -> dict[str, Any]:
+    """A client's answer (an element of ``inputResponses``) to the question ``method`` under ``key``, checked."""
+    if type(result) is not dict:
+        raise RetryRefusedError(f'Invalid params: "inputResponses.{key}" must be an object (the client\'s result '
+                                 "for that request)")  # fmt: skip
+    return _checked(key, method, result)
 
 
 def _checked(key: str, method: str, result: dict[str, Any]) -> dict[str, Any]:

@@ -32,12 +32,13 @@ from . import rounds, subscriptions
 from .options import LOG_LEVELS
 from .request import RequestContext, Work
 
-# What a modern request may ask for (the tasks extension is not served yet).
+# What a modern request may ask for; tasks/* are the tasks extension's (task_extension.py).
+TASK_METHODS = frozenset({"tasks/get", "tasks/update", "tasks/cancel"})
 METHODS = frozenset({"server/discover", "tools/list", "tools/call", "resources/list", "resources/templates/list",
                      "resources/read", "prompts/list", "prompts/get", "completion/complete",
-                     "subscriptions/listen"})  # fmt: skip
+                     "subscriptions/listen"}) | TASK_METHODS  # fmt: skip
 REMOVED = frozenset({"initialize", "ping", "logging/setLevel", "resources/subscribe", "resources/unsubscribe",
-                     "tasks/get", "tasks/result", "tasks/list", "tasks/cancel"})  # fmt: skip
+                     "tasks/result", "tasks/list"})  # fmt: skip
 LISTS = frozenset({"server/discover", "tools/list", "resources/list", "resources/templates/list", "prompts/list"})
 SILENT = len(LOG_LEVELS)  # a log rank no level reaches: the request set no logLevel, so it gets no logs
 
@@ -83,6 +84,12 @@ def handler(server: Any, method: str) -> Any:
         return subscriptions.listen
     if method not in METHODS:
         raise refusal(method)
+    if method in TASK_METHODS:
+        from . import task_extension
+
+        if not any(t.task_support != "forbidden" for t in server.tools):
+            raise MethodNotFoundError(f"Method not found: {method} (this server offers no tasks)")
+        return task_extension.METHODS[method]
     row = server.methods[method]
     return row.handler or row.resolve()
 
@@ -105,8 +112,9 @@ def _discover(rctx: RequestContext, hint: tuple[int, str]) -> dict[str, Any]:
 
 
 def capabilities(rctx: RequestContext) -> dict[str, Any]:
-    """What initialize would declare at the revision (``listChanged``/``subscribe``: served through listen)."""
-    return {**rctx.capabilities, "extensions": {}}
+    """What initialize would declare at the revision (``listChanged``/``subscribe``: served through listen; the
+    tasks extension under ``extensions`` instead of ``tasks``; see ``ServerCore.capabilities``)."""
+    return rctx.capabilities
 
 
 def hints(rctx: RequestContext) -> tuple[int, str] | None:
@@ -139,6 +147,8 @@ async def finishing(rctx: RequestContext, work: Coroutine[Any, Any, dict[str, An
         return rctx.rounds.interim()  # type: ignore[attr-defined]
     if type(rctx) is rounds.RoundTrip and rctx.rounds.asked:  # a function that swallowed the end of its run
         return rctx.rounds.interim()
+    if result.get("resultType") == "task":  # a CreateTaskResult (task_extension.py): finished as it is
+        return result
     return finish(rctx, result)
 
 

@@ -13,12 +13,13 @@ short while the task is young, longer as it ages), so a short task is seen finis
 
 from __future__ import annotations
 
+import functools
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
-from ..protocol import jsonrpc
+from ..protocol import jsonrpc, versions
 from ..protocol.errors import (
     InternalError,
     InvalidParamsError,
@@ -38,6 +39,7 @@ if TYPE_CHECKING:
     from ..tools.tool import Tool
     from .bus import Bus
     from .request import RequestContext
+    from .task_inputs import TaskInputs
 
 log = logging.getLogger("tooldeck.tasks")
 
@@ -81,6 +83,8 @@ class TaskManager:
         self._finished: dict[str, asyncio.Event] = {}
         # The request each running task was created by: its cancellation, and its session's bus key for status.
         self._requests: dict[str, RequestContext] = {}
+        # The questions each running 2026-07-28 task waits on (the tasks extension: tasks/get, tasks/update).
+        self.inputs: dict[str, TaskInputs] = {}
         self._started = False
         self._purger: asyncio.Task[None] | None = None
 
@@ -122,16 +126,26 @@ class TaskManager:
     async def create(
         self, rctx: RequestContext, tool: Tool, arguments: dict[str, Any], task: dict[str, Any]
     ) -> dict[str, Any]:
-        if self.pipeline.admits:  # authorize and limits before anything is created: a refusal is immediate
+        """A task-augmented call of a 2025 session: the task is opened, its work started, its CreateTaskResult made."""
+        record = await self.open(rctx, tool, arguments, rctx.owner(), task.get("ttl"))
+        self.launch(rctx, record.task_id, tool, arguments)
+        result: dict[str, Any] = {"task": record.to_wire()}
+        if tool.immediate_response is not None:
+            result["_meta"] = {IMMEDIATE_RESPONSE: tool.immediate_response}
+        return result
+
+    async def open(self, rctx: RequestContext, tool: Tool, arguments: dict[str, Any], owner: str | None,
+                   requested_ttl: int | None = None, *, admit: bool = True) -> TaskRecord:  # fmt: skip
+        """Store a new ``working`` task of ``owner`` for ``rctx``'s call of ``tool`` (once it is stored, a tasks/get
+        finds it); ``admit``: authorize and limits first, so a refusal is immediate and nothing is created."""
+        if admit and self.pipeline.admits:
             await self.pipeline.admit_or_refuse(rctx, Call("tool", tool.name, tool, arguments))
         if not self._started:
             await self.start()
         now = self.clock()
-        owner = rctx.owner()
         if await self.store.count_active(owner, now) >= self.max_active:
             raise TaskLimitError(f"Too many active tasks: the limit is {self.max_active} per requestor")
-        requested = task.get("ttl")
-        ttl = self.default_ttl_ms if requested is None else min(requested, self.max_ttl_ms)
+        ttl = self.default_ttl_ms if requested_ttl is None else min(requested_ttl, self.max_ttl_ms)
         record = TaskRecord(
             task_id=new_task_id(),
             owner=owner,
@@ -143,23 +157,33 @@ class TaskManager:
             tool=tool.name,
         )
         await self.store.create(record)
-        task_id = record.task_id
-        self._requests[task_id] = rctx
-        work = self._run(rctx, task_id, tool, arguments)
-        self.running[task_id] = rctx.peer.loop().create_task(work)
-        result: dict[str, Any] = {"task": record.to_wire()}
-        if tool.immediate_response is not None:
-            result["_meta"] = {IMMEDIATE_RESPONSE: tool.immediate_response}
-        return result
+        self._requests[record.task_id] = rctx
+        return record
 
-    async def _run(self, rctx: RequestContext, task_id: str, tool: Tool, arguments: dict[str, Any]) -> None:
+    def launch(self, rctx: RequestContext, task_id: str, tool: Tool, arguments: dict[str, Any]) -> None:
+        """Run the call (already admitted) in the background; its outcome settles the task."""
+        work = functools.partial(self.pipeline.call_tool, rctx, tool, arguments, task=(self, task_id), admitted=True)
+        self.running[task_id] = rctx.peer.loop().create_task(self._outcome(rctx, task_id, work))
+
+    def adopt(self, rctx: RequestContext, task_id: str, job: asyncio.Task[dict[str, Any]]) -> None:
+        """Let ``job`` (a call that began in its request and became this task) settle the task when it ends."""
+        self.running[task_id] = rctx.peer.loop().create_task(self._outcome(rctx, task_id, lambda: job))
+
+    async def _outcome(self, rctx: RequestContext, task_id: str, work: Callable[[], Awaitable[dict[str, Any]]]) -> None:
+        """Await the call and record how it ended. A 2026-07-28 task (the tasks extension) is ``completed`` with any
+        result, isError too, and ``failed`` only with a JSON-RPC error; a 2025 task with isError is ``failed``."""
         import asyncio
 
+        modern = versions.is_modern(rctx.revision)
         try:
-            result = await self.pipeline.call_tool(rctx, tool, arguments, task=(self, task_id), admitted=True)
+            result = await work()
         except asyncio.CancelledError:  # tasks/cancel (which recorded "cancelled" first) or shutdown
             return
         except ProtocolError as exc:
+            if modern:
+                from .stateless import translate
+
+                exc = translate(exc)
             await self.settle(task_id, "failed", status_message=exc.message, error=exc.to_error())
         except Exception:
             log.exception("task %s failed", task_id)
@@ -167,13 +191,16 @@ class TaskManager:
                 task_id, "failed", status_message="Internal error", error=InternalError("Internal error").to_error()
             )
         else:
-            if result.get("isError"):
+            if result.get("isError") and not modern:
                 await self.settle(task_id, "failed", status_message=_text(result), result=result)
             else:
                 await self.settle(task_id, "completed", result=result)
         finally:
             self.running.pop(task_id, None)
             self._requests.pop(task_id, None)
+            inputs = self.inputs.pop(task_id, None)
+            if inputs is not None:
+                inputs.close()
             event = self._finished.pop(task_id, None)  # made only if a tasks/result is waiting
             if event is not None:
                 event.set()
@@ -186,10 +213,13 @@ class TaskManager:
         )
         if record is not None and record.status == status:
             request = self._requests.get(task_id)
-            key = None if request is None else getattr(request.peer, "key", None)
-            if key is not None:
-                note = jsonrpc.notification("notifications/tasks/status", self._wire(record, self.clock()))
-                self.bus.publish(f"session/{key}", note)
+            if request is not None and versions.is_modern(request.revision):
+                self.bus.publish(f"task/{task_id}", record)  # listen streams that asked for this task (listen.py)
+            else:
+                key = None if request is None else getattr(request.peer, "key", None)
+                if key is not None:
+                    note = jsonrpc.notification("notifications/tasks/status", self._wire(record, self.clock()))
+                    self.bus.publish(f"session/{key}", note)
         return record
 
     # --- tasks/* ------------------------------------------------------------------------------------------------
@@ -255,17 +285,23 @@ class TaskManager:
         record = await self._find(rctx, params)
         if record.is_terminal:
             raise InvalidParamsError(f"Cannot cancel task: it is already {record.status}")
-        updated = await self.settle(record.task_id, "cancelled", status_message="Cancelled by the client")
+        updated = await self.stop(record.task_id)
         if updated is None or updated.status != "cancelled":
             status = updated.status if updated is not None else "gone"
             raise InvalidParamsError(f"Cannot cancel task: it is already {status}")
-        running = self.running.get(record.task_id)
-        if running is not None:
-            request = self._requests.get(record.task_id)
-            if request is not None:
-                request.cancel()  # a sync tool in the worker pool polls ctx.is_cancelled: it sees this
-            running.cancel()  # "cancelled" is recorded first, so the work's own ending cannot overwrite it
         return updated.to_wire()
+
+    async def stop(self, task_id: str) -> TaskRecord | None:
+        """Record the task ``cancelled`` (if it is not finished) and stop its work; the record as it now stands."""
+        updated = await self.settle(task_id, "cancelled", status_message="Cancelled by the client")
+        if updated is not None and updated.status == "cancelled":
+            running = self.running.get(task_id)
+            if running is not None:
+                request = self._requests.get(task_id)
+                if request is not None:
+                    request.cancel()  # a sync tool in the worker pool polls ctx.is_cancelled: it sees this
+                running.cancel()  # "cancelled" is recorded first, so the work's own ending cannot overwrite it
+        return updated
 
 
 def check_store_spec(spec: str) -> str:

@@ -179,3 +179,18 @@ class TaskRecord(Record):
         if poll_interval_ms is not None:
             wire["pollInterval"] = poll_interval_ms
         return wire
+
+    def to_modern(self, poll_interval_ms: int | None = None) -> dict[str, Any]:
+        """The ``Task`` of the 2026-07-28 tasks extension (``ttlMs``, ``pollIntervalMs``); ``poll_interval_ms`` as in
+        ``to_wire``."""
+        if poll_interval_ms is None:
+            poll_interval_ms = self.poll_interval_ms
+        wire: dict[str, Any] = {"taskId": self.task_id, "status": self.status}
+        if self.status_message is not None:
+            wire["statusMessage"] = self.status_message
+        wire["createdAt"] = iso_utc(self.created_at)
+        wire["lastUpdatedAt"] = iso_utc(self.updated_at)
+        wire["ttlMs"] = self.ttl_ms
+        if poll_interval_ms is not None:
+            wire["pollIntervalMs"] = poll_interval_ms
+        return wire

@@ -32,7 +32,8 @@ def call_tool(rctx: RequestContext) -> Work:
         raise InvalidParamsError('Invalid params: tools/call "arguments" must be an object')
     if "_meta" in params:
         rctx.progress_token()  # a malformed progress token is a -32602 now, not a failure later
-    if "tasks" in rctx.capabilities:  # without the capability a "task" field is ignored (MUST)
+    capabilities = rctx.capabilities
+    if "tasks" in capabilities:  # without the capability a "task" field is ignored (MUST)
         task = params.get("task")
         if task is not None:
             if tool.task_support == "forbidden":
@@ -43,6 +44,12 @@ def call_tool(rctx: RequestContext) -> Work:
             return Work(server.task_manager().create(rctx, tool, arguments, task), own=True)
         if tool.task_support == "required":
             raise MethodNotFoundError(f'Tool {name!r} must be called as a task (add "task": {{}} to the params)')
+    elif "extensions" in capabilities and tool.task_support != "forbidden":  # 2026-07-28, where tasks are offered
+        from .. import task_extension
+
+        extended = task_extension.call(rctx, tool, arguments)
+        if extended is not None:
+            return extended
     work = server.pipeline.call_tool(rctx, tool, arguments)
     if rctx.revision in revisions.OLDER:
         work = _for_revision(work, rctx.revision)
