@@ -1,7 +1,8 @@
 """The Tool record: everything known about a tool at registration, including its wire form and validators.
 
 A Tool is not changed after registration. Its schemas are compiled to validators here, once; the schema that is advertised is the schema
-that is enforced. Names, annotations, icons and task support are checked here, with errors that say what to fix.
+that is enforced. Names, annotations, icons and task support are checked here, with errors that say what to fix; so
+are the ``x-mcp-header`` annotations of the input schema (``headers.py``), listed once as ``mirrored``.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from typing import Any
 from ..protocol.errors import RegistrationError, SchemaError
 from ..protocol.record import Record
 from ..schema.validate import Validator
+from .headers import MirroredParam, mirrored_params
 
 TASK_SUPPORT = ("forbidden", "optional", "required")
 _ANNOTATION_KEYS = {
@@ -34,6 +36,7 @@ class Tool(Record):
         "name", "fn", "is_async", "description", "input_schema", "output_schema", "wraps_output", "input_validator",
         "output_validator", "title", "annotations", "icons", "task_support", "meta", "injected", "converters", "wire",
         "immediate_response", "timeout", "version", "security_level", "scopes", "definition", "ask_before_task",
+        "mirrored",
     )  # fmt: skip
 
     def __init__(
@@ -86,6 +89,8 @@ class Tool(Record):
         self.scopes = scopes
         self.definition = definition  # the tool definition (seed 002) this tool serves a capability of, if any
         self.ask_before_task = ask_before_task  # runs in its request until ctx.continue_as_task() (tasks extension)
+        # the parameters Streamable HTTP clients mirror into Mcp-Param-* headers (2026-07-28); () for most tools
+        self.mirrored: tuple[MirroredParam, ...] = mirrored_params(input_schema, name)
         self.wire = wire_form(self)
 
 

@@ -6,14 +6,13 @@ protocolVersion key is modern (served on its own, no session id); any other requ
 session, the rest name it), except that a modern ``MCP-Protocol-Version`` header without the envelope is -32602, and
 an ``initialize`` under a modern header is -32020. A modern POST then climbs the ladder of the digest (§3.3): the
 envelope (-32602), the mirrored headers ``MCP-Protocol-Version``, ``Mcp-Method`` and ``Mcp-Name`` present and equal
-to the body (-32020), the version served (-32022), the method known (-32601, HTTP 404). Every refusal has a JSON-RPC
+to the body (-32020), the version served (-32022), the method known (-32601, HTTP 404), and for a tools/call of a tool
+with ``x-mcp-header`` parameters their ``Mcp-Param-*`` headers (-32020, ``mirrored.py``). Every refusal has a JSON-RPC
 body that echoes the request id, so a client of both eras can tell a modern server's refusal from a legacy one.
 """
 
 from __future__ import annotations
 
-import base64
-import binascii
 from typing import Any
 
 from ...protocol import envelope, versions
@@ -29,6 +28,8 @@ from ...protocol.errors import (
 )
 from ...protocol.jsonrpc import Request
 from ...server import stateless
+from ...tools.registry import ToolRegistry
+from .mirrored import OWS, check_params, decode
 from .responses import Headers
 
 # The HTTP status of a modern request's JSON-RPC error (digest §10.3); any other error is answered with 200.
@@ -36,7 +37,6 @@ STATUS = {INVALID_PARAMS: 400, HEADER_MISMATCH: 400, UNSUPPORTED_PROTOCOL_VERSIO
           MISSING_CLIENT_CAPABILITY: 400, METHOD_NOT_FOUND: 404}  # fmt: skip
 # The body member Mcp-Name mirrors, by method.
 NAMED = {"tools/call": "name", "prompts/get": "name", "resources/read": "uri"}
-_OWS = " \t"
 
 
 class UnclaimedModernError(HttpError):
@@ -52,7 +52,7 @@ def modern_header(raw: bytes | None) -> str | None:
     """The modern revision an ``MCP-Protocol-Version`` header names, else None."""
     if raw is None:
         return None
-    value = raw.decode("latin-1").strip(_OWS)
+    value = raw.decode("latin-1").strip(OWS)
     return value if versions.is_modern(value) else None
 
 
@@ -65,14 +65,19 @@ def initialize_problem(request: Request, headers: Headers) -> HeaderMismatchErro
                                f"names it; send initialize without that header or server/discover with the envelope")  # fmt: skip
 
 
-def admit(request: Request, headers: Headers) -> Envelope:
+def admit(request: Request, headers: Headers, tools: ToolRegistry | None = None) -> Envelope:
     """The envelope of a modern POST that passed the ladder; raises the ``ProtocolError`` of the first rung missed
-    (its HTTP status is ``STATUS[code]``)."""
+    (its HTTP status is ``STATUS[code]``). ``tools``: where a tools/call finds its tool's ``Mcp-Param-*`` headers."""
     env = envelope.read(request.params)
     _check_headers(request, env, headers)
     envelope.check_version(env.version)
     if not stateless.known(request.method):
         raise stateless.refusal(request.method)
+    if request.method == "tools/call" and tools is not None:
+        name = request.params.get("name")
+        tool = tools.get(name) if type(name) is str else None  # an unknown tool is the handler's -32602
+        if tool is not None and tool.mirrored:  # most tools have none: one lookup is all they cost
+            check_params(tool.mirrored, request.params.get("arguments"), headers)
     return env
 
 
@@ -90,23 +95,9 @@ def _expect(headers: Headers, key: bytes, name: str, body: str, what: str, *, en
     raw = headers.get(key)
     if raw is None:
         raise HeaderMismatchError(f"Header mismatch: the {name} header is required (it mirrors {what})")
-    value = _decode(raw, name) if encoded else raw.decode("latin-1").strip(_OWS)
+    value = decode(raw, name) if encoded else raw.decode("latin-1").strip(OWS)
     if value != body:
         raise HeaderMismatchError(f"Header mismatch: {name} is {value!r} but {what} is {body!r}")
-
-
-def _decode(raw: bytes, name: str) -> str:
-    """A header value that may use the Base64 sentinel ``=?base64?...?=`` (for values that are not plain ASCII)."""
-    value = raw.decode("latin-1").strip(_OWS)
-    if value.startswith("=?base64?") and value.endswith("?="):
-        try:
-            return base64.b64decode(value[9:-2], validate=True).decode("utf-8")
-        except (binascii.Error, ValueError):
-            raise HeaderMismatchError(f"Header mismatch: {name} is not valid Base64 of UTF-8 text") from None
-    if not value.isascii() or not value.isprintable():
-        raise HeaderMismatchError(f"Header mismatch: {name} has characters a header may not carry; use the Base64 "
-                                  "form =?base64?...?=")  # fmt: skip
-    return value
 
 
 def claims_modern_batch(batch: list[Any]) -> bool:

@@ -5,7 +5,9 @@ A POSTed request gets JSON when its response is the first thing it produces, and
 comes first (progress, a log line, a request to the client); ``json_response=True`` always answers JSON.
 Notifications and responses get 202. Work that cannot stream (no Context) runs in the POST's own task, and its
 response is written from there. A POST of the 2026-07-28 era (its ``params._meta`` claims it; ``eras.py`` checks the
-rest) is served on its own: no session id is issued, read or echoed, and GET and DELETE stay the 2025 era's.
+rest) is served on its own: no session id is issued, read or echoed; GET and DELETE are the 2025 era's, and a GET or DELETE
+that names a 2026-07-28 ``MCP-Protocol-Version`` and no session is 405 (that revision has neither). While the server
+shuts down a modern request is refused with 503, as a 2025 initialize is.
 """
 
 from __future__ import annotations
@@ -15,7 +17,14 @@ from typing import Any
 
 from ...protocol import codec, envelope, jsonrpc, versions
 from ...protocol.envelope import Envelope
-from ...protocol.errors import INVALID_REQUEST, METHOD_NOT_FOUND, SESSION_NOT_FOUND, HttpError, ProtocolError
+from ...protocol.errors import (
+    INVALID_REQUEST,
+    METHOD_NOT_FOUND,
+    SERVER_ERROR,
+    SESSION_NOT_FOUND,
+    HttpError,
+    ProtocolError,
+)
 from ...protocol.jsonrpc import Invalid, Notification, Request
 from ...server.session import batch_problem
 from . import eras, listen
@@ -29,6 +38,7 @@ from .sse import SseWriter
 _VERSIONS = {version.encode(): version for version in versions.SUPPORTED}
 _ACCEPTS: dict[bytes | None, tuple[bool, bool]] = {None: (True, True)}
 _MEDIA: dict[bytes | None, bool] = {}
+_ONLY_POST = [(b"allow", b"POST")]
 
 
 class Endpoint:
@@ -124,8 +134,12 @@ class Endpoint:
     async def _post_modern(self, request: Request, headers: Headers, principal: Any, json_ok: bool, sse_ok: bool,
                            receive: Receive, send: Send) -> None:  # fmt: skip
         """A 2026-07-28 request: the ladder of checks, then the request served on its own (no session)."""
+        if self.registry.shutting_down:  # what a 2025 initialize gets, with the id: nothing new starts now
+            closing = {"code": SERVER_ERROR, "message": "Service Unavailable: the server is shutting down"}
+            await respond_json(send, 503, jsonrpc.error(request.id, closing))
+            return
         try:
-            env = eras.admit(request, headers)
+            env = eras.admit(request, headers, self.registry.server.tools)
         except ProtocolError as refusal:
             await respond_json(send, eras.STATUS.get(refusal.code, 400), jsonrpc.error(request.id, refusal))
             return
@@ -240,9 +254,10 @@ class Endpoint:
     # --- GET ----------------------------------------------------------------------------------------------------
 
     async def get(self, scope: Scope, headers: Headers, receive: Receive, send: Send) -> None:
+        _refuse_modern("GET", headers)
         if self.stateless:
             raise HttpError(405, INVALID_REQUEST, "Method not allowed: a stateless server has no GET stream",
-                            [(b"allow", b"POST")])  # fmt: skip
+                            _ONLY_POST)  # fmt: skip
         if not _accepts(headers.get(b"accept"))[1]:
             raise HttpError(406, INVALID_REQUEST, "Not Acceptable: GET needs Accept: text/event-stream")
         _version(headers)
@@ -266,12 +281,23 @@ class Endpoint:
     # --- DELETE -------------------------------------------------------------------------------------------------
 
     async def delete(self, scope: Scope, headers: Headers, send: Send) -> None:
+        _refuse_modern("DELETE", headers)
         if self.stateless:
             raise HttpError(405, INVALID_REQUEST, "Method not allowed: a stateless server has no sessions",
-                            [(b"allow", b"POST")])  # fmt: skip
+                            _ONLY_POST)  # fmt: skip
         http_session = await self.registry.lookup(headers.get(b"mcp-session-id"), scope.get(PRINCIPAL))
         await self.registry.close(http_session)
         await respond(send, 200, b"", NO_HEADERS)
+
+
+def _refuse_modern(method: str, headers: Headers) -> None:
+    """405 for a GET or DELETE of the 2026-07-28 era (its header, no session): that revision has no stream and no
+    session to end. One that names a session is the session's, as before."""
+    if b"mcp-session-id" not in headers:
+        version = eras.modern_header(headers.get(b"mcp-protocol-version"))
+        if version is not None:
+            raise HttpError(405, INVALID_REQUEST, f"Method not allowed: {method} is not part of protocol revision "
+                                                  f"{version}; send each request as a POST", _ONLY_POST)  # fmt: skip
 
 
 def _initialized(http_session: HttpSession, channel: Channel) -> bool:
