@@ -455,6 +455,12 @@ class WireChecker:
             result = message["result"]
             if version == MODERN and isinstance(result, dict) and result.get("resultType") == "input_required":
                 self._input_required(result, method, message)
+            elif version == MODERN and isinstance(result, dict) and result.get("resultType") == "task":
+                if method != "tools/call":
+                    self.record(f'resultType "task" answers {method} (the tasks extension: only tools/call)', message)
+                self._check("CreateTaskResult", result, message, EXT_TASKS)
+            elif version == MODERN and method in EXT_RESULTS:
+                self._task_result(result, method, message)
             elif method == "tools/call" and isinstance(result, dict) and "task" in result:
                 self._check("CreateTaskResult", result, message, version)  # not in the ServerResult union
             elif method in RESULTS:
@@ -474,10 +480,30 @@ class WireChecker:
                 self.record(f"unexpected request {message.get('method')!r}", message)
             else:
                 self._check(REQUESTS[message["method"]], body, message, version)
+        elif version == MODERN and message.get("method") == "notifications/tasks":
+            self._check("TaskStatusNotification", message, message, EXT_TASKS)
+            self._task_payload(message.get("params"), message)
         elif message.get("method") not in NOTIFICATIONS:
             self.record(f"unexpected notification {message.get('method')!r}", message)
         else:
             self._check(NOTIFICATIONS[message["method"]], body, message, version)
+
+    def _task_result(self, result: Any, method: str, message: Any) -> None:
+        """A tasks extension result (tasks/get, tasks/update, tasks/cancel), and what a DetailedTask inlines."""
+        self._check(EXT_RESULTS[method], result, message, EXT_TASKS)
+        if method == "tasks/get":
+            self._task_payload(result, message)
+
+    def _task_payload(self, task: Any, message: Any) -> None:
+        """A completed task's ``result`` is a 2026-07-28 CallToolResult; each of ``inputRequests`` an InputRequest."""
+        if not isinstance(task, dict):
+            return
+        if isinstance(task.get("result"), dict):
+            self._check("CallToolResult", task["result"], message, MODERN)
+            if RELATED_TASK in task["result"].get("_meta", {}):
+                self.record("an inlined task result with the 2025 related-task _meta", message)
+        for request in (task.get("inputRequests") or {}).values():
+            self._check("InputRequest", request, message, MODERN)
 
     def _input_required(self, result: dict[str, Any], method: str | None, message: Any) -> None:
         """A 2026-07-28 InputRequiredResult: only tools/call, prompts/get and resources/read may send one; it has
@@ -514,6 +540,11 @@ class WireChecker:
 
 
 SUBSCRIPTION_ID = "io.modelcontextprotocol/subscriptionId"
+RELATED_TASK = "io.modelcontextprotocol/related-task"
+# The tasks extension io.modelcontextprotocol/tasks of 2026-07-28: its messages, checked against the definitions in
+# tests/data/mcp-schema-ext-tasks.json (written from the extension's normative text; see tests/data/README.md).
+EXT_TASKS = "ext-tasks"
+EXT_RESULTS = {"tasks/get": "GetTaskResult", "tasks/update": "UpdateTaskResult", "tasks/cancel": "CancelTaskResult"}
 # Notifications a 2026-07-28 server sends only on a subscriptions/listen stream (each tagged with its id), and the
 # request-scoped ones that must never go there.
 LISTEN_STREAM = frozenset({"notifications/subscriptions/acknowledged", "notifications/tools/list_changed",

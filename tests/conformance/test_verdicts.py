@@ -64,7 +64,7 @@ def checks(*items: dict[str, str]) -> str:
 class Case(NamedTuple):
     results: str | None  # the checks.json text (a form feed starts another file); None: the runner writes none
     status: int  # the runner's exit status
-    verdict: str  # PASS or FAIL, without --strict
+    verdict: str  # PASS, FAIL or SKIP (every check skipped by the suite itself), without --strict
     says: str  # a fragment of the scenario's line
 
 
@@ -95,6 +95,13 @@ CASES = {
         checks(check("SUCCESS"), {"id": "bare", "status": "FAILURE"}), 1, "FAIL", "1/2 checks: bare"
     ),
     "warning": Case(checks(check("SUCCESS"), check("WARNING", "meh")), 0, "PASS", "1/1 checks, 1 warning(s): meh"),
+    "suite-skips-it": Case(
+        checks(check("SKIPPED", "later", errorMessage="Skipped: no harness yet")),
+        0,
+        "SKIP",
+        "the suite skips every check (1): later: Skipped: no harness yet",
+    ),
+    "one-skipped-check": Case(checks(check("SUCCESS"), check("SKIPPED", "later")), 0, "PASS", "1/1 checks"),
 }
 
 
@@ -150,7 +157,8 @@ def test_the_closing_line_counts_the_verdicts_and_a_failure_fails_the_run(
     every_case: subprocess.CompletedProcess[str],
 ) -> None:
     passing = sum(case.verdict == "PASS" for case in CASES.values())
-    assert closing_counts(every_case) == (passing, len(CASES) - passing, 0)
+    skipped = sum(case.verdict == "SKIP" for case in CASES.values())
+    assert closing_counts(every_case) == (passing, len(CASES) - passing - skipped, skipped)
     assert every_case.returncode == 1, every_case.stdout + every_case.stderr
 
 

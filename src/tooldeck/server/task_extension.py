@@ -29,7 +29,8 @@ from .request import RequestContext, Work
 
 if TYPE_CHECKING:
     from ..tools.tool import Tool
-    from .task_manager import TaskManager
+
+TaskManager = Any  # task_manager.py's (which reaches this module through stateless.py: not imported here)
 
 EXTENSION = "io.modelcontextprotocol/tasks"
 NOT_FOUND = "Failed to retrieve task: Task not found"
@@ -155,8 +156,9 @@ async def _get(rctx: RequestContext, manager: TaskManager) -> dict[str, Any]:
 def detailed(rctx: RequestContext, manager: TaskManager, record: TaskRecord) -> dict[str, Any]:
     """The GetTaskResult: the task as it stands, with what its status carries (``inputRequests``, ``result`` or
     ``error``), as a complete result."""
-    age = manager.clock() - record.created_at
-    wire = record.to_modern(None if record.is_terminal else manager.poll_interval.at(age))
+    wire = record.to_modern(manager.poll_interval.at(manager.clock() - record.created_at))
+    if record.is_terminal:
+        del wire["pollIntervalMs"]  # nothing left to poll for
     status = record.status
     if status == "input_required":
         inputs = manager.inputs.get(record.task_id)

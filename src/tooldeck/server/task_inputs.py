@@ -12,13 +12,10 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from .context import ClientRequestError
+from ..protocol.errors import ClientRequestError
 from .rounds import checked_answer
-
-if TYPE_CHECKING:
-    from .task_manager import TaskManager
 
 
 class TaskInputs:
@@ -26,7 +23,7 @@ class TaskInputs:
 
     __slots__ = ("_count", "_memos", "_used", "manager", "pending", "task_id")
 
-    def __init__(self, manager: TaskManager, task_id: str) -> None:
+    def __init__(self, manager: Any, task_id: str) -> None:  # the TaskManager (task_manager.py imports this module)
         self.manager = manager
         self.task_id = task_id
         self.pending: dict[str, tuple[str, dict[str, Any], asyncio.Future[dict[str, Any]]]] = {}

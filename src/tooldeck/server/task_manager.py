@@ -163,11 +163,31 @@ class TaskManager:
     def launch(self, rctx: RequestContext, task_id: str, tool: Tool, arguments: dict[str, Any]) -> None:
         """Run the call (already admitted) in the background; its outcome settles the task."""
         work = functools.partial(self.pipeline.call_tool, rctx, tool, arguments, task=(self, task_id), admitted=True)
-        self.running[task_id] = rctx.peer.loop().create_task(self._outcome(rctx, task_id, work))
+        self._watch(rctx, task_id, work)
 
     def adopt(self, rctx: RequestContext, task_id: str, job: asyncio.Task[dict[str, Any]]) -> None:
         """Let ``job`` (a call that began in its request and became this task) settle the task when it ends."""
-        self.running[task_id] = rctx.peer.loop().create_task(self._outcome(rctx, task_id, lambda: job))
+        watcher = self._watch(rctx, task_id, lambda: job)
+        watcher.add_done_callback(lambda _: job.cancel())  # stopped before it began to wait: the job stops too
+
+    def _watch(self, rctx: RequestContext, task_id: str,
+               work: Callable[[], Awaitable[dict[str, Any]]]) -> asyncio.Task[None]:  # fmt: skip
+        watcher = rctx.peer.loop().create_task(self._outcome(rctx, task_id, work))
+        self.running[task_id] = watcher
+        watcher.add_done_callback(functools.partial(self._forget, task_id))
+        return watcher
+
+    def _forget(self, task_id: str, watcher: asyncio.Task[None]) -> None:
+        """The task's work is over (even if it was cancelled before it began): nothing of it stays in memory."""
+        if self.running.get(task_id) is watcher:
+            del self.running[task_id]
+        self._requests.pop(task_id, None)
+        inputs = self.inputs.pop(task_id, None)
+        if inputs is not None:
+            inputs.close()
+        event = self._finished.pop(task_id, None)  # made only if a tasks/result is waiting
+        if event is not None:
+            event.set()
 
     async def _outcome(self, rctx: RequestContext, task_id: str, work: Callable[[], Awaitable[dict[str, Any]]]) -> None:
         """Await the call and record how it ended. A 2026-07-28 task (the tasks extension) is ``completed`` with any
@@ -195,15 +215,6 @@ class TaskManager:
                 await self.settle(task_id, "failed", status_message=_text(result), result=result)
             else:
                 await self.settle(task_id, "completed", result=result)
-        finally:
-            self.running.pop(task_id, None)
-            self._requests.pop(task_id, None)
-            inputs = self.inputs.pop(task_id, None)
-            if inputs is not None:
-                inputs.close()
-            event = self._finished.pop(task_id, None)  # made only if a tasks/result is waiting
-            if event is not None:
-                event.set()
 
     async def settle(self, task_id: str, status: str, *, status_message: str | None = None,
                      result: dict[str, Any] | None = None, error: dict[str, Any] | None = None) -> TaskRecord | None:  # fmt: skip

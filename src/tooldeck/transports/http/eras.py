@@ -35,8 +35,9 @@ from .responses import Headers
 # The HTTP status of a modern request's JSON-RPC error (digest §10.3); any other error is answered with 200.
 STATUS = {INVALID_PARAMS: 400, HEADER_MISMATCH: 400, UNSUPPORTED_PROTOCOL_VERSION: 400,
           MISSING_CLIENT_CAPABILITY: 400, METHOD_NOT_FOUND: 404}  # fmt: skip
-# The body member Mcp-Name mirrors, by method.
-NAMED = {"tools/call": "name", "prompts/get": "name", "resources/read": "uri"}
+# The body member Mcp-Name mirrors, by method (tasks/*: the tasks extension's routing header, SEP-2663).
+NAMED = {"tools/call": "name", "prompts/get": "name", "resources/read": "uri", "tasks/get": "taskId",
+         "tasks/update": "taskId", "tasks/cancel": "taskId"}  # fmt: skip
 
 
 class UnclaimedModernError(HttpError):
