@@ -1,7 +1,9 @@
 """A raw Streamable HTTP client: HTTP/1.1 written by hand over keep-alive sockets, parsed without a library.
 
 `ResponseParser` is sans-IO (bytes in, complete responses out: Content-Length or chunked bodies, SSE decoded after
-the body ends); `Connection` drives one blocking socket with it; `HttpServer` is a spawned server on a free port.
+the body ends); `Connection` drives one blocking socket with it (a 2025-11-25 session), `ModernConnection` sends
+2026-07-28 requests instead (no session: the envelope in every body, the mirrored headers on every POST);
+`HttpServer` is a spawned server on a free port.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ from typing import Any, NamedTuple
 
 import orjson
 
-from . import process
+from . import eras, process
 from .process import ServerFailed
 from .stdio import INITIALIZE_PARAMS, PROTOCOL_VERSION
 
@@ -150,8 +152,27 @@ def post_bytes(port: int, body: bytes, session_id: bytes | None) -> bytes:
     return b"\r\n".join(head) + b"\r\n\r\n" + body
 
 
+def modern_post_bytes(port: int, body: bytes, method: str, name: str | None) -> bytes:
+    """One 2026-07-28 POST: no session header; `MCP-Protocol-Version`, `Mcp-Method` and (tools/call, prompts/get,
+    resources/read) `Mcp-Name` mirror the body, as the revision requires of every request."""
+    head = [
+        b"POST %s HTTP/1.1" % PATH.encode(),
+        b"Host: %s:%d" % (HOST.encode(), port),
+        b"Content-Type: application/json",
+        b"Accept: application/json, text/event-stream",
+        b"MCP-Protocol-Version: " + eras.MODERN_VERSION.encode(),
+        b"Mcp-Method: " + method.encode(),
+    ]
+    if name is not None:
+        head.append(b"Mcp-Name: " + name.encode())
+    head.append(b"Content-Length: %d" % len(body))
+    return b"\r\n".join(head) + b"\r\n\r\n" + body
+
+
 class Connection:
     """One keep-alive connection, holding (after `initialize`) one MCP session."""
+
+    modern = False  # the era of its requests
 
     def __init__(self, port: int, timeout: float = 60.0, sock: socket.socket | None = None) -> None:
         self.port = port
@@ -176,6 +197,11 @@ class Connection:
     def request(self, body: bytes) -> bytes:
         """The bytes of one POST of ``body`` on this connection's session (subclasses add headers)."""
         return post_bytes(self.port, body, self.session_id)
+
+    def call(self, request_id: int, text: str, tool: str = "echo") -> bytes:
+        """The bytes of one POST of `tools/call` of ``tool`` with ``{"text": text}``."""
+        params = {"name": tool, "arguments": {"text": text}}
+        return self.request(eras.message(request_id, "tools/call", params, self.modern))
 
     def post(self, body: bytes) -> None:
         self.sock.sendall(self.request(body))
@@ -220,6 +246,26 @@ class Connection:
         self.sock.close()
 
 
+class ModernConnection(Connection):
+    """One keep-alive connection sending 2026-07-28 requests: nothing to initialize, no session id."""
+
+    modern = True
+
+    def request(self, body: bytes) -> bytes:
+        """The POST of ``body`` (a request carrying the envelope), its headers mirroring its method and name."""
+        sent = orjson.loads(body)
+        params = sent.get("params") or {}
+        name = params.get("name") if sent["method"] in ("tools/call", "prompts/get") else params.get("uri")
+        return modern_post_bytes(self.port, body, sent["method"], name)
+
+    def call(self, request_id: int, text: str, tool: str = "echo") -> bytes:
+        params = {"name": tool, "arguments": {"text": text}}
+        return modern_post_bytes(self.port, eras.message(request_id, "tools/call", params, True), "tools/call", tool)
+
+    def initialize(self) -> dict[str, Any]:
+        raise TypeError("a 2026-07-28 connection has no initialize")
+
+
 def free_port() -> int:
     """A port nothing listens on now (bound and released; the server binds it a moment later)."""
     with socket.socket() as probe:
@@ -240,7 +286,7 @@ class HttpServer:
         self.pid = self.process.pid
         self.connections: list[Connection] = []
 
-    def connect(self, deadline_s: float = 60.0, poll_s: float = 0.001) -> Connection:
+    def connect(self, deadline_s: float = 60.0, poll_s: float = 0.001, modern: bool = False) -> Connection:
         """A connection as soon as the server listens: connect, and on refusal retry every `poll_s`.
 
         There is no event to wait on for "the port is bound", so this polls; the sleep yields the CPU to a server
@@ -257,7 +303,7 @@ class HttpServer:
                 if time.monotonic() > deadline:
                     raise ServerFailed(f"nothing listening on port {self.port} after {deadline_s:g} s") from None
                 time.sleep(poll_s)
-        connection = Connection(self.port, sock=sock)
+        connection = (ModernConnection if modern else Connection)(self.port, sock=sock)
         self.connections.append(connection)
         return connection
 

@@ -1,32 +1,43 @@
-"""The Streamable HTTP measurements: start time, sequential echo on one session, many sessions at once."""
+"""The Streamable HTTP measurements: start time, sequential echo on one session, many sessions at once; the same
+with 2026-07-28 requests (no session) in the same rounds."""
 
 from __future__ import annotations
 
 import selectors
 import statistics
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Sequence
+from typing import Any, NamedTuple
 
 import orjson
 
-from . import process
+from . import eras, process
 from .http import INITIALIZE, Connection, HttpServer, Response
-from .measure import Plan, cpu_delta, now, percentile, summarize, switch_rates, text_ok
+from .measure import Plan, cpu_delta, now, percentile, summarize, switch_rates
 from .placement import yielding
 from .process import ServerFailed
 
-TOOLS = ("echo", "echo_sync")  # the HTTP call rows: each measured for the async and the sync echo
+
+class Row(NamedTuple):
+    """A pair of HTTP rows measured in every round: `tool` called one at a time, and by `plan.clients` clients."""
+
+    key: str  # `http_{key}` and `http_{clients_key}` in the results
+    clients_key: str
+    tool: str
+    modern: bool  # 2026-07-28 requests (no session) instead of a 2025-11-25 session's
 
 
-def call_body(request_id: int, text: str, tool: str = "echo") -> bytes:
-    params = {"name": tool, "arguments": {"text": text}}
-    return orjson.dumps({"jsonrpc": "2.0", "id": request_id, "method": "tools/call", "params": params})
+ROWS = {
+    "echo": Row("echo", "clients", "echo", modern=False),
+    "echo_sync": Row("echo_sync", "clients_sync", "echo_sync", modern=False),
+    "modern_echo": Row("modern_echo", "modern_clients", "echo", modern=True),
+}
 
 
 class Checker:
     """Counts wrong replies, keeps the first one for the report, and counts answers that came as SSE."""
 
-    def __init__(self) -> None:
+    def __init__(self, modern: bool = False) -> None:
+        self.reply_ok = eras.reply_check(modern)  # a modern reply must also carry resultType "complete"
         self.errors = 0
         self.sse_answers = 0
         self.first_error: str | None = None
@@ -35,7 +46,7 @@ class Checker:
         if response.headers.get(b"content-type", b"").startswith(b"text/event-stream"):
             self.sse_answers += 1
         reply = response.reply()
-        if not text_ok(reply, request_id, text):
+        if not self.reply_ok(reply, request_id, text):
             self.errors += 1
             if self.first_error is None:
                 self.first_error = f"id {request_id}: " + orjson.dumps(reply)[:300].decode()
@@ -76,7 +87,7 @@ def sequential(
     while True:
         connection.next_id += 1
         request_id, text = connection.next_id, f"hello {len(samples)}"
-        data = connection.request(call_body(request_id, text, tool))
+        data = connection.call(request_id, text, tool)
         t0 = now()
         sock.sendall(data)
         response = connection.read_response()
@@ -92,21 +103,23 @@ def sequential(
 def warm_up(connection: Connection, calls: int, checker: Checker, tool: str = "echo") -> None:
     for _ in range(calls):
         connection.next_id += 1
-        connection.post(call_body(connection.next_id, "warm-up", tool))
+        connection.sock.sendall(connection.call(connection.next_id, "warm-up", tool))
         checker.check(connection.read_response(), connection.next_id, "warm-up")
 
 
-def open_clients(server: HttpServer, count: int) -> list[Connection]:
-    """`count` sessions, each initialized on a keep-alive connection of its own."""
-    connections = [server.connect() for _ in range(count)]
+def open_clients(server: HttpServer, count: int, modern: bool = False) -> list[Connection]:
+    """`count` sessions, each initialized on a keep-alive connection of its own (or `count` connections sending
+    2026-07-28 requests, which have nothing to initialize)."""
+    connections = [server.connect(modern=modern) for _ in range(count)]
     for connection in connections:
-        connection.initialize()
+        if not modern:
+            connection.initialize()
     return connections
 
 
 def clients(
     server: HttpServer,
-    connections: list[Connection],
+    connections: Sequence[Connection],
     seconds: float,
     checker: Checker,
     tool: str = "echo",
@@ -122,7 +135,7 @@ def clients(
         connection.next_id += 1
         text = f"client {sent}"
         pending[connection] = (connection.next_id, text)
-        connection.post(call_body(connection.next_id, text, tool))
+        connection.sock.sendall(connection.call(connection.next_id, text, tool))
         sent += 1
 
     selector = selectors.DefaultSelector()
@@ -167,21 +180,26 @@ def clients(
 
 
 class Rows:
-    """What one tool's blocks gathered over the rounds: sequential calls and 32-client calls, each with its checker."""
+    """What one row pair's blocks gathered over the rounds: sequential calls on one connection and calls from
+    `plan.clients` clients, each with its checker; the connections are a 2025 session each, or modern ones."""
 
-    def __init__(self, tool: str) -> None:
-        self.tool = tool
-        self.sequential_checker = Checker()
-        self.clients_checker = Checker()
+    def __init__(self, row: Row, connection: Connection, clients: list[Connection]) -> None:
+        self.row = row
+        self.tool = row.tool
+        self.connection = connection
+        self.clients = clients
+        self.sequential_checker = Checker(row.modern)
+        self.clients_checker = Checker(row.modern)
         self.sequential_rounds: list[dict[str, Any]] = []
         self.clients_rounds: list[dict[str, Any]] = []
 
-    def results(self, clients_count: int) -> tuple[dict[str, Any], dict[str, Any]]:
+    def results(self) -> dict[str, Any]:
         """Latency percentiles of every sequential call pooled, rates and CPU as medians of the rounds (each round
         is also kept, so ratios can be taken round by round)."""
         samples = [s for r in self.sequential_rounds for s in r.pop("samples")]
         echo = {
             "tool": self.tool,
+            "modern": self.row.modern,
             "calls": len(samples),
             "p50_us": percentile(samples, 0.50) / 1e3,
             "p99_us": percentile(samples, 0.99) / 1e3,
@@ -192,52 +210,82 @@ class Rows:
         }
         clients_row = {
             "tool": self.tool,
-            "clients": clients_count,
+            "modern": self.row.modern,
+            "clients": len(self.clients),
             "calls": sum(r["calls"] for r in self.clients_rounds),
             **medians(self.clients_rounds, ("calls_per_s", "cpu_us_per_call", "server_preempted_per_call")),
             "rounds": self.clients_rounds,
             **self.clients_checker.summary(),
         }
-        return echo, clients_row
+        return {f"http_{self.row.key}": echo, f"http_{self.row.clients_key}": clients_row}
 
 
 class Subject:
-    """One server in the interleaved rounds: its process, a session for sequential calls, `plan.clients` more."""
+    """One server in the interleaved rounds: its process, and for each of `rows` (keys of `ROWS`) a connection for
+    sequential calls and `plan.clients` more. The 2025 rows share one session and its clients; the modern rows
+    have connections of their own, which send the envelope and no session id."""
 
-    def __init__(self, name: str, server: HttpServer, plan: Plan) -> None:
+    def __init__(
+        self, name: str, server: HttpServer, plan: Plan, rows: tuple[str, ...] = ("echo", "echo_sync")
+    ) -> None:
         self.name = name
         self.server = server
-        self.connection = server.connect()
-        self.server_info = self.connection.initialize().get("serverInfo")
-        self.clients = open_clients(server, plan.clients)
-        self.rows = {tool: Rows(tool) for tool in TOOLS}
-        for rows in self.rows.values():
-            warm_up(self.connection, plan.warmup, rows.sequential_checker, rows.tool)
+        self.server_info: Any = None
+        self.modern_server_info: Any = None
+        self.rows: dict[str, Rows] = {}
+        session: tuple[Connection, list[Connection]] | None = None
+        for key in rows:
+            row = ROWS[key]
+            if row.modern:
+                connection = server.connect(modern=True)
+                self.rows[key] = Rows(row, connection, open_clients(server, plan.clients, modern=True))
+                continue
+            if session is None:
+                connection = server.connect()
+                self.server_info = connection.initialize().get("serverInfo")
+                session = connection, open_clients(server, plan.clients)
+            self.rows[key] = Rows(row, *session)
+        for rows_ in self.rows.values():
+            warm_up(rows_.connection, plan.warmup, rows_.sequential_checker, rows_.tool)
+            if rows_.row.modern and self.modern_server_info is None:
+                self.modern_server_info = self.modern_identity(rows_.connection)
+
+    @staticmethod
+    def modern_identity(connection: Connection) -> Any:
+        """The serverInfo in the `_meta` of a modern tools/list result (None if the server sends none)."""
+        connection.next_id += 1
+        connection.post(eras.message(connection.next_id, "tools/list", modern=True))
+        result = connection.read_response().reply().get("result")
+        return ((result.get("_meta") or {}) if isinstance(result, dict) else {}).get(eras.SERVER_INFO)
 
     @property
     def rounds_done(self) -> int:
         return min(len(rows.clients_rounds) for rows in self.rows.values())
 
     def round(self, plan: Plan) -> None:
-        """A block of sequential calls and a block of 32-client calls, for echo and then for echo_sync."""
-        first = self.rows["echo"].sequential_checker
-        for connection in (self.connection, *self.clients):
-            connection.reconnect()
-            warm_up(connection, 1, first)  # the server accepts it before the timing starts
+        """For each row pair in turn (echo, echo_sync, modern echo), a block of sequential calls and a block of
+        32-client calls."""
+        reopened: set[int] = set()
+        for rows in self.rows.values():
+            for connection in (rows.connection, *rows.clients):
+                if id(connection) not in reopened:  # the 2025 rows share their connections
+                    reopened.add(id(connection))
+                    connection.reconnect()
+                    warm_up(connection, 1, rows.sequential_checker)  # accepted before the timing starts
         for rows in self.rows.values():
             checker = rows.sequential_checker
-            rows.sequential_rounds.append(sequential(self.server, self.connection, plan.block_s, checker, rows.tool))
+            rows.sequential_rounds.append(sequential(self.server, rows.connection, plan.block_s, checker, rows.tool))
             with yielding():  # the client must not preempt the server mid-burst (README: "A client that yields")
                 rows.clients_rounds.append(
-                    clients(self.server, self.clients, plan.block_s, rows.clients_checker, rows.tool)
+                    clients(self.server, rows.clients, plan.block_s, rows.clients_checker, rows.tool)
                 )
 
     def results(self) -> dict[str, Any]:
-        """The rows: `http_echo` and `http_clients` for echo, `http_echo_sync` and `http_clients_sync` for echo_sync."""
+        """The rows: `http_echo` and `http_clients` for echo, `http_echo_sync` and `http_clients_sync` for echo_sync,
+        `http_modern_echo` and `http_modern_clients` for echo called with 2026-07-28 requests."""
         found: dict[str, Any] = {"http_memory": self.server.memory_kb()}
-        for tool, rows in self.rows.items():
-            suffix = "" if tool == "echo" else "_sync"
-            found[f"http_echo{suffix}"], found[f"http_clients{suffix}"] = rows.results(len(self.clients))
+        for rows in self.rows.values():
+            found.update(rows.results())
         return found
 
 

@@ -61,6 +61,32 @@ METRICS = (
     Metric("HTTP echo_sync calls/s, 32 clients", ("http_clients_sync", "calls_per_s"), "higher", digits=0),
     Metric("HTTP echo_sync server CPU/call, 32 clients (µs)", ("http_clients_sync", "cpu_us_per_call"), "lower"),
     Metric("HTTP RSS after run (MB)", ("http_memory", "rss_kb"), "lower", scale=1 / 1024),
+    Metric("2026-07-28 HTTP echo p50 (µs)", ("http_modern_echo", "p50_us"), "lower"),
+    Metric("2026-07-28 HTTP echo calls/s, sequential", ("http_modern_echo", "calls_per_s"), "higher", digits=0),
+    Metric("2026-07-28 HTTP echo server CPU/call (µs)", ("http_modern_echo", "cpu_us_per_call"), "lower"),
+    Metric("2026-07-28 HTTP echo calls/s, 32 clients", ("http_modern_clients", "calls_per_s"), "higher", digits=0),
+    Metric(
+        "2026-07-28 HTTP echo server CPU/call, 32 clients (µs)", ("http_modern_clients", "cpu_us_per_call"), "lower"
+    ),
+    Metric("stdio eras: 2025 session echo p50 (µs)", ("session_echo", "p50_us"), "lower"),
+    Metric("stdio eras: 2025 session echo server CPU/call (µs)", ("session_echo", "cpu_us_per_call"), "lower"),
+    Metric("stdio eras: 2026-07-28 echo p50 (µs)", ("modern_echo", "p50_us"), "lower"),
+    Metric("stdio eras: 2026-07-28 echo server CPU/call (µs)", ("modern_echo", "cpu_us_per_call"), "lower"),
+    Metric("stdio eras: 2025 tools/list (1,003) p50 (µs)", ("session_tools_list", "p50_us"), "lower", digits=0),
+    Metric(
+        "stdio eras: 2025 tools/list (1,003) server CPU (µs)",
+        ("session_tools_list", "cpu_us_per_call"),
+        "lower",
+        digits=0,
+    ),
+    Metric("stdio eras: 2026-07-28 tools/list (1,003) p50 (µs)", ("modern_tools_list", "p50_us"), "lower", digits=0),
+    Metric(
+        "stdio eras: 2026-07-28 tools/list (1,003) server CPU (µs)",
+        ("modern_tools_list", "cpu_us_per_call"),
+        "lower",
+        digits=0,
+    ),
+    Metric("stdio eras: 2026-07-28 tools/list (1,003) bytes", ("modern_tools_list", "bytes"), "lower", digits=0),
     Metric("protocol errors (must be 0)", ("errors", ""), "lower", digits=0),
 )
 
@@ -172,6 +198,10 @@ BUDGET = tuple(Check(*line) for line in (
      2.0, "max", ("http_echo", "cpu_us_per_call")),
     ("sync echo CPU/call <= 2x async, HTTP 32 clients", "tooldeck", "tooldeck",
      ("http_clients_sync", "cpu_us_per_call"), 2.0, "max", ("http_clients", "cpu_us_per_call")),
+    ("2026-07-28 call CPU <= 1.2x 2025 session, HTTP seq", "tooldeck", "tooldeck",
+     ("http_modern_echo", "cpu_us_per_call"), 1.2, "max", ("http_echo", "cpu_us_per_call")),
+    ("2026-07-28 call CPU <= 1.2x 2025 session, HTTP 32 clients", "tooldeck", "tooldeck",
+     ("http_modern_clients", "cpu_us_per_call"), 1.2, "max", ("http_clients", "cpu_us_per_call")),
 ))  # fmt: skip
 TEXT_WIDTH = max(len(check.text) for check in BUDGET)
 
@@ -186,6 +216,34 @@ def budget(results: dict[str, Any]) -> tuple[str, list[dict[str, Any]]]:
         lines.append(f"  {verdict}  {check.text:<{TEXT_WIDTH}} {measured}")
         checks.append({"check": check.text, "ratio": r, "bound": check.bound, "kind": check.kind, "verdict": verdict})
     return "\n".join(lines), checks
+
+
+ERAS = (  # (label, the modern row, the 2025 row it was measured against in the same rounds)
+    ("HTTP echo, sequential", "http_modern_echo", "http_echo"),
+    ("HTTP echo, 32 clients", "http_modern_clients", "http_clients"),
+    ("stdio echo, sequential", "modern_echo", "session_echo"),
+    ("stdio tools/list (1,003 tools)", "modern_tools_list", "session_tools_list"),
+)
+
+
+def eras(results: dict[str, Any]) -> tuple[str, list[dict[str, Any]]]:
+    """Each server's modern/2025 server CPU per call, the median of the per-round ratios and their range, for every
+    row pair measured; "" when no modern row was."""
+    found, lines = [], []
+    for label, modern, session in ERAS:
+        for server in results:
+            rounds = paired_rounds(results, server, server, (modern, "cpu_us_per_call"), (session, "cpu_us_per_call"))
+            if not rounds:
+                continue
+            ratios = [a / b for a, b in rounds]
+            median = statistics.median(ratios)
+            figures = (value(results, server, (session, "cpu_us_per_call")),
+                       value(results, server, (modern, "cpu_us_per_call")))  # fmt: skip
+            found.append({"row": label, "server": server, "ratio": median, "min": min(ratios), "max": max(ratios),
+                          "session_cpu_us": figures[0], "modern_cpu_us": figures[1]})  # fmt: skip
+            lines.append(f"  {label:<31} {server:<9} {figures[0]:9.1f} µs -> {figures[1]:9.1f} µs  {median:.2f}x "
+                         f"({min(ratios):.2f}-{max(ratios):.2f})")  # fmt: skip
+    return "\n".join(lines), found
 
 
 def write_json(data: dict[str, Any], *paths: Path) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import subprocess
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -32,6 +33,12 @@ class ServerSpec:
     python: Path  # the interpreter of the server's venv, for version probes
     packages: tuple[str, ...]  # distributions whose versions the report names (absent ones are left out)
     tasks: bool = False  # implements 2025-11-25 tasks: gets the task round-trip row (stdio)
+    modern: bool = False  # serves 2026-07-28 (stateless) requests: gets the modern rows (stdio and HTTP)
+    source: Path | None = None  # a directory the server imports its package from first (PYTHONPATH), see run.py --src
+
+    def env(self, base: Mapping[str, str]) -> dict[str, str]:
+        """The server's environment: `base`, with `source` on PYTHONPATH when given."""
+        return {**base, "PYTHONPATH": str(self.source)} if self.source is not None else dict(base)
 
     def versions(self) -> dict[str, str | None]:
         try:
@@ -62,6 +69,7 @@ SPECS = (
         project_python(),
         ("tooldeck", "orjson", "jsonschema-rs", "uvicorn", "uvloop", "httptools"),
         tasks=True,
+        modern=True,
     ),
     ServerSpec(
         "mcp",
@@ -69,6 +77,7 @@ SPECS = (
         (str(VENVS / "mcp/bin/python"), str(SERVERS_DIR / "mcp_server.py"), "--http", "{port}"),
         VENVS / "mcp/bin/python",
         ("mcp", "pydantic", "anyio", "starlette", "uvicorn", "h11", "uvloop", "httptools"),
+        modern=True,  # mcp 2.3.0: serve_dual_era_loop (stdio), _streamable_http_modern (HTTP)
     ),
     ServerSpec(
         "fastmcp",
@@ -76,6 +85,7 @@ SPECS = (
         (str(VENVS / "fastmcp/bin/python"), str(SERVERS_DIR / "fastmcp_server.py"), "--http", "{port}"),
         VENVS / "fastmcp/bin/python",
         ("fastmcp", "mcp", "pydantic", "anyio", "starlette", "uvicorn", "h11", "uvloop", "httptools"),
+        modern=True,  # through the mcp 2.3.0 it depends on, as mcp's own server
     ),
     ServerSpec(
         "floor",

@@ -1,6 +1,7 @@
 """Runs every measurement on one server, in order, keeping what was measured if a later step fails.
 
-The stdio and HTTP parts run one after the other; a failure in one is reported and the other still runs.
+The stdio and HTTP parts run one after the other; a failure in one is reported and the other still runs. `rows`
+picks what is measured: "all", or "modern" (only the 2026-07-28 rows and the 2025 rows they are compared with).
 """
 
 from __future__ import annotations
@@ -9,21 +10,22 @@ from collections.abc import Callable
 from functools import partial
 from typing import Any
 
-from . import measure, measure_http
+from . import eras, measure, measure_http
 from .http import HttpServer
 from .process import ServerFailed
 from .servers import ROOT, ServerSpec
 from .stdio import StdioServer
 
 TRANSPORTS = ("stdio", "http")
+ROW_SETS = ("all", "modern")
 
 
 def spawn(spec: ServerSpec, cpus: set[int] | None, extra_tools: int = 0, tasks: bool = False) -> StdioServer:
-    return StdioServer(spec.argv, measure.server_env(extra_tools, tasks), cwd=str(ROOT), cpus=cpus)
+    return StdioServer(spec.argv, spec.env(measure.server_env(extra_tools, tasks)), cwd=str(ROOT), cpus=cpus)
 
 
 def spawn_http(spec: ServerSpec, cpus: set[int] | None) -> HttpServer:
-    return HttpServer(spec.http_argv, measure.server_env(), cwd=str(ROOT), cpus=cpus)
+    return HttpServer(spec.http_argv, spec.env(measure.server_env()), cwd=str(ROOT), cpus=cpus)
 
 
 class Step:
@@ -45,6 +47,7 @@ def run_server(
     cpus: set[int] | None,
     transports: tuple[str, ...] = TRANSPORTS,
     log: Callable[[str], None] = print,
+    rows: str = "all",
 ) -> dict[str, Any]:
     result: dict[str, Any] = {"versions": spec.versions(), "error": None}
     failures = []
@@ -52,7 +55,10 @@ def run_server(
         step = Step(spec.name, transport, log)
         failure = None
         try:
-            PARTS[transport](spec, plan, cpus, result, step)
+            if rows == "all":
+                PARTS[transport](spec, plan, cpus, result, step)
+            if transport == "stdio" and spec.modern:
+                run_stdio_modern(spec, plan, cpus, result, step)
         except (ServerFailed, OSError) as exc:
             failure = f"{transport} {step.name}: {exc}"
         except Exception as exc:  # a reply shaped so oddly that measuring it raised: report it, go on
@@ -95,6 +101,19 @@ def run_stdio(spec: ServerSpec, plan: measure.Plan, cpus: set[int] | None, resul
             result["task"] = measure.task_round_trips(server, plan)
 
 
+def run_stdio_modern(
+    spec: ServerSpec, plan: measure.Plan, cpus: set[int] | None, result: dict[str, Any], mark: Step
+) -> None:
+    """The 2026-07-28 rows over stdio, each against a 2025 session of the same server in the same rounds: two
+    processes for tools/call echo, two with `plan.list_tools` more tools for tools/list."""
+    with spawn(spec, cpus) as session, spawn(spec, cpus) as modern:
+        mark(f"2025 session vs 2026-07-28 echo, sequential ({plan.rounds} rounds)")
+        result.update(eras.echo_rows(session, modern, plan))
+    with spawn(spec, cpus, plan.list_tools) as session, spawn(spec, cpus, plan.list_tools) as modern:
+        mark(f"2025 session vs 2026-07-28 tools/list of {plan.list_tools + 3} tools ({plan.rounds} rounds)")
+        result.update(eras.list_rows(session, modern, plan))
+
+
 def run_http(spec: ServerSpec, plan: measure.Plan, cpus: set[int] | None, result: dict[str, Any], mark: Step) -> None:
     """Start time, server by server; the per-call rows come from `run_http_rounds`, with all servers up at once."""
     result["http_command"] = list(spec.http_argv)
@@ -108,8 +127,10 @@ def run_http_rounds(
     cpus: set[int] | None,
     results: dict[str, dict[str, Any]],
     log: Callable[[str], None] = print,
+    rows: str = "all",
 ) -> None:
-    """The HTTP call rows of every server, measured in interleaved rounds (see `measure_http.interleaved`)."""
+    """The HTTP call rows of every server, measured in interleaved rounds (see `measure_http.interleaved`); with
+    `rows` "modern", only echo with 2025 sessions and with 2026-07-28 requests, on the servers that serve both."""
     subjects: list[measure_http.Subject] = []
     servers: list[HttpServer] = []
 
@@ -121,11 +142,14 @@ def run_http_rounds(
 
     try:
         for spec in specs:
-            log(f"[{spec.name}] http spawn, initialize, {plan.clients} sessions, warm-up")
+            keys = http_rows(spec, rows)
+            if not keys:
+                continue
+            log(f"[{spec.name}] http spawn, initialize, {plan.clients} sessions, warm-up: {', '.join(keys)}")
             server = spawn_http(spec, cpus)
             servers.append(server)
             try:
-                subjects.append(measure_http.Subject(spec.name, server, plan))
+                subjects.append(measure_http.Subject(spec.name, server, plan, keys))
             except (ServerFailed, OSError) as exc:
                 failed(spec.name, exc, server)
         measure_http.interleaved(subjects, plan, log, lambda s, exc: failed(s.name, exc, s.server))
@@ -133,11 +157,20 @@ def run_http_rounds(
             if subject.rounds_done == plan.rounds:  # it did not fail on the way
                 results[subject.name].update(subject.results())
                 results[subject.name]["http_server_info"] = subject.server_info
+                if subject.modern_server_info is not None:
+                    results[subject.name]["http_modern_server_info"] = subject.modern_server_info
     finally:
         for server in servers:
             server.close()
     for result in results.values():
         result["errors"] = count_errors(result)
+
+
+def http_rows(spec: ServerSpec, rows: str) -> tuple[str, ...]:
+    """The keys of `measure_http.ROWS` a server is measured with."""
+    if rows == "modern":
+        return ("echo", "modern_echo") if spec.modern else ()
+    return ("echo", "echo_sync", "modern_echo") if spec.modern else ("echo", "echo_sync")
 
 
 def count_errors(result: dict[str, Any]) -> int:
