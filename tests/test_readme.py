@@ -26,7 +26,8 @@ def python_blocks() -> list[str]:
 
 
 # Examples that are run by tests of their own (they need files, a transport, or a deck of their own).
-SEPARATE = ("list_ttl=", "state_key=", "deck.run(", "tooldeck.testing", "implements(", "deck.manager", "apply_policy(")
+SEPARATE = ("list_ttl=", "state_key=", "deck.run(", "tooldeck.testing", "implements(", "deck.manager", "apply_policy(",
+            "ask_before_task=")  # fmt: skip
 
 
 def run_as_module(source: str) -> ModuleType:
@@ -246,3 +247,26 @@ async def test_the_state_key_example_lets_another_process_take_the_retry(monkeyp
     again = retry(2, first, interim, {"input-1": accept(name="Ada")}, capabilities={"elicitation": {"form": {}}})
     done = (await Driver(decks[1]).exchange(again))[-1]["result"]  # the other process, holding the same key
     assert done["structuredContent"] == {"result": "Hello, Ada!"}
+
+
+async def test_the_tasks_extension_example_confirms_in_its_request_then_deploys_as_a_task() -> None:
+    from eras import modern
+    from server.test_stateless import Driver
+
+    (block,) = [b for b in python_blocks() if "ask_before_task=" in b]
+    module = run_as_module('import asyncio\nfrom tooldeck import Context, Deck\ndeck = Deck("ops")\n' + block)
+    caps = {"elicitation": {}, "extensions": {"io.modelcontextprotocol/tasks": {}}}
+    driver = Driver(module.deck)
+    call = {"name": "deploy", "arguments": {"service": "web"}}
+    asked = (await driver.request(1, "tools/call", call, capabilities=caps))["result"]
+    assert asked["resultType"] == "input_required" and list(asked["inputRequests"]) == ["confirm"]
+    retry = {**call, "requestState": asked["requestState"]}
+    declined = {"confirm": {"action": "decline"}}
+    kept = (await driver.request(2, "tools/call", {**retry, "inputResponses": declined}, capabilities=caps))["result"]
+    assert (kept["resultType"], kept["content"][0]["text"]) == ("complete", "web was not deployed")
+    ok = {"confirm": {"action": "accept", "content": {"ok": True}}}
+    created = (await driver.request(3, "tools/call", {**retry, "inputResponses": ok}, capabilities=caps))["result"]
+    assert created["resultType"] == "task"
+    await module.deck.task_manager().running[created["taskId"]]
+    done = (await driver.request(4, "tasks/get", {"taskId": created["taskId"]}, capabilities=caps))["result"]
+    assert (done["status"], done["result"]["content"][0]["text"]) == ("completed", "web deployed")
