@@ -486,7 +486,21 @@ class WireChecker:
         elif message.get("method") not in NOTIFICATIONS:
             self.record(f"unexpected notification {message.get('method')!r}", message)
         else:
+            if version == MODERN and message.get("method") == "notifications/subscriptions/acknowledged":
+                body = self._without_task_ids(body, message)
             self._check(NOTIFICATIONS[message["method"]], body, message, version)
+
+    def _without_task_ids(self, body: Any, message: Any) -> Any:
+        """An acknowledgement may name the tasks it honours (``taskIds``, the tasks extension's filter member): they
+        must be strings; the rest is checked against the core schema."""
+        notifications = (body.get("params") or {}).get("notifications") if isinstance(body, dict) else None
+        if not isinstance(notifications, dict) or "taskIds" not in notifications:
+            return body
+        ids = notifications["taskIds"]
+        if not isinstance(ids, list) or not all(isinstance(task_id, str) for task_id in ids):
+            self.record("an acknowledgement whose taskIds is not an array of strings", message)
+        rest = {key: value for key, value in notifications.items() if key != "taskIds"}
+        return {**body, "params": {**body["params"], "notifications": rest}}
 
     def _task_result(self, result: Any, method: str, message: Any) -> None:
         """A tasks extension result (tasks/get, tasks/update, tasks/cancel), and what a DetailedTask inlines."""

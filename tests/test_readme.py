@@ -250,7 +250,6 @@ async def test_the_state_key_example_lets_another_process_take_the_retry(monkeyp
 
 
 async def test_the_tasks_extension_example_confirms_in_its_request_then_deploys_as_a_task() -> None:
-    from eras import modern
     from server.test_stateless import Driver
 
     (block,) = [b for b in python_blocks() if "ask_before_task=" in b]

@@ -413,3 +413,39 @@ async def test_a_finished_task_outlives_its_process_in_the_sqlite_store(tmp_path
 def test_the_revision_is_the_modern_one() -> None:
     assert modern(1, "tasks/get")["params"]["_meta"]["io.modelcontextprotocol/protocolVersion"] == MODERN
     assert Text("x")  # the public names these tests use are importable from tooldeck
+
+
+# --- notifications/tasks on a listen stream ----------------------------------------------------------------------------
+
+
+async def test_a_listen_stream_with_task_ids_carries_each_tasks_state_and_its_changes(deck: Deck) -> None:
+    from server.test_subscriptions import ACK, SUB, cancel, listen, next_messages
+
+    ids = Ids()
+    driver = Driver(deck, principal=Principal("ada"))
+    task_id = (await call(driver, ids, "waits"))["result"]["taskId"]
+    other = Driver(deck, principal=Principal("bo"))
+    foreign = (await call(other, Ids(), "waits"))["result"]["taskId"]
+    start = len(driver.out)
+    await listen(driver, "L", {"taskIds": [task_id, foreign, "no-such-task"]}, capabilities=TASKS)
+    sent = await next_messages(driver, start, 2)
+    assert sent[0]["method"] == ACK and sent[0]["params"]["notifications"] == {"taskIds": [task_id]}
+    assert sent[1]["method"] == "notifications/tasks"
+    assert (sent[1]["params"]["taskId"], sent[1]["params"]["status"]) == (task_id, "working")
+    assert sent[1]["params"]["_meta"] == {SUB: "L"} and "resultType" not in sent[1]["params"]
+    RELEASE.set()
+    await finished(deck, task_id)
+    await finished(deck, foreign)
+    done = (await next_messages(driver, start, 3))[2]
+    assert done["params"]["status"] == "completed"
+    assert done["params"]["result"]["content"] == [{"type": "text", "text": "released"}]
+    assert len(driver.out) == start + 3  # nothing about another principal's task
+    cancel(driver, "L")
+
+
+async def test_task_ids_in_a_listen_filter_need_the_extension_and_must_be_strings(driver: Driver) -> None:
+    refused = await driver.request(1, "subscriptions/listen", {"notifications": {"taskIds": ["x"]}}, capabilities={})
+    assert refused["error"]["code"] == -32021
+    assert refused["error"]["data"] == {"requiredCapabilities": {"extensions": {EXT: {}}}}
+    refused = await driver.request(2, "subscriptions/listen", {"notifications": {"taskIds": [1]}}, capabilities=TASKS)
+    assert refused["error"]["code"] == -32602 and "taskIds" in refused["error"]["message"]

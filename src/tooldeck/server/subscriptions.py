@@ -34,6 +34,7 @@ SUBSCRIPTION_ID = "io.modelcontextprotocol/subscriptionId"
 # Filter member -> the registry kind the bus names in ``list_changed`` (and the capability that offers it).
 LIST_FILTERS = {"toolsListChanged": "tools", "promptsListChanged": "prompts", "resourcesListChanged": "resources"}
 RESOURCES = "resourceSubscriptions"
+TASKS = "taskIds"  # the tasks extension's filter member: notifications/tasks for these tasks (task_extension.py)
 
 
 class Listeners:
@@ -61,7 +62,13 @@ def listen(rctx: RequestContext) -> Work:
     """The handler: -32602 for a malformed filter, else the listener's work, in a task of its own. Not started
     eagerly (``own``): a task cancelled before its first step never runs its coroutine, so the acknowledgement and
     the bus subscriptions are made in that first step, and nothing is left behind by a stream cancelled at once."""
-    listener = Listener(rctx, read_filter(rctx.params))
+    requested = read_filter(rctx.params)
+    if TASKS in requested:
+        from . import task_extension
+
+        if not task_extension.declared(rctx):
+            raise task_extension.required(f'{METHOD} with "{TASKS}"')
+    listener = Listener(rctx, requested)
     return Work(listener.run(), streams=True)
 
 
@@ -81,13 +88,16 @@ def read_filter(params: dict[str, Any]) -> dict[str, Any]:
         if type(uri) is not str:
             raise InvalidParamsError(f"Invalid params: expected a string - at $.params.notifications.{RESOURCES}"
                                      f"[{index}]")  # fmt: skip
+    ids = found.get(TASKS, [])
+    if type(ids) is not list or not all(type(task_id) is str for task_id in ids):
+        raise InvalidParamsError(f"Invalid params: expected an array of task ids - at $.params.notifications.{TASKS}")
     return found
 
 
 class Listener:
     """One open subscriptions/listen request."""
 
-    __slots__ = ("_ended", "_subscriptions", "honoured", "kinds", "rctx", "uris")
+    __slots__ = ("_ended", "_seen", "_subscriptions", "honoured", "kinds", "rctx", "requested_tasks", "uris")
 
     def __init__(self, rctx: RequestContext, requested: dict[str, Any]) -> None:
         self.rctx = rctx
@@ -104,12 +114,17 @@ class Listener:
                     uris.append(uri)
             self.honoured[RESOURCES] = uris
         self.uris = tuple(uris)
+        self.requested_tasks: list[str] = list(dict.fromkeys(requested.get(TASKS, ())))
+        self._seen: dict[str, float] = {}  # task id -> lastUpdatedAt of the state last sent (never send an older one)
         self._ended: asyncio.Future[None] | None = None
         self._subscriptions: tuple[Any, ...] = ()
 
     async def run(self) -> dict[str, Any]:
         rctx = self.rctx
         server = rctx.server
+        tasks = await self._own_tasks() if self.requested_tasks else []
+        if self.requested_tasks:
+            self.honoured[TASKS] = [record.task_id for record in tasks]
         self._send(ACKNOWLEDGED, {"notifications": self.honoured})
         bus = server.bus
         subscriptions = []
@@ -117,12 +132,18 @@ class Listener:
             subscriptions.append(bus.subscribe("list_changed", self.list_changed))
         if self.uris:
             subscriptions.append(bus.subscribe("resource_updated", self.resource_updated))
+        for record in tasks:  # each change of each task, and (below) each task's state now
+            subscriptions.append(bus.subscribe(f"task/{record.task_id}", self.task_changed))
         self._subscriptions = tuple(subscriptions)
         import asyncio  # not at import time: the handshake path stays light
 
         self._ended = asyncio.get_running_loop().create_future()
         server.listeners.add(self)
         try:
+            if tasks:
+                self.requested_tasks = self.honoured[TASKS]
+                for record in await self._own_tasks():  # read after subscribing: no change falls in between
+                    self.task_changed(record)
             await self._ended
         finally:
             self._close()
@@ -151,6 +172,32 @@ class Listener:
                 if self._readable(uri) or (self._item(uri) is None and self._readable(subscribed)):
                     self._send("notifications/resources/updated", {"uri": uri})
                 return
+
+    def task_changed(self, record: Any) -> None:
+        """notifications/tasks: the task as tasks/get would show it now (task_extension.detailed)."""
+        from .task_extension import detailed
+
+        if record.updated_at < self._seen.get(record.task_id, 0.0):
+            return  # a state older than one already sent
+        self._seen[record.task_id] = record.updated_at
+        task = detailed(self.rctx, self.rctx.server.task_manager(), record)
+        del task["resultType"], task["_meta"]
+        self._send("notifications/tasks", task)
+
+    async def _own_tasks(self) -> list[Any]:
+        """The requested tasks that exist and belong to this caller (the extension's own tasks, not 2025 ones)."""
+        from .task_extension import owner_of
+
+        manager = self.rctx.server.task_manager()
+        if not manager._started:
+            await manager.start()
+        owner = owner_of(self.rctx)
+        found = []
+        for task_id in self.requested_tasks:
+            record = await manager.store.get(task_id, manager.clock())
+            if record is not None and record.owner == owner:
+                found.append(record)
+        return found
 
     # --- helpers ------------------------------------------------------------------------------------------------
 
