@@ -295,3 +295,13 @@ def test_the_title_is_bold_only_on_a_terminal_without_no_color(deck: Path, env: 
     first = text.decode().splitlines()[0]
     assert first.startswith("\x1b[1mtooldeck: banner-deck 2.3.4 on stdio") is bold
     assert ("\x1b[" in text.decode()) is bold
+
+
+@pytest.mark.parametrize("extra", [(), ("--http", "--port", "0")])
+def test_a_short_state_key_in_the_environment_is_refused_at_start(deck: Path, extra: tuple[str, ...]) -> None:
+    env = {**os.environ, "TOOLDECK_STATE_KEY": "too-short"}
+    done = subprocess.run([*TOOLDECK, "serve", str(deck), *extra], capture_output=True, text=True, cwd=ROOT, env=env,
+                          timeout=60, input="")  # fmt: skip
+    assert done.returncode == 2 and done.stdout == ""
+    (line,) = done.stderr.splitlines()
+    assert line.startswith("tooldeck: $TOOLDECK_STATE_KEY must be at least 32 characters") and "got 9" in line

@@ -16,6 +16,12 @@ log = logging.getLogger("tooldeck.serve")
 
 def serve(args: argparse.Namespace) -> int:
     from ..loader import load_deck
+    from ..server.core import environment_state_key
+
+    try:
+        environment_state_key()  # refused now, not at the first question a 2026-07-28 client is asked
+    except ValueError as exc:
+        raise TargetError(str(exc)) from None
 
     if getattr(args, "watch", False) and args.log_level == "warning":
         # What the watcher applies is worth a line each at the default level, as its refusals are.

@@ -143,8 +143,8 @@ class Server:
 
             key = self.options.state_key
             if key is None:
-                env = os.environ.get("TOOLDECK_STATE_KEY")
-                key = env.encode() if env else os.urandom(32)
+                env = environment_state_key()
+                key = env if env is not None else os.urandom(32)
             self._request_states = RequestStates(key)
         return self._request_states
 
@@ -291,6 +291,20 @@ async def _confirm(request: Any, call: Any, message: str, schema: dict[str, Any]
     from .context import Context
 
     return await Context(request, call.name, None).elicit(message, schema, timeout=timeout)
+
+
+def environment_state_key() -> bytes | None:
+    """``$TOOLDECK_STATE_KEY`` as a request-state key (its UTF-8 bytes), None when unset; ``ValueError`` saying what
+    is wrong when it is shorter than 32 bytes (``tooldeck serve`` checks it at start, before serving anything)."""
+    text = os.environ.get("TOOLDECK_STATE_KEY")
+    if not text:
+        return None
+    key = text.encode()
+    if len(key) < 32:
+        raise ValueError(f"$TOOLDECK_STATE_KEY must be at least 32 characters (it seals requestState for 2026-07-28 "
+                         f'clients), got {len(key)}; make one with python -c "import secrets; '
+                         f'print(secrets.token_hex(32))"')  # fmt: skip
+    return key
 
 
 def _service_done(task: asyncio.Task[None]) -> None:
