@@ -296,6 +296,10 @@ class Context:
 
     async def _ask(self, method: str, params: dict[str, Any], timeout: float, rounds: Any = None,
                    key: str | None = None, *, keyed: bool = False) -> dict[str, Any]:  # fmt: skip
+        if method == "elicitation/create" and self.request.server.pipeline.sanitisers:
+            from ..security.sanitise import clean_text  # the user reads it: no escape sequences, no hidden text
+
+            params["message"] = clean_text(params["message"])
         if rounds is not None:
             if not keyed:
                 key = rounds.key(key)
