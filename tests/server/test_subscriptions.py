@@ -278,3 +278,17 @@ async def test_a_stream_message_without_its_subscription_id_fails_the_verdict(mo
     pattern = r"stateless.Driver: a notifications/subscriptions/acknowledged without its subscriptionId"
     with pytest.raises(AssertionError, match=pattern):
         verify(collect())
+
+
+async def test_a_stream_ends_when_the_token_it_was_opened_with_expires() -> None:
+    import time
+
+    driver = Driver(era_deck(), principal=Principal("ada", expires_at=time.time() + 0.05))
+    sent = await driver.exchange(modern("L", "subscriptions/listen", {"notifications": ALL}))
+    assert sent[0]["method"] == ACK
+    assert sent[-1] == {
+        "jsonrpc": "2.0",
+        "id": "L",
+        "result": {"resultType": "complete", "_meta": sent[-1]["result"]["_meta"]},
+    }
+    assert sent[-1]["result"]["_meta"][SUB] == "L"

@@ -13,8 +13,9 @@ and tooldeck has no other log source (``logLevel`` on a listen request is accept
 
 It ends when the client closes the stream (HTTP: the session of that one request closes, cancelling it) or cancels it
 (stdio: notifications/cancelled): the work is cancelled, its bus subscriptions dropped, nothing more is sent. When
-the server ends it (``Listeners.end_all``, at shutdown), it answers the request with the ``SubscriptionsListenResult``
-the spec gives. ``Listeners`` counts the open ones (a leak shows there).
+the server ends it (``Listeners.end_all``, at shutdown), or when the credential it was opened with expires (the
+principal's ``expires_at``: a listener opened with a token hears nothing once the token is no longer valid), it
+answers the request with the ``SubscriptionsListenResult`` the spec gives. ``Listeners`` counts the open ones (a leak shows there).
 """
 
 from __future__ import annotations
@@ -137,7 +138,14 @@ class Listener:
         self._subscriptions = tuple(subscriptions)
         import asyncio  # not at import time: the handshake path stays light
 
-        self._ended = asyncio.get_running_loop().create_future()
+        loop = asyncio.get_running_loop()
+        self._ended = loop.create_future()
+        expires_at = getattr(rctx.principal, "expires_at", None)
+        if expires_at is not None:  # the stream lives no longer than the credential it was opened with
+            import time
+
+            expiry = loop.call_later(max(0.0, expires_at - time.time()), self.end)
+            self._ended.add_done_callback(lambda _: expiry.cancel())
         server.listeners.add(self)
         try:
             if tasks:
