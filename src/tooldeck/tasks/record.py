@@ -168,21 +168,14 @@ class TaskRecord(Record):
     def to_wire(self, poll_interval_ms: int | None = None) -> dict[str, Any]:
         """The MCP ``Task`` object (``tasks/get``, ``tasks/list``, ``CreateTaskResult.task``); ``poll_interval_ms``:
         the pollInterval to advertise instead of the stored one."""
-        if poll_interval_ms is None:
-            poll_interval_ms = self.poll_interval_ms
-        wire: dict[str, Any] = {"taskId": self.task_id, "status": self.status}
-        if self.status_message is not None:
-            wire["statusMessage"] = self.status_message
-        wire["createdAt"] = iso_utc(self.created_at)
-        wire["lastUpdatedAt"] = iso_utc(self.updated_at)
-        wire["ttl"] = self.ttl_ms
-        if poll_interval_ms is not None:
-            wire["pollInterval"] = poll_interval_ms
-        return wire
+        return self._wire("ttl", "pollInterval", poll_interval_ms)
 
     def to_modern(self, poll_interval_ms: int | None = None) -> dict[str, Any]:
         """The ``Task`` of the 2026-07-28 tasks extension (``ttlMs``, ``pollIntervalMs``); ``poll_interval_ms`` as in
         ``to_wire``."""
+        return self._wire("ttlMs", "pollIntervalMs", poll_interval_ms)
+
+    def _wire(self, ttl: str, poll: str, poll_interval_ms: int | None) -> dict[str, Any]:
         if poll_interval_ms is None:
             poll_interval_ms = self.poll_interval_ms
         wire: dict[str, Any] = {"taskId": self.task_id, "status": self.status}
@@ -190,7 +183,7 @@ class TaskRecord(Record):
             wire["statusMessage"] = self.status_message
         wire["createdAt"] = iso_utc(self.created_at)
         wire["lastUpdatedAt"] = iso_utc(self.updated_at)
-        wire["ttlMs"] = self.ttl_ms
+        wire[ttl] = self.ttl_ms
         if poll_interval_ms is not None:
-            wire["pollIntervalMs"] = poll_interval_ms
+            wire[poll] = poll_interval_ms
         return wire
