@@ -56,8 +56,8 @@ def read(params: dict[str, Any]) -> Envelope:
         raise InvalidParamsError(
             f'Invalid params: "_meta" must be an object with "{PROTOCOL_VERSION}" and "{CLIENT_CAPABILITIES}"'
         )
-    missing = [key for key in (PROTOCOL_VERSION, CLIENT_CAPABILITIES) if key not in meta]
-    if missing:
+    if PROTOCOL_VERSION not in meta or CLIENT_CAPABILITIES not in meta:
+        missing = [key for key in (PROTOCOL_VERSION, CLIENT_CAPABILITIES) if key not in meta]
         raise InvalidParamsError(f"Invalid params: _meta lacks {' and '.join(repr(k) for k in missing)}",
                                  {"missing": missing})  # fmt: skip
     version = meta[PROTOCOL_VERSION]

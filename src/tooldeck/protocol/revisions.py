@@ -55,6 +55,13 @@ LACKS_CONTENT: dict[str, frozenset[str]] = {"2025-03-26": frozenset({"resource_l
 _BLOCKS = {"text": "TextContent", "image": "ImageContent", "audio": "AudioContent", "resource_link": "ResourceLink",
            "resource": "EmbeddedResource"}  # fmt: skip
 ITEMS = {"tools": "Tool", "resources": "Resource", "resourceTemplates": "ResourceTemplate", "prompts": "Prompt"}
+# What a CallToolResult holds (itself, its content blocks, what they hold), and the revisions that cut any of it:
+# the only ones whose tools/call results are rebuilt (2026-07-28 lacks nothing there).
+_IN_CALL_RESULTS = frozenset({"CallToolResult", "Annotations", "TextResourceContents", "BlobResourceContents",
+                              *_BLOCKS.values()})  # fmt: skip
+CUTS_CALL_RESULTS = frozenset(
+    [revision for revision, lacks in LACKS.items() if not lacks.keys().isdisjoint(_IN_CALL_RESULTS)]
+) | frozenset(LACKS_CONTENT)
 
 
 def is_latest(revision: str | None) -> bool:

@@ -35,11 +35,31 @@ class InputRequired(BaseException):
 
 
 class RoundTrip(RequestContext):
-    """The context of a modern request that may ask the client for input: a request context with its ``rounds``."""
+    """The context of a modern request that may ask the client for input: a request context with its ``rounds``,
+    made when the request is a retry (``begin``) or when the function first asks (most calls never do)."""
 
-    __slots__ = ("rounds",)
+    __slots__ = ("_rounds",)
 
-    rounds: Rounds
+    _rounds: Rounds | None
+
+    @property
+    def rounds(self) -> Rounds:
+        found = self._rounds
+        if found is None:
+            found = self._rounds = Rounds(self)
+        return found
+
+    @property
+    def asked(self) -> bool:
+        """Whether this run stopped at questions it could not answer."""
+        found = self._rounds
+        return found is not None and bool(found.asked)
+
+    @property
+    def retry(self) -> bool:
+        found = self._rounds
+        return found is not None and found.retry
+
 
 
 class RetryRefusedError(RefusedError):
@@ -56,7 +76,7 @@ def begin(rctx: RoundTrip) -> None:
     params = rctx.params
     responses = params.get("inputResponses")
     state = params.get("requestState")
-    rctx.rounds = rounds = Rounds(rctx)
+    rctx._rounds = rounds = Rounds(rctx)
     if "inputResponses" in params and type(responses) is not dict:
         raise RetryRefusedError('Invalid params: "inputResponses" must be an object mapping the keys of '
                                  "inputRequests to the client's results")  # fmt: skip
@@ -87,10 +107,15 @@ def begin(rctx: RoundTrip) -> None:
 class Rounds:
     """One run of a modern request that may ask: the answers it has, the questions it asked, what it remembers."""
 
-    __slots__ = ("_digest", "answers", "asked", "count", "escalate", "memos", "raw", "rctx", "retry", "unsolicited")
+    __slots__ = ("_digest", "answers", "asked", "count", "escalate", "memos", "method", "params", "principal", "raw",
+                 "retry", "server", "unsolicited")  # fmt: skip
 
     def __init__(self, rctx: RequestContext) -> None:
-        self.rctx = rctx
+        # What the state is sealed for, not the context itself: no reference cycle to leave to the collector.
+        self.server = rctx.server
+        self.principal = rctx.principal
+        self.method = rctx.method
+        self.params = rctx.params
         self.answers: dict[str, list[Any]] = {}  # key -> [question digest, the client's result]
         self.memos: dict[str, Any] = {}
         self.asked: dict[str, dict[str, Any]] = {}  # key -> the request (method, params) this run could not answer
@@ -149,9 +174,9 @@ class Rounds:
         pending = {key: [request["method"], _digest(request["method"], request["params"])]
                    for key, request in self.asked.items()}  # fmt: skip
         data = {"a": self.answers, "q": pending, "m": self.memos}
-        state = self.rctx.server.request_states().seal(principal_id(self.rctx.principal), self.digest, data)
+        state = self.server.request_states().seal(principal_id(self.principal), self.digest, data)
         return {"resultType": "input_required", "inputRequests": self.asked, "requestState": state,
-                "_meta": {envelope.SERVER_INFO: self.rctx.server.server_info}}  # fmt: skip
+                "_meta": {envelope.SERVER_INFO: self.server.server_info}}  # fmt: skip
 
     # --- the state ---------------------------------------------------------------------------------------------
 
@@ -161,8 +186,8 @@ class Rounds:
         if self._digest is None:
             from ..security.request_state import request_digest
 
-            params = self.rctx.params
-            method = self.rctx.method
+            params = self.params
+            method = self.method
             if method == "resources/read":
                 self._digest = request_digest(method, str(params.get("uri")), None)
             else:
@@ -173,7 +198,7 @@ class Rounds:
         from ..security.request_state import RequestStateError
 
         try:
-            return self.rctx.server.request_states().open(self.raw, principal_id(self.rctx.principal), self.digest,
+            return self.server.request_states().open(self.raw, principal_id(self.principal), self.digest,
                                                           single_use=single_use)  # fmt: skip
         except RequestStateError as exc:
             raise RetryRefusedError(f"Invalid params: {exc}") from None

@@ -110,6 +110,9 @@ def batch_problem(revision: str | None, size: int, limit: int) -> str | None:
     return None
 
 
+_Runner: Any = None  # runner.Runner, once the first session has work to run
+
+
 class Session:
     """One client connection. ``server`` is the core server (registries, method table, pipeline, bus)."""
 
@@ -405,9 +408,10 @@ class Session:
     def _runner(self) -> Runner:
         """The session's runner, made when the first work needs it: the event loop is loaded only then."""
         if self.runner is None:
-            from .runner import Runner
-
-            self.runner = Runner()
+            global _Runner
+            if _Runner is None:  # imported once, when the first work needs it: it loads the event loop
+                from .runner import Runner as _Runner
+            self.runner = _Runner()
             self.runner.refused = self.request_refused
             self.runner.closed = self.phase == lifecycle.CLOSED  # a request to the client after the end fails
         return self.runner

@@ -52,14 +52,18 @@ class SessionState:
     ) -> SessionState:
         """The state of a request that stands alone (no session): what it carries itself, and the capabilities the
         server declares at that revision (its cached answer: no registry walk per request)."""
-        state = cls(log_level or server.options.log_level, identifies_requestor=identifies_requestor)
+        state = cls.__new__(cls)  # every member set once, here (this runs for every 2026-07-28 request)
         state.revision = revision
-        state.client_capabilities = client_capabilities or {}
         state.client_info = client_info
-        state.principal = principal
+        state.client_capabilities = client_capabilities or {}
         state.capabilities = server.initialize_result(revision, identifies_requestor or principal is not None)[
             "capabilities"
         ]
+        state.log_rank = LOG_RANK[log_level or server.options.log_level]
+        state.subscriptions = set()
+        state.principal = principal
+        state.identifies_requestor = identifies_requestor
+        state.changes = 0
         return state
 
     @property

@@ -67,7 +67,11 @@ def context(session: Any, request: Request, env: Envelope) -> RequestContext:
     if env.log_level is None:
         rctx.state.log_rank = SILENT
     if kind is not RequestContext:
-        rounds.begin(rctx)  # type: ignore[arg-type]
+        params = request.params
+        if "inputResponses" in params or "requestState" in params:
+            rounds.begin(rctx)  # type: ignore[arg-type]
+        else:
+            rctx._rounds = None  # type: ignore[attr-defined]  # made if the function asks (RoundTrip.rounds)
     return rctx
 
 
@@ -122,7 +126,7 @@ def hints(rctx: RequestContext) -> tuple[int, str] | None:
     method = rctx.method
     options = rctx.server.options
     if method == "resources/read":
-        if rctx.rounds.retry:  # type: ignore[attr-defined]
+        if rctx.retry:  # type: ignore[attr-defined]
             return 0, "private"  # the result of a retry must not be cached: the schema requires hints, so these
         return options.read_ttl_ms, options.cache_scope or "private"
     if method not in LISTS:
@@ -145,7 +149,7 @@ async def finishing(rctx: RequestContext, work: Coroutine[Any, Any, dict[str, An
         raise translate(exc) from None
     except rounds.InputRequired:
         return rctx.rounds.interim()  # type: ignore[attr-defined]
-    if type(rctx) is rounds.RoundTrip and rctx.rounds.asked:  # a function that swallowed the end of its run
+    if type(rctx) is rounds.RoundTrip and rctx.asked:  # a function that swallowed the end of its run
         return rctx.rounds.interim()
     if result.get("resultType") == "task":  # a CreateTaskResult (task_extension.py): finished as it is
         return result

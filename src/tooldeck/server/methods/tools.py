@@ -51,7 +51,7 @@ def call_tool(rctx: RequestContext) -> Work:
         if extended is not None:
             return extended
     work = server.pipeline.call_tool(rctx, tool, arguments)
-    if rctx.revision in revisions.OLDER:
+    if rctx.revision in revisions.CUTS_CALL_RESULTS:
         work = _for_revision(work, rctx.revision)
     return Work(work, streams=bool(tool.injected))
 

@@ -163,3 +163,17 @@ class HttpSession:
         for channel in self.channels.values():
             channel.wake()
         return tasks
+
+    def release(self) -> None:
+        """The carrier of one 2026-07-28 request is done: its session lets go of it (the hooks are bound methods of
+        this object), so the pair is freed at once by reference counting, not later by the cyclic collector. Work
+        that outlives the request (a task) still holds the session; what it sends then goes nowhere."""
+        session = self.session
+        session.send = session._direct._send = _nowhere
+        session.close_stream_hook = session.request_dropped = session.request_refused = None
+        if session.runner is not None:
+            session.runner.refused = None
+
+
+def _nowhere(message: Any, related: Any) -> None:
+    """Where a released carrier's session sends: its request has been answered, and no one is listening."""

@@ -29,7 +29,7 @@ from ...protocol.errors import (
 from ...protocol.jsonrpc import Request
 from ...server import stateless
 from ...tools.registry import ToolRegistry
-from .mirrored import OWS, check_params, decode
+from .mirrored import OWS, SENTINEL, check_params, decode
 from .responses import Headers
 
 # The HTTP status of a modern request's JSON-RPC error (digest §10.3); any other error is answered with 200.
@@ -72,7 +72,7 @@ def admit(request: Request, headers: Headers, tools: ToolRegistry | None = None)
     env = envelope.read(request.params)
     _check_headers(request, env, headers)
     envelope.check_version(env.version)
-    if not stateless.known(request.method):
+    if request.method not in stateless.METHODS:
         raise stateless.refusal(request.method)
     if request.method == "tools/call" and tools is not None:
         name = request.params.get("name")
@@ -83,9 +83,14 @@ def admit(request: Request, headers: Headers, tools: ToolRegistry | None = None)
 
 
 def _check_headers(request: Request, env: Envelope, headers: Headers) -> None:
-    _expect(headers, b"mcp-protocol-version", "MCP-Protocol-Version", env.version, "the _meta protocolVersion")
-    _expect(headers, b"mcp-method", "Mcp-Method", request.method, "the method")
-    member = NAMED.get(request.method)
+    method = request.method
+    version, mirrored = headers.get(b"mcp-protocol-version"), headers.get(b"mcp-method")
+    if (version is None or mirrored is None or version.decode("latin-1") != env.version
+            or mirrored.decode("latin-1") != method):  # fmt: skip
+        # Not exactly the body's values: say which header is missing or different (whitespace around one is fine).
+        _expect(headers, b"mcp-protocol-version", "MCP-Protocol-Version", env.version, "the _meta protocolVersion")
+        _expect(headers, b"mcp-method", "Mcp-Method", method, "the method")
+    member = NAMED.get(method)
     if member is not None:
         value = request.params.get(member)
         if type(value) is str:  # absent or not a string: no header is expected (the handler refuses the body)
@@ -96,9 +101,19 @@ def _expect(headers: Headers, key: bytes, name: str, body: str, what: str, *, en
     raw = headers.get(key)
     if raw is None:
         raise HeaderMismatchError(f"Header mismatch: the {name} header is required (it mirrors {what})")
-    value = decode(raw, name) if encoded else raw.decode("latin-1").strip(OWS)
+    value = raw.decode("latin-1")
+    if value == body and _plain(value, encoded):  # the usual case: exactly the body's value, nothing to decode
+        return
+    value = decode(raw, name) if encoded else value.strip(OWS)
     if value != body:
         raise HeaderMismatchError(f"Header mismatch: {name} is {value!r} but {what} is {body!r}")
+
+
+def _plain(value: str, encoded: bool) -> bool:
+    """Whether a header equal to the body's value is that value as it stands (the slow path would find the same)."""
+    if value != value.strip(OWS):
+        return False
+    return not encoded or (value.isascii() and value.isprintable() and not value.startswith(SENTINEL[0]))
 
 
 def claims_modern_batch(batch: list[Any]) -> bool:

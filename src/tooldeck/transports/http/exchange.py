@@ -228,6 +228,8 @@ class Endpoint:
                     http_session.status.pop(request_id, None)
             if http_session.id is None:
                 http_session.close()  # stateless: nothing outlives the request
+                if env is not None:
+                    http_session.release()
             elif not initialize and http_session.saved != session.state.changes:
                 await self.registry.save(http_session)  # logging/setLevel, resources/subscribe changed the state
 
