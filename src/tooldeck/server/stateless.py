@@ -29,8 +29,9 @@ from ..protocol.errors import (
 )
 from ..protocol.jsonrpc import Request
 from . import rounds, subscriptions
-from .options import LOG_LEVELS
+from .options import LOG_LEVELS, LOG_RANK
 from .request import RequestContext, Work
+from .state import SessionState
 
 # What a modern request may ask for; tasks/* are the tasks extension's (task_extension.py).
 TASK_METHODS = frozenset({"tasks/get", "tasks/update", "tasks/cancel"})
@@ -58,20 +59,29 @@ def context(session: Any, request: Request, env: Envelope) -> RequestContext:
     """The request context of one modern request: the envelope's revision, capabilities, client and log level; the
     principal of the connection it came on (the stdio user, or the HTTP request's bearer token)."""
     connection = session.state
-    kind = rounds.RoundTrip if request.method in rounds.ASKING else RequestContext
-    rctx = kind.standalone(
-        session.server, session, request.id, request.method, request.params, env.version,
-        client_capabilities=env.client_capabilities, client_info=env.client_info, principal=connection.principal,
-        log_level=env.log_level, identifies_requestor=connection.identifies_requestor,
-    )  # fmt: skip
-    if env.log_level is None:
-        rctx.state.log_rank = SILENT
-    if kind is not RequestContext:
-        params = request.params
-        if "inputResponses" in params or "requestState" in params:
-            rounds.begin(rctx)  # type: ignore[arg-type]
-        else:
-            rctx._rounds = None  # type: ignore[attr-defined]  # made if the function asks (RoundTrip.rounds)
+    server = session.server
+    method = request.method
+    params = request.params
+    principal = connection.principal
+    identifies = connection.identifies_requestor
+    state = SessionState.__new__(SessionState)  # SessionState.of_request, inlined: this runs for every request
+    state.revision = revision = env.version
+    state.client_info = env.client_info
+    state.client_capabilities = env.client_capabilities
+    state.capabilities = server.initialize_result(revision, identifies or principal is not None)["capabilities"]
+    level = env.log_level
+    state.log_rank = SILENT if level is None else LOG_RANK[level]  # no logLevel: no logs for this request
+    state.subscriptions = set()
+    state.principal = principal
+    state.identifies_requestor = identifies
+    state.changes = 0
+    if method not in rounds.ASKING:
+        return RequestContext(server, session, request.id, method, params, state)
+    rctx = rounds.RoundTrip(server, session, request.id, method, params, state)
+    if "inputResponses" in params or "requestState" in params:
+        rounds.begin(rctx)
+    else:
+        rctx._rounds = None  # made if the function asks (RoundTrip.rounds)
     return rctx
 
 
@@ -149,10 +159,19 @@ async def finishing(rctx: RequestContext, work: Coroutine[Any, Any, dict[str, An
         raise translate(exc) from None
     except rounds.InputRequired:
         return rctx.rounds.interim()  # type: ignore[attr-defined]
-    if type(rctx) is rounds.RoundTrip and rctx.asked:  # a function that swallowed the end of its run
-        return rctx.rounds.interim()
-    if result.get("resultType") == "task":  # a CreateTaskResult (task_extension.py): finished as it is
-        return result
+    if type(rctx) is rounds.RoundTrip:
+        if rctx.asked:  # a function that swallowed the end of its run
+            return rctx.rounds.interim()
+        if rctx.method == "tools/call":  # a result made for this call alone: finished in place, no hints
+            if result.get("resultType") == "task":  # a CreateTaskResult (task_extension.py): finished already
+                return result
+            result["resultType"] = "complete"
+            meta = result.get("_meta")
+            if meta is None:
+                result["_meta"] = {envelope.SERVER_INFO: rctx.server.server_info}
+            else:
+                result["_meta"] = {**meta, envelope.SERVER_INFO: rctx.server.server_info}
+            return result
     return finish(rctx, result)
 
 
