@@ -122,7 +122,13 @@ def _discover(rctx: RequestContext, hint: tuple[int, str]) -> dict[str, Any]:
     result: dict[str, Any] = {"supportedVersions": list(versions.MODERN), "capabilities": capabilities(rctx)}
     if server.instructions is not None:
         result["instructions"] = server.instructions
-    return envelope.complete(result, server.server_info, hint)
+    import orjson
+
+    from ..protocol.codec import Fragment
+
+    # Encoded once: each discover answer splices these bytes in (as lists splice their cached items).
+    return {key: Fragment(orjson.dumps(value)) if type(value) is not str else value
+            for key, value in envelope.complete(result, server.server_info, hint).items()}  # fmt: skip
 
 
 def capabilities(rctx: RequestContext) -> dict[str, Any]:
