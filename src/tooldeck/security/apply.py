@@ -202,7 +202,7 @@ class Sanitiser:
             from .sanitise import sanitise_result  # loaded by the first result (its patterns cost start-up ~10 ms)
 
             sanitise = self._sanitise = sanitise_result
-        return sanitise(result, max_bytes=self.max_bytes, oversize=self.oversize, schemes=self._schemes())
+        return sanitise(result, max_bytes=self.max_bytes, oversize=self.oversize, schemes=self._schemes)
 
     def _schemes(self) -> frozenset[str]:
         """The schemes links may use: the web's and file:, and those of the deck's own resources and templates

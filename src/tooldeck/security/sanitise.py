@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import binascii
 import re
-from collections.abc import Collection
+from collections.abc import Callable, Collection
 from typing import Any
 
 import orjson
@@ -143,7 +143,7 @@ def sanitise_result(
     *,
     max_bytes: int | None = None,
     oversize: str = "truncate",
-    schemes: Collection[str] = ALLOWED_SCHEMES,
+    schemes: Collection[str] | Callable[[], Collection[str]] = ALLOWED_SCHEMES,
 ) -> dict[str, Any]:
     """A result with its text cleaned and its blocks checked: a CallToolResult (``content``, ``structuredContent``),
     a ReadResourceResult (``contents``) or a GetPromptResult (``messages``, ``description``).
@@ -153,7 +153,8 @@ def sanitise_result(
     text blocks that say what was removed and why. A CallToolResult that encodes to more than ``max_bytes`` is cut
     (``oversize="truncate"``, see ``truncate_result``) or replaced by an isError result (``"error"``).
 
-    Returns ``result`` itself when nothing changed; otherwise a new dict (``result`` is never modified).
+    Returns ``result`` itself when nothing changed; otherwise a new dict (``result`` is never modified). ``schemes``
+    may be a function that gives them, called only for a result that has links to check.
     """
     if oversize not in ("truncate", "error"):
         raise ValueError(f"oversize: expected 'truncate' or 'error', got {oversize!r}")
@@ -172,6 +173,8 @@ def sanitise_result(
                     return result
                 return too_large_result(len(encoded), max_bytes) if oversize == "error" else truncate_result(
                     result, len(encoded), max_bytes)  # fmt: skip
+        if callable(schemes):
+            schemes = schemes()
         new = _blocks(content, schemes)
         if new is not content:
             out = {**out, "content": new}
@@ -190,6 +193,8 @@ def sanitise_result(
             out = {**out, "contents": new}
     messages = result.get("messages")
     if type(messages) is list:
+        if callable(schemes):
+            schemes = schemes()
         new = _list(messages, _message, schemes)
         if new is not messages:
             out = {**out, "messages": new}
