@@ -61,7 +61,6 @@ class RoundTrip(RequestContext):
         return found is not None and found.retry
 
 
-
 class RetryRefusedError(RefusedError):
     """-32602 for a retry that cannot be taken (a malformed answer; a tampered, expired, foreign or spent state);
     over HTTP a 400, like every -32602 of a 2026-07-28 request."""
