@@ -344,8 +344,8 @@ class Context:
     def close_sse_stream(self) -> None:
         """Over HTTP, end this request's SSE connection now; the client reconnects with ``Last-Event-ID`` and gets
         the rest (SEP-1699 polling), so a long call need not hold a connection open. Elsewhere it does nothing."""
-        if self.finished:
-            return
+        if self.finished or (self.task is not None and versions.is_modern(self.request.revision)):
+            return  # a 2026-07-28 task has no stream: its request was answered with the task
         peer = self.request.peer
         if threading.get_ident() == self._loop_thread:
             peer.close_stream(self.request_id)

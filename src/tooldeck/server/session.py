@@ -113,6 +113,11 @@ def batch_problem(revision: str | None, size: int, limit: int) -> str | None:
 _Runner: Any = None  # runner.Runner, once the first session has work to run
 
 
+def new_key() -> str:
+    """A session key of this process, for a session with no id of its own."""
+    return f"local-{next(_keys)}"
+
+
 class Session:
     """One client connection. ``server`` is the core server (registries, method table, pipeline, bus)."""
 
@@ -138,7 +143,7 @@ class Session:
         self.state = state
         # This session's address on the bus: its HTTP session id where it has one, so that every process serving the
         # session hears what is addressed to it (a cancellation, an answer to one of its requests to the client).
-        self.key = key if key is not None else f"local-{next(_keys)}"
+        self.key = key if key is not None else new_key()
         self.runner: Runner | None = None
         self._methods = server.methods
         self._direct = Reply(send)

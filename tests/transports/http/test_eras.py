@@ -212,3 +212,29 @@ async def test_a_level_5_tool_over_http_takes_the_principal_from_each_request(tm
     assert (await listed.json())["result"]["cacheScope"] == "private"
     bad = await post(client, call, authorization="Bearer wrong")
     assert bad.status == 401
+
+
+async def test_a_modern_request_that_leaves_nothing_behind_hands_its_carrier_to_the_next_one() -> None:
+    deck = era_deck()
+
+    @deck.tool(task="optional")
+    async def job() -> str:
+        """A task tool: its call may outlive the exchange, so its carrier is never used again."""
+        return "done"
+
+    app = HttpApp(deck)
+    client = AsgiClient(app)
+    registry = app.registry
+    status, body, _ = await answer(client, modern(1, "tools/call", {"name": "add", "arguments": {"a": 1, "b": 2}}))
+    assert (status, body["result"]["structuredContent"]) == (200, {"result": 3})
+    (carrier,) = registry._carriers  # left clean: kept
+    first_key = carrier.session.key
+    status, body, _ = await answer(client, modern(1, "tools/call", {"name": "add", "arguments": {"a": 2, "b": 2}}))
+    assert (status, body["result"]["structuredContent"]) == (200, {"result": 4})
+    assert registry._carriers == [carrier] and carrier.session.key != first_key  # the same carrier, a new key
+    assert not carrier.channels and not carrier.session.runner.in_flight
+    tasks = {"extensions": {"io.modelcontextprotocol/tasks": {}}}
+    status, body, _ = await answer(client, modern(2, "tools/call", {"name": "job"}, capabilities=tasks))
+    assert (status, body["result"]["resultType"]) == (200, "task")
+    assert registry._carriers == []  # the task's carrier was not kept (and the one kept before carried it)
+    assert carrier.closed

@@ -147,7 +147,10 @@ class Endpoint:
             await listen.serve(self, request, env, principal, sse_ok, receive, send)
             return
         http_session = self.registry.stateless(principal)
-        await self._exchange(http_session, request, (request.id,), json_ok, sse_ok, False, receive, send, env)
+        try:
+            await self._exchange(http_session, request, (request.id,), json_ok, sse_ok, False, receive, send, env)
+        finally:
+            self.registry.done_with(http_session, _leaves_nothing(request, self.registry.server))
 
     async def _post_batch(self, headers: Headers, principal: Any, batch: list[Any], json_ok: bool, sse_ok: bool,
                           receive: Receive, send: Send) -> None:  # fmt: skip
@@ -226,10 +229,8 @@ class Endpoint:
             if http_session.status:  # a refusal answered on a stream needs no status kept
                 for request_id in request_ids:
                     http_session.status.pop(request_id, None)
-            if http_session.id is None:
-                http_session.close()  # stateless: nothing outlives the request
-                if env is not None:
-                    http_session.release()
+            if http_session.id is None and env is None:
+                http_session.close()  # stateless: nothing outlives the request (a 2026-07-28 one: done_with)
             elif not initialize and http_session.saved != session.state.changes:
                 await self.registry.save(http_session)  # logging/setLevel, resources/subscribe changed the state
 
@@ -372,3 +373,13 @@ async def _read_body(receive: Receive, limit: int, timeout: float) -> bytes | No
     if len(body) > limit:
         raise HttpError(413, INVALID_REQUEST, f"Payload Too Large: the limit is {limit} bytes")
     return body
+
+
+def _leaves_nothing(request: Request, server: Any) -> bool:
+    """Whether nothing of a 2026-07-28 request can outlive its exchange: anything but a call of a tool that may run as a
+    task (the task, or a call that continues as one, keeps its request context and its carrier's session)."""
+    if request.method != "tools/call":
+        return True
+    name = request.params.get("name")
+    tool = server.tools.get(name) if type(name) is str else None
+    return tool is None or tool.task_support == "forbidden"

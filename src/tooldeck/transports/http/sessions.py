@@ -21,6 +21,7 @@ from .channels import HttpSession
 from .events import EventStore
 
 log = logging.getLogger("tooldeck.http")
+MAX_IDLE_CARRIERS = 64
 
 
 class SessionRegistry:
@@ -41,6 +42,7 @@ class SessionRegistry:
         self.live: dict[str, HttpSession] = {}
         self.shutting_down = False
         self._reaper: asyncio.Task[None] | None = None
+        self._carriers: list[HttpSession] = []  # carriers of 2026-07-28 requests, idle, for the next ones
 
     def create(self, principal: Any, *, stateless: bool = False) -> HttpSession:
         """A session for an initialize request (registered once the answer says it succeeded); ``stateless``: one
@@ -60,8 +62,23 @@ class SessionRegistry:
         return HttpSession(self.server, None, state=state)
 
     def stateless(self, principal: Any) -> HttpSession:
-        """The sessionless carrier of one 2026-07-28 request: its channel and principal, nothing to remember."""
+        """The sessionless carrier of one 2026-07-28 request: its channel and principal, nothing to remember. One
+        that an earlier request left clean is used again (``done_with``): making one costs more than the rest of
+        the request's own overhead."""
+        if self._carriers:
+            carrier = self._carriers.pop()
+            carrier.reuse(principal)
+            return carrier
         return HttpSession(self.server, None, principal=principal)
+
+    def done_with(self, carrier: HttpSession, reusable: bool) -> None:
+        """The exchange of a 2026-07-28 request ended. ``reusable``: nothing of it may outlive the exchange (it made
+        no task); its carrier is kept for another request if it left nothing behind, else closed and let go."""
+        if reusable and len(self._carriers) < MAX_IDLE_CARRIERS and not self.shutting_down and carrier.reusable():
+            self._carriers.append(carrier)
+            return
+        carrier.close()
+        carrier.release()
 
     async def register(self, http_session: HttpSession) -> None:
         assert http_session.id is not None
