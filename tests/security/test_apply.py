@@ -12,7 +12,7 @@ import orjson
 import pytest
 
 from helpers import client
-from tooldeck import Deck, ResourceLink
+from tooldeck import Context, Deck, ResourceLink
 from tooldeck.security.apply import CallAuditor, InputStep, Sanitiser
 from tooldeck.security.audit_verify import verify
 from tooldeck.security.principal import Principal
@@ -317,3 +317,33 @@ def test_applying_an_audited_policy_again_does_not_pile_up_services(tmp_path: Pa
     assert len(deck.services) == 1  # the closer of each replaced sink goes with it
     deck.apply_policy(policy(tmp_path, "", "empty.toml"))
     assert deck.services == []
+
+
+async def test_each_round_of_a_2026_07_28_call_is_audited_the_asking_ones_as_input_required(tmp_path: Path) -> None:
+    from server.test_stateless import Driver
+
+    trail = tmp_path / "audit.jsonl"
+    deck = Deck("rounds-audited")
+
+    @deck.tool
+    async def greet(ctx: Context) -> str:
+        answer = await ctx.elicit("Your name?", {"type": "object", "properties": {"name": {"type": "string"}}})
+        return f"Hello, {(answer.content or {}).get('name')}!"
+
+    deck.apply_policy(policy(tmp_path, f'[audit]\nfile = "{trail}"\n'))
+    driver = Driver(deck)
+    caps = {"elicitation": {}}
+    first = (await driver.request(1, "tools/call", {"name": "greet", "arguments": {}}, capabilities=caps))["result"]
+    answers = {"input-1": {"action": "accept", "content": {"name": "Ada"}}}
+    retry = {"name": "greet", "arguments": {}, "inputResponses": answers, "requestState": first["requestState"]}
+    done = (await driver.request(2, "tools/call", retry, capabilities=caps))["result"]
+    assert done["content"][0]["text"] == "Hello, Ada!"
+    deck.apply_policy(policy(tmp_path, "", "empty.toml"))  # closes (drains) the trail
+    asked, answered = records(trail)
+    assert (asked["request_id"], asked["tool"], asked["decision"], asked["outcome"]) == (
+        1,
+        "greet",
+        "allowed",
+        "input_required",
+    )
+    assert (answered["request_id"], answered["outcome"], answered["prev"] != asked["prev"]) == (2, "ok", True)

@@ -9,6 +9,7 @@ import time
 from typing import Any
 
 from ..protocol.errors import RefusedError, ToolError
+from ..tools.result import INPUT_REQUIRED
 from .policy import Policy
 
 
@@ -251,7 +252,10 @@ class CallAuditor:
             decision, reason, outcome = "refused", str(refusal), "refused"
         else:
             decision, reason = "allowed", None
-            outcome = "error" if result is not None and result.get("isError") else "ok"
+            if result is INPUT_REQUIRED:  # a 2026-07-28 round that stopped at a question (the client answers next)
+                outcome = "input_required"
+            else:
+                outcome = "error" if result is not None and result.get("isError") else "ok"
         facts = (time.time(), request.request_id, getattr(request.peer, "key", None), request.principal,
                  call.name if kind == "tool" else f"{kind}:{call.name}", call.item, decision, reason, outcome,
                  (time.monotonic() - call.started) * 1000, self.canonical(call.arguments))  # fmt: skip

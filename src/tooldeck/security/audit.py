@@ -55,7 +55,7 @@ __all__ = [
 
 REDACTED = "[redacted]"
 DECISIONS = ("allowed", "refused")
-OUTCOMES = ("ok", "error", "refused", "cancelled", "timeout")
+OUTCOMES = ("ok", "error", "refused", "cancelled", "timeout", "input_required")
 _NO_NAMES: frozenset[str] = frozenset()
 _CANONICAL = orjson.OPT_SORT_KEYS | orjson.OPT_NON_STR_KEYS
 _COMBINATORS = ("allOf", "anyOf", "oneOf")

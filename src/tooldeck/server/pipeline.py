@@ -31,8 +31,9 @@ from ..protocol.errors import (
 )
 from ..protocol.record import Record
 from ..tools.call import check_arguments, describe_failure
-from ..tools.result import build_result, error_result
+from ..tools.result import INPUT_REQUIRED, build_result, error_result
 from .context import Context
+from .rounds import InputRequired
 
 if TYPE_CHECKING:
     from ..tools.tool import Tool
@@ -125,6 +126,9 @@ class Pipeline:
                 pending = self.admit(rctx, call)  # a ProtocolError refusal is the call's error response
                 if pending is not None:
                     await pending
+            except InputRequired:  # a level 8-10 confirmation asked in a 2026-07-28 round
+                await self._audit(rctx, call, INPUT_REQUIRED)
+                raise
             except ToolError as exc:
                 call.refusal = exc  # refused with an isError result (a rate limit, say): audited as a refusal
                 return await self.finish(rctx, call, self._refusal_result(tool, exc))
@@ -141,10 +145,10 @@ class Pipeline:
         except ToolError as exc:  # raised by the tool, or invalid arguments
             result = error_result(str(exc) or f"Tool {tool.name!r} failed")
         except ProtocolError as exc:  # the tool's own JSON-RPC error (-32042/-32021 from its questions, too)
-            for audit in self.auditors:
-                outcome = audit(rctx, call or Call("tool", tool.name, tool, arguments), _errored(exc))
-                if hasattr(outcome, "__await__"):
-                    await outcome
+            await self._audit(rctx, call or Call("tool", tool.name, tool, arguments), _errored(exc))
+            raise
+        except InputRequired:  # the run stopped at a question: this round of a 2026-07-28 call ends input-required
+            await self._audit(rctx, call or Call("tool", tool.name, tool, arguments), INPUT_REQUIRED)
             raise
         except TimeoutError as exc:
             if timeout is None:  # the tool's own time-out, not ours
@@ -219,6 +223,13 @@ class Pipeline:
             if hasattr(outcome, "__await__"):
                 pending.append(outcome)
         return result, pending
+
+    async def _audit(self, rctx: RequestContext, call: Call, result: dict[str, Any]) -> None:
+        """Auditors hear of a call that ended without a result of its own (a JSON-RPC error, an input-required round)."""
+        for audit in self.auditors:
+            outcome = audit(rctx, call, result)
+            if hasattr(outcome, "__await__"):
+                await outcome
 
     def _refused(self, rctx: RequestContext, call: Call, refusal: ProtocolError) -> None:
         """Auditors hear of a refused call too: ``call.refusal`` says why, and there is no result (None)."""

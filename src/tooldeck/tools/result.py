@@ -22,6 +22,11 @@ log = logging.getLogger("tooldeck.tools")
 _SCALARS = (str, int, float, bool, type(None))
 
 
+# What auditors see of a 2026-07-28 round that stopped at a question: this very object (the audit outcome says
+# "input_required"); the client gets the InputRequiredResult.
+INPUT_REQUIRED: dict[str, Any] = {"content": [], "isError": False}
+
+
 def error_result(message: str) -> dict[str, Any]:
     return {"content": [{"type": "text", "text": message}], "isError": True}
 
