@@ -301,3 +301,25 @@ async def test_a_first_attempt_cannot_bring_its_own_confirmation(driver: Driver)
             or reply["result"]["resultType"] == ("input_required")
         ), reply
     assert RUNS == []  # never wiped
+
+
+async def test_a_level_8_confirmation_round_is_audited_as_input_required(tmp_path: Any) -> None:
+    import orjson
+
+    trail = tmp_path / "audit.jsonl"
+    deck = asking_deck(state_key=KEY)
+    (tmp_path / "policy.toml").write_text(f'[audit]\nfile = "{trail}"\n')
+    deck.apply_policy(tmp_path / "policy.toml")
+    driver = Driver(deck, principal=ERIN)
+    first = modern(1, "tools/call", {"name": "wipe", "arguments": {"disk": "sda"}}, capabilities=ELICIT)
+    interim = (await driver.exchange(first))[-1]["result"]
+    assert interim["resultType"] == "input_required"
+    (tmp_path / "empty.toml").write_text("")
+    deck.apply_policy(tmp_path / "empty.toml")  # closes (drains) the trail
+    (record,) = [orjson.loads(line) for line in trail.read_bytes().splitlines()]
+    assert (record["tool"], record["principal"], record["security_level"], record["outcome"]) == (
+        "wipe",
+        "erin",
+        8,
+        "input_required",
+    )
