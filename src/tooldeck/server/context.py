@@ -274,12 +274,7 @@ class Context:
             return None
         if self.task is not None:
             manager, task_id = self.task
-            inputs = manager.inputs.get(task_id)
-            if inputs is None:
-                from .task_inputs import TaskInputs
-
-                inputs = manager.inputs[task_id] = TaskInputs(manager, task_id)
-            return inputs
+            return manager.questions(task_id)
         rounds = getattr(self.request, "rounds", None)
         if rounds is None:
             from .stateless import missing

@@ -197,13 +197,11 @@ class Listener:
         from .task_extension import owner_of
 
         manager = self.rctx.server.task_manager()
-        if not manager._started:
-            await manager.start()
         owner = owner_of(self.rctx)
         found = []
         for task_id in self.requested_tasks:
-            record = await manager.store.get(task_id, manager.clock())
-            if record is not None and record.owner == owner:
+            record = await manager.lookup(task_id, owner)
+            if record is not None:
                 found.append(record)
         return found
 

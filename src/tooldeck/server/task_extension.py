@@ -141,10 +141,8 @@ def _manager(rctx: RequestContext) -> TaskManager:
 
 
 async def _find(rctx: RequestContext, manager: TaskManager) -> TaskRecord:
-    if not manager._started:
-        await manager.start()
-    record = await manager.store.get(rctx.params["taskId"], manager.clock())
-    if record is None or record.owner != owner_of(rctx):
+    record = await manager.lookup(rctx.params["taskId"], owner_of(rctx))
+    if record is None:
         raise InvalidParamsError(NOT_FOUND)  # another principal's (or era's) task is indistinguishable from none
     return record
 

@@ -241,15 +241,30 @@ class TaskManager:
             return record.to_wire()
         return record.to_wire(self.poll_interval.at(now - record.created_at))
 
+    async def lookup(self, task_id: str, owner: str | None) -> TaskRecord | None:
+        """The live task ``task_id`` if ``owner`` owns it; None otherwise (another owner's task is as unknown as one
+        that never existed)."""
+        if not self._started:
+            await self.start()
+        record = await self.store.get(task_id, self.clock())
+        return record if record is not None and record.owner == owner else None
+
+    def questions(self, task_id: str) -> TaskInputs:
+        """The questions the running 2026-07-28 task ``task_id`` waits on (made when it first asks)."""
+        inputs = self.inputs.get(task_id)
+        if inputs is None:
+            from .task_inputs import TaskInputs
+
+            inputs = self.inputs[task_id] = TaskInputs(self, task_id)
+        return inputs
+
     async def _find(self, rctx: RequestContext, params: dict[str, Any]) -> TaskRecord:
         task_id = params.get("taskId")
         if type(task_id) is not str:
             raise InvalidParamsError('Invalid params: "taskId" must be a string')
-        if not self._started:
-            await self.start()
-        record = await self.store.get(task_id, self.clock())
-        if record is None or record.owner != rctx.owner():
-            raise InvalidParamsError(NOT_FOUND)  # another principal's task is indistinguishable from none
+        record = await self.lookup(task_id, rctx.owner())
+        if record is None:
+            raise InvalidParamsError(NOT_FOUND)
         return record
 
     async def get(self, rctx: RequestContext, params: dict[str, Any]) -> dict[str, Any]:
