@@ -87,10 +87,15 @@ def check_version(version: str) -> None:
 def complete(result: dict[str, Any], server_info: dict[str, Any],
              hints: tuple[int, str] | None = None) -> dict[str, Any]:  # fmt: skip
     """``result`` as a modern complete result (a new dict: results may be shared, cached answers)."""
-    out = dict(result)
-    out["resultType"] = "complete"
+    return stamp(dict(result), server_info, hints)
+
+
+def stamp(result: dict[str, Any], server_info: dict[str, Any],
+          hints: tuple[int, str] | None = None) -> dict[str, Any]:  # fmt: skip
+    """``complete``, in place: for a result made for one request alone (its ``_meta`` is replaced, not changed)."""
+    result["resultType"] = "complete"
     meta = result.get("_meta")
-    out["_meta"] = {**meta, SERVER_INFO: server_info} if type(meta) is dict else {SERVER_INFO: server_info}
+    result["_meta"] = {**meta, SERVER_INFO: server_info} if type(meta) is dict else {SERVER_INFO: server_info}
     if hints is not None:
-        out["ttlMs"], out["cacheScope"] = hints
-    return out
+        result["ttlMs"], result["cacheScope"] = hints
+    return result

@@ -29,7 +29,7 @@ from ..protocol.errors import (
 )
 from ..protocol.jsonrpc import Request
 from . import rounds, subscriptions
-from .options import LOG_LEVELS, LOG_RANK
+from .options import LOG_LEVELS
 from .request import RequestContext, Work
 from .state import SessionState
 
@@ -62,19 +62,12 @@ def context(session: Any, request: Request, env: Envelope) -> RequestContext:
     server = session.server
     method = request.method
     params = request.params
-    principal = connection.principal
-    identifies = connection.identifies_requestor
-    state = SessionState.__new__(SessionState)  # SessionState.of_request, inlined: this runs for every request
-    state.revision = revision = env.version
-    state.client_info = env.client_info
-    state.client_capabilities = env.client_capabilities
-    state.capabilities = server.initialize_result(revision, identifies or principal is not None)["capabilities"]
-    level = env.log_level
-    state.log_rank = SILENT if level is None else LOG_RANK[level]  # no logLevel: no logs for this request
-    state.subscriptions = set()
-    state.principal = principal
-    state.identifies_requestor = identifies
-    state.changes = 0
+    state = SessionState.of_request(
+        server, env.version, client_capabilities=env.client_capabilities, client_info=env.client_info,
+        principal=connection.principal, log_level=env.log_level, identifies_requestor=connection.identifies_requestor,
+    )  # fmt: skip
+    if env.log_level is None:
+        state.log_rank = SILENT  # the request set no logLevel: no logs for it
     if method not in rounds.ASKING:
         return RequestContext(server, session, request.id, method, params, state)
     rctx = rounds.RoundTrip(server, session, request.id, method, params, state)
@@ -171,13 +164,7 @@ async def finishing(rctx: RequestContext, work: Coroutine[Any, Any, dict[str, An
         if rctx.method == "tools/call":  # a result made for this call alone: finished in place, no hints
             if result.get("resultType") == "task":  # a CreateTaskResult (task_extension.py): finished already
                 return result
-            result["resultType"] = "complete"
-            meta = result.get("_meta")
-            if meta is None:
-                result["_meta"] = {envelope.SERVER_INFO: rctx.server.server_info}
-            else:
-                result["_meta"] = {**meta, envelope.SERVER_INFO: rctx.server.server_info}
-            return result
+            return envelope.stamp(result, rctx.server.server_info)
     return finish(rctx, result)
 
 
