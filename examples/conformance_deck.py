@@ -21,6 +21,8 @@ import json
 import struct
 import wave
 import zlib
+from collections.abc import Callable
+from typing import Any
 
 from tooldeck import Audio, Context, Deck, EmbeddedResource, Image, Message, ProtocolError, Text, ToolError
 
@@ -292,24 +294,25 @@ def _dynamic_prompt() -> str:
     return "dynamic"
 
 
+def _toggle(registry: Any, name: str, add: Callable[..., Any], remove: Callable[[str], Any], fn: Any) -> Text:
+    """Remove ``name`` if it is registered, else register ``fn`` under it: either way the list changes."""
+    if name in registry:
+        remove(name)
+    else:
+        add(fn, name=name)
+    return Text("Mutation triggered")
+
+
 @deck.tool
 def test_trigger_tool_change() -> Text:
     """Changes the tool list (adds or removes test_dynamic_tool), so listeners get tools/list_changed."""
-    if "test_dynamic_tool" in deck.tools:
-        deck.remove_tool("test_dynamic_tool")
-    else:
-        deck.add_tool(_dynamic_tool, name="test_dynamic_tool")
-    return Text("Mutation triggered")
+    return _toggle(deck.tools, "test_dynamic_tool", deck.add_tool, deck.remove_tool, _dynamic_tool)
 
 
 @deck.tool
 def test_trigger_prompt_change() -> Text:
     """Changes the prompt list (adds or removes test_dynamic_prompt), so listeners get prompts/list_changed."""
-    if "test_dynamic_prompt" in deck.prompts:
-        deck.remove_prompt("test_dynamic_prompt")
-    else:
-        deck.add_prompt(_dynamic_prompt, name="test_dynamic_prompt")
-    return Text("Mutation triggered")
+    return _toggle(deck.prompts, "test_dynamic_prompt", deck.add_prompt, deck.remove_prompt, _dynamic_prompt)
 
 
 # --- input-required results (multi round-trip requests) --------------------------------------------------------------
