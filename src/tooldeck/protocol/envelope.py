@@ -22,6 +22,7 @@ CLIENT_CAPABILITIES = "io.modelcontextprotocol/clientCapabilities"
 CLIENT_INFO = "io.modelcontextprotocol/clientInfo"
 LOG_LEVEL = "io.modelcontextprotocol/logLevel"
 SERVER_INFO = "io.modelcontextprotocol/serverInfo"
+TASKS_EXTENSION = "io.modelcontextprotocol/tasks"  # the extension that carries tasks from 2026-07-28 on
 LOG_LEVELS = ("debug", "info", "notice", "warning", "error", "critical", "alert", "emergency")  # lowest first
 _LOG_LEVELS = frozenset(LOG_LEVELS)
 SCOPES = ("public", "private")

@@ -15,7 +15,7 @@ from collections.abc import Callable, Coroutine
 from typing import TYPE_CHECKING, Any
 
 from ..prompts.registry import PromptRegistry
-from ..protocol import revisions, versions
+from ..protocol import envelope, revisions, versions
 from ..protocol.cursor import CursorCodec
 from ..protocol.errors import set_message_cleaner
 from ..resources.registry import ResourceRegistry, TemplateRegistry
@@ -113,7 +113,7 @@ class Server:
             capabilities = self.capabilities(identifies_requestor)
             if versions.is_modern(protocol_version):  # tasks are the tasks extension's there (task_extension.py)
                 offered = capabilities.pop("tasks", None) is not None
-                capabilities["extensions"] = {"io.modelcontextprotocol/tasks": {}} if offered else {}
+                capabilities["extensions"] = {envelope.TASKS_EXTENSION: {}} if offered else {}
             cached = {
                 "protocolVersion": protocol_version,
                 "capabilities": capabilities,

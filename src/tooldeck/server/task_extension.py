@@ -32,7 +32,7 @@ if TYPE_CHECKING:
 
 TaskManager = Any  # task_manager.py's (which reaches this module through stateless.py: not imported here)
 
-EXTENSION = "io.modelcontextprotocol/tasks"
+EXTENSION = envelope.TASKS_EXTENSION
 NOT_FOUND = "Failed to retrieve task: Task not found"
 
 
