@@ -4,6 +4,7 @@ file sink's thread, rotation and reopening, and ``verify``'s verdicts on edited,
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import io
 import os
@@ -608,3 +609,105 @@ def test_arguments_given_as_canonical_json_make_the_same_record() -> None:
         other.write(audit_record(**as_bytes))
         assert one.records == other.records
         assert b"s3cret" not in other.lines[0] and b'"p"' not in other.lines[0]
+
+
+class _Item:
+    def __init__(self, version: str | None, level: int | None, schema: dict[str, Any] | None) -> None:
+        self.version, self.security_level, self.input_schema = version, level, schema
+
+
+@pytest.mark.parametrize(
+    ("facts", "names"),
+    [
+        pytest.param(
+            (
+                7,
+                "s-1",
+                Principal("alice", method="jwt"),
+                "deploy",
+                ("1.2.0", 7),
+                "allowed",
+                None,
+                "ok",
+                12.5,
+                {"b": [1, {"y": 2, "x": 1}], "a": 'é\u2028"'},
+            ),
+            (),
+            id="allowed",
+        ),
+        pytest.param(
+            ('r-"1"', None, None, "resource:res://x", (None, None), "refused", 'no "scope" ✗', "refused", 0.0004, {}),
+            (),
+            id="refused-anonymous",
+        ),
+        pytest.param(
+            (
+                None,
+                "s",
+                Principal("bob"),
+                "t",
+                ("2", 3),
+                "allowed",
+                None,
+                "error",
+                None,
+                {"user": "a", "token": "s3cret"},
+            ),
+            (),
+            id="writeOnly",
+        ),
+        pytest.param(
+            (
+                3,
+                "s",
+                Principal("bob"),
+                "t",
+                (None, 0),
+                "allowed",
+                None,
+                "input_required",
+                1e-7,
+                {"user": "a", "Password": "p"},
+            ),
+            ("password",),
+            id="redacted-name",
+        ),
+    ],
+)
+def test_call_records_encode_what_audit_record_makes(facts: tuple[Any, ...], names: tuple[str, ...]) -> None:
+    from tooldeck.security.audit import CallRecords, canonical_arguments
+
+    request_id, session, principal, tool, (version, level), decision, reason, outcome, duration, arguments = facts
+    schema = {"type": "object", "properties": {"token": {"type": "string", "writeOnly": True}}}
+    item = _Item(version, level, schema)
+    records = CallRecords(names, lambda called: called.security_level)
+    encoded = (T0, request_id, session, principal, tool, item, decision, reason, outcome, duration,
+               canonical_arguments(arguments))  # fmt: skip
+    fast, slow = MemoryAuditSink(), MemoryAuditSink()
+    for _ in range(2):  # the second record takes the shared part from the cache
+        fast.write(functools.partial(records.encode, encoded))
+        slow.write(audit_record(time=T0, request_id=request_id, session=session, principal=principal, tool=tool,
+                                version=version, security_level=level, decision=decision, reason=reason,
+                                arguments=arguments, input_schema=schema, redact_names=names, outcome=outcome,
+                                duration_ms=duration))  # fmt: skip
+    unchained = [[{k: v for k, v in record.items() if k != "prev"} for record in sink.records] for sink in (fast, slow)]
+    assert unchained[0] == unchained[1]  # the lines may differ in key order within arguments, so their hashes do
+    assert b"s3cret" not in fast.lines[0] and b'"p"' not in fast.lines[0]
+    assert verify_lines(fast.lines)
+
+
+def verify_lines(lines: list[bytes]) -> bool:
+    prev = GENESIS
+    for line in lines:
+        if orjson.loads(line)["prev"] != prev:
+            return False
+        prev = line_hash(line)
+    return True
+
+
+def test_call_records_refuse_words_they_do_not_know() -> None:
+    from tooldeck.security.audit import CallRecords
+
+    records = CallRecords((), lambda item: 0)
+    with pytest.raises(ValueError, match="not a call record"):
+        records.encode((T0, 1, None, None, "t", None, "allowed", None, "refused", 1.0, b"{}"))

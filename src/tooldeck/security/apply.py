@@ -235,13 +235,11 @@ class CallAuditor:
     of the moment."""
 
     def __init__(self, sink: Any, redact: Any, access: Any) -> None:
-        from .audit import audit_record, canonical_arguments
+        from .audit import CallRecords, canonical_arguments
 
         self.canonical = canonical_arguments  # noted as JSON: a tool still running in a thread cannot change them
         self.sink = sink
-        self.redact = tuple(redact)
-        self.level_of = access.level_of
-        self.make = audit_record
+        self.records = CallRecords(redact, access.level_of)
 
     def __call__(self, request: Any, call: Any, result: dict[str, Any] | None) -> None:
         refusal = call.refusal
@@ -259,15 +257,7 @@ class CallAuditor:
         facts = (time.time(), request.request_id, getattr(request.peer, "key", None), request.principal,
                  call.name if kind == "tool" else f"{kind}:{call.name}", call.item, decision, reason, outcome,
                  (time.monotonic() - call.started) * 1000, self.canonical(call.arguments))  # fmt: skip
-        self.sink.write(functools.partial(self._record, facts))
-
-    def _record(self, facts: tuple[Any, ...]) -> dict[str, Any]:
-        now, request_id, session, principal, tool, item, decision, reason, outcome, duration, arguments = facts
-        return self.make(time=now, request_id=request_id, session=session, principal=principal, tool=tool,
-                         version=getattr(item, "version", None), security_level=self.level_of(item),
-                         decision=decision, reason=reason, arguments=arguments,
-                         input_schema=getattr(item, "input_schema", None), redact_names=self.redact,
-                         outcome=outcome, duration_ms=duration)  # fmt: skip
+        self.sink.write(functools.partial(self.records.encode, facts))
 
 
 class HttpRefusalAuditor:

@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
-from .audit_chain import GENESIS, AuditError, format_time, line_hash
+from .audit_chain import GENESIS, AuditError, format_time, format_time_bytes, line_hash
 from .audit_sinks import FSYNC_MODES, AuditSink, FileAuditSink, MemoryAuditSink, StderrAuditSink
 from .audit_verify import VerifyReport, verify
 
@@ -41,6 +41,7 @@ __all__ = [
     "REDACTED",
     "AuditError",
     "AuditSink",
+    "CallRecords",
     "FileAuditSink",
     "MemoryAuditSink",
     "StderrAuditSink",
@@ -116,6 +117,68 @@ def audit_record(
         "arguments_digest": _digest(canonical),
         "arguments": shown,
     }
+
+
+_WORDS = {word: word.encode() for word in (*DECISIONS, *OUTCOMES)}
+
+
+class CallRecords:
+    """Call records encoded straight to the bytes ``Chain.encode`` takes: the members ``audit_record`` would make,
+    in its order and with its values, without building a dict and encoding it.
+
+    A session's calls repeat most of a record — session, principal, tool, version, level, whether anything needs
+    redacting — so that part is encoded once per (session, principal, tool) and kept (a bounded cache).
+    ``facts`` is ``(time, request_id, session, principal, tool, item, decision, reason, outcome, duration_ms,
+    arguments)``: ``tool`` the name recorded, ``item`` what was called (its ``version`` and ``input_schema``), and
+    ``arguments`` canonical JSON (``canonical_arguments``)."""
+
+    _LIMIT = 4096  # sessions x principals x tools whose shared part is kept
+
+    def __init__(self, redact_names: Iterable[str], level_of: Any) -> None:
+        self.redact_names = tuple(redact_names)
+        self.level_of = level_of
+        self._shared: dict[tuple[Any, ...], tuple[Any, Any, bytes, bool]] = {}
+
+    def encode(self, facts: tuple[Any, ...]) -> bytes:
+        now, request_id, session, principal, tool, item, decision, reason, outcome, duration, arguments = facts
+        if decision not in _WORDS or outcome not in _WORDS or (decision == "refused") != (outcome == "refused"):
+            raise ValueError(f"not a call record: decision {decision!r}, outcome {outcome!r}")
+        key = (session, id(principal), tool, id(item))
+        known = self._shared.get(key)
+        if known is None or known[0] is not principal or known[1] is not item:
+            known = self._shared_part(key, session, principal, tool, item)
+        schema = getattr(item, "input_schema", None)
+        if type(arguments) is not bytes or known[3]:  # something may be secret: the dict path redacts it
+            if type(arguments) is bytes:
+                arguments = orjson.loads(arguments)
+            arguments = orjson.dumps(redact(arguments or {}, schema, self.redact_names), default=repr,
+                                     option=_CANONICAL)  # fmt: skip
+        return b',"time":"%s","event":"call","request_id":%s,%s,"decision":"%s","reason":%s,"outcome":"%s",' \
+               b'"duration_ms":%s,"arguments_digest":"sha256:%s","arguments":%s}' % (
+            format_time_bytes(now), orjson.dumps(request_id, default=repr), known[2], _WORDS[decision],
+            b"null" if reason is None else orjson.dumps(reason), _WORDS[outcome],
+            b"null" if duration is None else b"%.3f" % duration, hashlib.sha256(arguments).hexdigest().encode(),
+            arguments)  # fmt: skip
+
+    def _shared_part(self, key: tuple[Any, ...], session: Any, principal: Any, tool: str, item: Any) -> Any:
+        members = {
+            "session": session,
+            "principal": principal.subject if principal is not None else None,
+            "auth": principal.method if principal is not None else None,
+            "tool": tool,
+            "version": getattr(item, "version", None),
+            "security_level": self.level_of(item),
+        }
+        encoded = orjson.dumps(members, default=repr)[1:-1]
+        if len(self._shared) >= self._LIMIT:
+            self._shared.clear()
+        known = self._shared[key] = (
+            principal,
+            item,
+            encoded,
+            _may_redact(getattr(item, "input_schema", None), self.redact_names),
+        )
+        return known
 
 
 def canonical_arguments(arguments: Any) -> bytes:

@@ -25,18 +25,23 @@ class AuditError(TooldeckError):
     """An audit trail that cannot be opened, written or read."""
 
 
-_second: tuple[int, str] = (-1, "")  # the last whole second formatted, and its text (swapped whole: thread-safe)
+_second: tuple[int, bytes] = (-1, b"")  # the last whole second formatted, and its text (swapped whole: thread-safe)
 
 
 def format_time(seconds: float) -> str:
     """A record's ``time``: RFC 3339 in UTC to the millisecond, e.g. ``2025-06-18T09:30:00.125Z``."""
+    return format_time_bytes(seconds).decode()
+
+
+def format_time_bytes(seconds: float) -> bytes:
+    """``format_time`` as ASCII bytes."""
     global _second
-    whole = int(seconds // 1)
-    millis = int((seconds - whole) * 1000)
+    millis = int(seconds * 1000)
+    whole = millis // 1000
     known = _second
     if known[0] != whole:  # records come many to a second: format the date once per second
-        known = _second = (whole, datetime.fromtimestamp(whole, UTC).strftime("%Y-%m-%dT%H:%M:%S"))
-    return f"{known[1]}.{millis:03d}Z"
+        known = _second = (whole, datetime.fromtimestamp(whole, UTC).strftime("%Y-%m-%dT%H:%M:%S").encode())
+    return b"%s.%03dZ" % (known[1], millis - whole * 1000)
 
 
 def line_hash(line: bytes) -> str:
@@ -50,21 +55,29 @@ class Chain:
     Not thread-safe: one writer (a sink's writer thread, or the caller of a synchronous sink) owns it.
     """
 
-    __slots__ = ("seq", "prev")
+    __slots__ = ("seq", "_prev")
 
     def __init__(self, seq: int = 0, prev: str = GENESIS) -> None:
         self.seq = seq  # the seq the next record gets
-        self.prev = prev
+        self._prev = prev.encode()
 
-    def encode(self, record: dict[str, Any]) -> bytes:
+    @property
+    def prev(self) -> str:
+        """What the next record's ``prev`` holds."""
+        return self._prev.decode()
+
+    def encode(self, record: dict[str, Any] | bytes) -> bytes:
         """``record`` stamped with the next ``seq`` and ``prev``, as one line without its newline; the chain moves on.
 
-        A value JSON cannot hold is written as its ``repr`` rather than losing the record."""
-        body = orjson.dumps(record, default=repr, option=orjson.OPT_NON_STR_KEYS)
-        head = b'{"seq":%d,"prev":"%s"' % (self.seq, self.prev.encode())
-        line = head + (b"," + body[1:] if len(body) > 2 else b"}")  # the record's members after seq and prev
+        ``record`` is a dict, or its members already encoded: JSON object members, each led by a comma, and the
+        object's closing brace (``b',"time":"…",…}'``: what ``CallRecords.encode`` makes). A value JSON cannot hold is
+        written as its ``repr`` rather than losing the record."""
+        if type(record) is not bytes:
+            body = orjson.dumps(record, default=repr, option=orjson.OPT_NON_STR_KEYS)
+            record = b"," + body[1:] if len(body) > 2 else b"}"
+        line = b'{"seq":%d,"prev":"%s"%s' % (self.seq, self._prev, record)
         self.seq += 1
-        self.prev = line_hash(line)
+        self._prev = hashlib.sha256(line).hexdigest().encode()
         return line
 
     @property

@@ -39,7 +39,7 @@ _BATCH = 1024  # queued lines that wake the writer before its round is due
 ENCODE_DELAY = 0.01  # seconds a record waits on an event loop to be encoded with the others that come meanwhile
 WAKE = 0.05  # seconds between the writer's rounds: a record reaches the file at most this late (flush: at once)
 
-Record = dict[str, Any] | Callable[[], dict[str, Any]]
+Record = dict[str, Any] | bytes | Callable[[], dict[str, Any] | bytes]  # bytes: see Chain.encode
 
 
 class AuditSink(Protocol):
