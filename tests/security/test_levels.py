@@ -311,3 +311,23 @@ async def test_error_messages_are_sanitised_too() -> None:
         reply = await c.request_raw("resources/read", {"uri": "docs://\x1b[2J\u202egone"})
     assert "\x1b" not in reply["error"]["message"] and "\u202e" not in reply["error"]["message"]
     assert "docs://[2Jgone" not in reply["error"]["message"]  # the whole sequence goes, not just the ESC
+
+
+async def test_an_admitted_call_admits_nobody_else() -> None:
+    """The step remembers the last principal and tool it admitted; another principal, another policy or a principal
+    of the same subject with fewer scopes is checked afresh."""
+    deck = deck_with_levels()
+    async with client(deck) as c:
+        c.session.principal = ALICE
+        assert (await c.call_tool("weather"))["structuredContent"] == {"result": "sunny"}
+        c.session.principal = Principal("alice")  # the same subject, without the scope
+        assert (await refusal(c, "weather"))["code"] == -32000
+        c.session.principal = None
+        assert (await refusal(c, "weather"))["code"] == -32000
+        c.session.principal = ALICE
+        assert (await c.call_tool("weather"))["structuredContent"] == {"result": "sunny"}
+        deck.use_policy(Policy({"roles": {}, "levels": {"default": 0}}))
+        assert (await c.call_tool("weather"))["structuredContent"] == {"result": "sunny"}
+        mallory = Principal("mallory", scopes={"other"})
+        c.session.principal = mallory
+        assert (await refusal(c, "weather"))["code"] == -32000

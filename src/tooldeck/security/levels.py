@@ -80,6 +80,9 @@ class AccessControl:
         self.clock = clock
         self._restricted: dict[int, tuple[int, Policy, bool, frozenset[str]]] = {}  # per catalog, per change
         self._last: tuple[Any, Policy | None, frozenset[str]] = (None, None, frozenset())
+        # The last (principal, item, policy) admitted below level 8: its next call needs no check (nothing it depends
+        # on can change without a new object: principals, tools and policies are replaced, not edited).
+        self._admitted: tuple[Any, Any, Any] = (None, None, None)
 
     def level_of(self, item: Any) -> int:
         level = getattr(item, "security_level", None)
@@ -127,12 +130,15 @@ class AccessControl:
         """None when the call may go on; a coroutine to await when it needs verification (levels 8-10); raises
         RefusedError otherwise. Sync on purpose: level 0, the common case, costs one attribute read."""
         item = call.item
+        principal = request.principal
+        admitted = self._admitted
+        if admitted[1] is item and admitted[0] is principal and admitted[2] is self.policy and item is not None:
+            return None
         level = getattr(item, "security_level", None)
         if level is None:
             level = self.policy.levels["default"]
         if level == 0:
             return None
-        principal = request.principal
         if principal is None:
             raise RefusedError(
                 f"{call.kind} {call.name!r} needs an authenticated caller (security level {level}); send credentials",
@@ -142,7 +148,10 @@ class AccessControl:
         scopes = getattr(item, "scopes", ())
         if scopes and not self.scopes_of(principal).issuperset(scopes):
             self._refuse_scopes(call, level, tuple(scopes), self.scopes_of(principal))
-        return self._verify(request, call, principal, level, f"{call.kind} {call.name!r}") if level >= 8 else None
+        if level >= 8:
+            return self._verify(request, call, principal, level, f"{call.kind} {call.name!r}")
+        self._admitted = (principal, item, self.policy)
+        return None
 
     def _refuse_scopes(self, call: Any, level: int, scopes: tuple[str, ...], granted: frozenset[str]) -> None:
         missing = sorted(set(scopes) - granted)

@@ -81,11 +81,12 @@ class Pipeline:
     def admit(self, rctx: RequestContext, call: Call) -> Any:
         """The authorize and limit steps, in that order; the first refusal ends the call. Returns None when every
         step finished at once (the common case: no coroutine is made), else an awaitable of the rest."""
-        steps = (*self.authorizers, *self.limiters)
-        for index, step in enumerate(steps):
-            outcome = step(rctx, call)
-            if hasattr(outcome, "__await__"):
-                return self._admit_rest(outcome, steps[index + 1 :], rctx, call)
+        for steps in (self.authorizers, self.limiters):
+            for index, step in enumerate(steps):
+                outcome = step(rctx, call)
+                if outcome is not None and hasattr(outcome, "__await__"):
+                    rest = steps[index + 1 :] if steps is self.limiters else (*steps[index + 1 :], *self.limiters)
+                    return self._admit_rest(outcome, tuple(rest), rctx, call)
         return None
 
     async def _admit_rest(self, outcome: Any, steps: tuple[Step, ...], rctx: RequestContext, call: Call) -> None:
@@ -217,11 +218,11 @@ class Pipeline:
     def _finish(self, rctx: RequestContext, call: Call, result: dict[str, Any]) -> tuple[dict[str, Any], list[Any]]:
         for sanitise in self.sanitisers:
             result = sanitise(rctx, call, result)
-        pending = []
+        pending = _NONE_PENDING
         for audit in self.auditors:
             outcome = audit(rctx, call, result)
-            if hasattr(outcome, "__await__"):
-                pending.append(outcome)
+            if outcome is not None and hasattr(outcome, "__await__"):
+                pending = [*pending, outcome]
         return result, pending
 
     async def _audit(self, rctx: RequestContext, call: Call, result: dict[str, Any]) -> None:
@@ -251,6 +252,9 @@ class Pipeline:
         if refusal is not None:
             result["_meta"] = refusal.data
         return result
+
+
+_NONE_PENDING: list[Any] = []  # _finish's "no auditor to await" (never appended to: a new list is made instead)
 
 
 def _errored(exc: ProtocolError) -> dict[str, Any]:
