@@ -40,13 +40,15 @@ class BearerBackend:
         self.resource_metadata = resource_metadata
         self.required = required
         self.public_paths = tuple(p.rstrip("/") for p in public_paths)
+        self._public_prefixes = tuple(p + "/" for p in self.public_paths)
         self.challenge = www_authenticate(resource_metadata)  # the 401 for a request with no credentials
         www_authenticate(resource_metadata, "invalid_token", "")  # a URL with a quote fails here, not per request
 
     def authenticate(self, scope: MutableMapping[str, Any]) -> Any:
         """The request's principal, None (anonymous), or an awaitable of either when the token must be verified;
         raises ``HttpError`` to refuse the request. A token verified before costs no await."""
-        if self.is_public(scope.get("path", "")):
+        path = scope.get("path", "")
+        if path in self.public_paths or path.startswith(self._public_prefixes):
             return None
         token = self.bearer_token(scope)
         if token is None:
@@ -71,7 +73,7 @@ class BearerBackend:
         raise NotImplementedError
 
     def is_public(self, path: str) -> bool:
-        return any(path == p or path.startswith(p + "/") for p in self.public_paths)
+        return path in self.public_paths or path.startswith(self._public_prefixes)
 
     def bearer_token(self, scope: MutableMapping[str, Any]) -> str | None:
         """The request's bearer token; None if it has no ``Authorization`` header; raises if that is not one."""
@@ -87,6 +89,8 @@ class BearerBackend:
         raw_headers = scope.get("headers", ())
         if len(headers) < len(raw_headers) and sum(1 for name, _ in raw_headers if name == b"authorization") > 1:
             raise self.bad_request("the request has more than one Authorization header")  # (a name came twice)
+        if raw[:7] == b"Bearer " and 7 < len(raw) <= MAX_TOKEN_LENGTH + 7 and b" " not in raw[7:]:
+            return raw[7:].decode("latin-1")  # the usual form, in one piece (its syntax is checked as below)
         value = raw.decode("latin-1")
         scheme, _, token = value.strip(" ").partition(" ")
         if scheme.lower() != "bearer":

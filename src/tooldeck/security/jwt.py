@@ -88,7 +88,10 @@ class JwtBackend(BearerBackend):
         self.verified: dict[bytes, tuple[Principal, float, str]] = {}
 
     def cached(self, token: str) -> Principal | None:
-        return self._cached(hashlib.sha256(token.encode()).digest())
+        cached = self.verified.get(hashlib.sha256(token.encode()).digest())
+        if cached is not None and self.clock() < cached[1] and cached[2] in self.keys.keys:
+            return cached[0]  # still valid, and its key not withdrawn (_cached forgets it otherwise)
+        return None
 
     def _cached(self, digest: bytes) -> Principal | None:
         cached = self.verified.get(digest)
