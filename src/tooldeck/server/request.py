@@ -118,9 +118,9 @@ class RequestContext:
     def progress_token(self) -> str | int | None:
         """``params._meta.progressToken``, checked: -32602 if it is not a string or an integer."""
         meta = self.params.get("_meta")
-        if meta is None:
-            return None
         if type(meta) is not dict:
+            if meta is None:
+                return None
             raise InvalidParamsError('Invalid params: "_meta" must be an object')
         token = meta.get("progressToken")
         if token is not None and not is_request_id(token):

@@ -311,8 +311,8 @@ class Session:
         if type(outcome) is not Work:
             reply(jsonrpc.result(request.id, outcome))
             return None
-        work = Work(stateless.finishing(rctx, outcome.coro), streams=outcome.streams, own=outcome.own)
-        return self._runner().start(rctx, reply, work, inline=inline)
+        outcome.coro = stateless.finishing(rctx, outcome.coro)  # the handler's own Work, finished for the revision
+        return (runner or self._runner()).start(rctx, reply, outcome, inline=inline)
 
     def receive_stateless(self, obj: Any) -> None:
         """One decoded message on a stdio connection of the 2026-07-28 era: each request stands alone; initialize

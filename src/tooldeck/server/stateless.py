@@ -41,6 +41,7 @@ METHODS = frozenset({"server/discover", "tools/list", "tools/call", "resources/l
 REMOVED = frozenset({"initialize", "ping", "logging/setLevel", "resources/subscribe", "resources/unsubscribe",
                      "tasks/result", "tasks/list"})  # fmt: skip
 LISTS = frozenset({"server/discover", "tools/list", "resources/list", "resources/templates/list", "prompts/list"})
+_ROWS = METHODS - TASK_METHODS - {"server/discover", "subscriptions/listen"}  # served from the method table
 SILENT = len(LOG_LEVELS)  # a log rank no level reaches: the request set no logLevel, so it gets no logs
 
 
@@ -62,11 +63,10 @@ def context(session: Any, request: Request, env: Envelope) -> RequestContext:
     server = session.server
     method = request.method
     params = request.params
-    state = SessionState.of_request(
-        server, env.version, client_capabilities=env.client_capabilities, client_info=env.client_info,
-        principal=connection.principal, log_level=env.log_level, identifies_requestor=connection.identifies_requestor,
-    )  # fmt: skip
-    if env.log_level is None:
+    level = env.log_level
+    state = SessionState.of_request(server, env.version, env.client_capabilities, env.client_info,
+                                    connection.principal, level, connection.identifies_requestor)  # fmt: skip
+    if level is None:
         state.log_rank = SILENT  # the request set no logLevel: no logs for it
     if method not in rounds.ASKING:
         return RequestContext(server, session, request.id, method, params, state)
@@ -80,9 +80,14 @@ def context(session: Any, request: Request, env: Envelope) -> RequestContext:
 
 def answer(rctx: RequestContext) -> Any:
     """What one modern request gets: its finished result, or the ``Work`` that ends in it (``finishing``)."""
-    if rctx.method == "server/discover":
+    method = rctx.method
+    if method in _ROWS:  # most requests: the method table's handler, as ``handler`` finds it
+        row = rctx.server.methods[method]
+        outcome = (row.handler or row.resolve())(rctx)
+    elif method == "server/discover":
         return discover(rctx)
-    outcome = handler(rctx.server, rctx.method)(rctx)
+    else:
+        outcome = handler(rctx.server, method)(rctx)
     return outcome if type(outcome) is Work else finish(rctx, outcome)
 
 
@@ -159,12 +164,20 @@ async def finishing(rctx: RequestContext, work: Coroutine[Any, Any, dict[str, An
     except rounds.InputRequired:
         return rctx.rounds.interim()  # type: ignore[attr-defined]
     if type(rctx) is rounds.RoundTrip:
-        if rctx.asked:  # a function that swallowed the end of its run
-            return rctx.rounds.interim()
+        asked = rctx._rounds
+        if asked is not None and asked.asked:  # a function that swallowed the end of its run (``rctx.asked``)
+            return asked.interim()
         if rctx.method == "tools/call":  # a result made for this call alone: finished in place, no hints
             if result.get("resultType") == "task":  # a CreateTaskResult (task_extension.py): finished already
                 return result
-            return envelope.stamp(result, rctx.server.server_info)
+            # envelope.stamp, spelled out (this runs for every modern tools/call): its _meta replaced, not changed
+            result["resultType"] = "complete"
+            meta = result.get("_meta")
+            info = rctx.server.server_info
+            result["_meta"] = (
+                {**meta, envelope.SERVER_INFO: info} if type(meta) is dict else {envelope.SERVER_INFO: info}
+            )
+            return result
     return finish(rctx, result)
 
 

@@ -13,7 +13,7 @@ import time
 from collections import deque
 from typing import TYPE_CHECKING, Any
 
-from ...server.session import Session, new_key
+from ...server.session import Session
 from ...server.state import SessionState
 
 if TYPE_CHECKING:
@@ -163,21 +163,6 @@ class HttpSession:
         for channel in self.channels.values():
             channel.wake()
         return tasks
-
-    def reusable(self) -> bool:
-        """Whether this carrier of a 2026-07-28 request left nothing behind (no channel, no refusal status, no work
-        running or waiting on the client): then another request may use it (``reuse``)."""
-        runner = self.session.runner
-        return (not self.closed and not self.channels and not self.by_request and not self.status
-                and (runner is None or (not runner.in_flight and not runner.outgoing)))  # fmt: skip
-
-    def reuse(self, principal: Any) -> None:
-        """Carry another 2026-07-28 request: its principal, a fresh session key (audit records tell requests apart)."""
-        session = self.session
-        session.state.principal = principal
-        session.key = new_key()
-        self.connections = 0
-        self.last_active = time.monotonic()
 
     def release(self) -> None:
         """The carrier of one 2026-07-28 request is done: its session lets go of it (the hooks are bound methods of

@@ -29,6 +29,7 @@ from ...protocol.errors import (
 from ...protocol.jsonrpc import Request
 from ...server import stateless
 from ...tools.registry import ToolRegistry
+from ...tools.tool import Tool
 from .mirrored import OWS, SENTINEL, check_params, decode
 from .responses import Headers
 
@@ -38,6 +39,13 @@ STATUS = {INVALID_PARAMS: 400, HEADER_MISMATCH: 400, UNSUPPORTED_PROTOCOL_VERSIO
 # The body member Mcp-Name mirrors, by method (tasks/*: the tasks extension's routing header, SEP-2663).
 NAMED = {"tools/call": "name", "prompts/get": "name", "resources/read": "uri", "tasks/get": "taskId",
          "tasks/update": "taskId", "tasks/cancel": "taskId"}  # fmt: skip
+
+
+# The header forms admit's one pass takes as they stand: the served versions and the known methods, spelled exactly,
+# and (filled as they are met, bounded) Mcp-Name values that need no decoding.
+_SERVED = {version.encode(): version for version in versions.MODERN}
+_KNOWN = {method.encode(): method for method in stateless.METHODS}
+_NAMES: dict[bytes, str] = {}
 
 
 class UnclaimedModernError(HttpError):
@@ -66,20 +74,30 @@ def initialize_problem(request: Request, headers: Headers) -> HeaderMismatchErro
                                f"names it; send initialize without that header or server/discover with the envelope")  # fmt: skip
 
 
-def admit(request: Request, headers: Headers, tools: ToolRegistry | None = None) -> Envelope:
-    """The envelope of a modern POST that passed the ladder; raises the ``ProtocolError`` of the first rung missed
-    (its HTTP status is ``STATUS[code]``). ``tools``: where a tools/call finds its tool's ``Mcp-Param-*`` headers."""
-    env = envelope.read(request.params)
-    _check_headers(request, env, headers)
-    envelope.check_version(env.version)
-    if request.method not in stateless.METHODS:
-        raise stateless.refusal(request.method)
-    if request.method == "tools/call" and tools is not None:
-        name = request.params.get("name")
-        tool = tools.get(name) if type(name) is str else None  # an unknown tool is the handler's -32602
+def admit(request: Request, headers: Headers, tools: ToolRegistry | None = None) -> tuple[Envelope, Tool | None]:
+    """The envelope of a modern POST that passed the ladder, and the tool a tools/call names (None for any other
+    method or an unknown tool); raises the ``ProtocolError`` of the first rung missed (its HTTP status is
+    ``STATUS[code]``). ``tools``: where a tools/call finds its tool and the tool's ``Mcp-Param-*`` headers."""
+    params = request.params
+    env = envelope.read(params)
+    method = request.method
+    member = NAMED.get(method)
+    value = None if member is None else params.get(member)
+    # The usual case in one pass: each mirrored header is exactly the body's value as it stands (a form seen before),
+    # the version is served and the method known. Anything else climbs the ladder rung by rung, for its error.
+    if not (_SERVED.get(headers.get(b"mcp-protocol-version")) == env.version  # type: ignore[arg-type]
+            and _KNOWN.get(headers.get(b"mcp-method")) == method  # type: ignore[arg-type]
+            and (type(value) is not str or _NAMES.get(headers.get(b"mcp-name")) == value)):  # type: ignore[arg-type]  # fmt: skip
+        _check_headers(request, env, headers)
+        envelope.check_version(env.version)
+        if method not in stateless.METHODS:
+            raise stateless.refusal(method)
+    tool = None
+    if method == "tools/call" and tools is not None and type(value) is str:
+        tool = tools.get(value)  # an unknown tool is the handler's -32602
         if tool is not None and tool.mirrored:  # most tools have none: one lookup is all they cost
-            check_params(tool.mirrored, request.params.get("arguments"), headers)
-    return env
+            check_params(tool.mirrored, params.get("arguments"), headers)
+    return env, tool
 
 
 def _check_headers(request: Request, env: Envelope, headers: Headers) -> None:
@@ -103,6 +121,10 @@ def _expect(headers: Headers, key: bytes, name: str, body: str, what: str, *, en
         raise HeaderMismatchError(f"Header mismatch: the {name} header is required (it mirrors {what})")
     value = raw.decode("latin-1")
     if value == body and _plain(value, encoded):  # the usual case: exactly the body's value, nothing to decode
+        if encoded:  # admit's one pass takes this header at once from now on (the last few hundred are kept)
+            if len(_NAMES) >= 256:
+                _NAMES.clear()
+            _NAMES[raw] = value
         return
     value = decode(raw, name) if encoded else value.strip(OWS)
     if value != body:

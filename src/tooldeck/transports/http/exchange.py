@@ -113,7 +113,8 @@ class Endpoint:
             http_session.touch()
             await respond(send, 202, b"", NO_HEADERS)
             return
-        if "_meta" in message.params and envelope.claims_modern(message.params):
+        params = message.params  # the envelope's claim (envelope.claims_modern), spelled out: this runs per POST
+        if "_meta" in params and type(meta := params["_meta"]) is dict and envelope.PROTOCOL_VERSION in meta:
             await self._post_modern(message, headers, principal, json_ok, sse_ok, receive, send)
             return
         initialize = message.method == "initialize"
@@ -134,23 +135,26 @@ class Endpoint:
     async def _post_modern(self, request: Request, headers: Headers, principal: Any, json_ok: bool, sse_ok: bool,
                            receive: Receive, send: Send) -> None:  # fmt: skip
         """A 2026-07-28 request: the ladder of checks, then the request served on its own (no session)."""
-        if self.registry.shutting_down:  # what a 2025 initialize gets, with the id: nothing new starts now
+        registry = self.registry
+        if registry.shutting_down:  # what a 2025 initialize gets, with the id: nothing new starts now
             closing = {"code": SERVER_ERROR, "message": "Service Unavailable: the server is shutting down"}
             await respond_json(send, 503, jsonrpc.error(request.id, closing))
             return
         try:
-            env = eras.admit(request, headers, self.registry.server.tools)
+            env, tool = eras.admit(request, headers, registry.server.tools)
         except ProtocolError as refusal:
             await respond_json(send, eras.STATUS.get(refusal.code, 400), jsonrpc.error(request.id, refusal))
             return
         if request.method == "subscriptions/listen":  # a long-lived stream of its own
             await listen.serve(self, request, env, principal, sse_ok, receive, send)
             return
-        http_session = self.registry.stateless(principal)
+        http_session = registry.stateless(principal)
         try:
             await self._exchange(http_session, request, (request.id,), json_ok, sse_ok, False, receive, send, env)
         finally:
-            self.registry.done_with(http_session, _leaves_nothing(request, self.registry.server))
+            # Nothing of the request can outlive its exchange unless it called a tool that may run as a task (the
+            # task, or a call that continues as one, keeps its request context and its carrier's session).
+            registry.done_with(http_session, tool is None or tool.task_support == "forbidden")
 
     async def _post_batch(self, headers: Headers, principal: Any, batch: list[Any], json_ok: bool, sse_ok: bool,
                           receive: Receive, send: Send) -> None:  # fmt: skip
@@ -229,8 +233,10 @@ class Endpoint:
             if http_session.status:  # a refusal answered on a stream needs no status kept
                 for request_id in request_ids:
                     http_session.status.pop(request_id, None)
-            if http_session.id is None and env is None:
-                http_session.close()  # stateless: nothing outlives the request (a 2026-07-28 one: done_with)
+            if env is not None:
+                pass  # a 2026-07-28 request: its carrier has no state to store, and done_with decides its end
+            elif http_session.id is None:
+                http_session.close()  # stateless: nothing outlives the request
             elif not initialize and http_session.saved != session.state.changes:
                 await self.registry.save(http_session)  # logging/setLevel, resources/subscribe changed the state
 
@@ -373,13 +379,3 @@ async def _read_body(receive: Receive, limit: int, timeout: float) -> bytes | No
     if len(body) > limit:
         raise HttpError(413, INVALID_REQUEST, f"Payload Too Large: the limit is {limit} bytes")
     return body
-
-
-def _leaves_nothing(request: Request, server: Any) -> bool:
-    """Whether nothing of a 2026-07-28 request can outlive its exchange: anything but a call of a tool that may run as a
-    task (the task, or a call that continues as one, keeps its request context and its carrier's session)."""
-    if request.method != "tools/call":
-        return True
-    name = request.params.get("name")
-    tool = server.tools.get(name) if type(name) is str else None
-    return tool is None or tool.task_support == "forbidden"

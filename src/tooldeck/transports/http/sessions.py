@@ -16,6 +16,7 @@ from typing import Any
 
 from ...protocol.errors import INVALID_REQUEST, SERVER_ERROR, SESSION_NOT_FOUND, HttpError
 from ...server.core import Server
+from ...server.session import new_key
 from ...server.state import MemorySessionStore, SessionState, SessionStore, principal_id
 from .channels import HttpSession
 from .events import EventStore
@@ -65,18 +66,24 @@ class SessionRegistry:
         """The sessionless carrier of one 2026-07-28 request: its channel and principal, nothing to remember. One
         that an earlier request left clean is used again (``done_with``): making one costs more than the rest of
         the request's own overhead."""
-        if self._carriers:
-            carrier = self._carriers.pop()
-            carrier.reuse(principal)
+        if self._carriers:  # carry another request: its principal, a fresh session key (audit records tell
+            carrier = self._carriers.pop()  # requests apart); its connection count went back to 0 as it ended
+            session = carrier.session
+            session.state.principal = principal
+            session.key = new_key()
             return carrier
         return HttpSession(self.server, None, principal=principal)
 
     def done_with(self, carrier: HttpSession, reusable: bool) -> None:
         """The exchange of a 2026-07-28 request ended. ``reusable``: nothing of it may outlive the exchange (it made
-        no task); its carrier is kept for another request if it left nothing behind, else closed and let go."""
-        if reusable and len(self._carriers) < MAX_IDLE_CARRIERS and not self.shutting_down and carrier.reusable():
-            self._carriers.append(carrier)
-            return
+        no task); its carrier is kept for another request if it left nothing behind (no channel, no refusal status,
+        no work running or waiting on the client), else closed and let go."""
+        if reusable and len(self._carriers) < MAX_IDLE_CARRIERS and not self.shutting_down:
+            runner = carrier.session.runner
+            if (not carrier.closed and not carrier.channels and not carrier.by_request and not carrier.status
+                    and (runner is None or (not runner.in_flight and not runner.outgoing))):  # fmt: skip
+                self._carriers.append(carrier)
+                return
         carrier.close()
         carrier.release()
 
