@@ -26,6 +26,7 @@ TASKS_EXTENSION = "io.modelcontextprotocol/tasks"  # the extension that carries 
 LOG_LEVELS = ("debug", "info", "notice", "warning", "error", "critical", "alert", "emergency")  # lowest first
 _LOG_LEVELS = frozenset(LOG_LEVELS)
 SCOPES = ("public", "private")
+_new = object.__new__
 
 
 class Envelope(Record):
@@ -57,15 +58,15 @@ def read(params: dict[str, Any]) -> Envelope:
         raise InvalidParamsError(
             f'Invalid params: "_meta" must be an object with "{PROTOCOL_VERSION}" and "{CLIENT_CAPABILITIES}"'
         )
-    if PROTOCOL_VERSION not in meta or CLIENT_CAPABILITIES not in meta:
-        missing = [key for key in (PROTOCOL_VERSION, CLIENT_CAPABILITIES) if key not in meta]
-        raise InvalidParamsError(f"Invalid params: _meta lacks {' and '.join(repr(k) for k in missing)}",
-                                 {"missing": missing})  # fmt: skip
-    version = meta[PROTOCOL_VERSION]
-    if type(version) is not str or not version:
-        raise InvalidParamsError(f'Invalid params: _meta "{PROTOCOL_VERSION}" must be a non-empty string')
-    capabilities = meta[CLIENT_CAPABILITIES]
-    if type(capabilities) is not dict:
+    version = meta.get(PROTOCOL_VERSION)
+    capabilities = meta.get(CLIENT_CAPABILITIES)
+    if type(version) is not str or not version or type(capabilities) is not dict:  # one test for the usual case
+        if PROTOCOL_VERSION not in meta or CLIENT_CAPABILITIES not in meta:
+            missing = [key for key in (PROTOCOL_VERSION, CLIENT_CAPABILITIES) if key not in meta]
+            raise InvalidParamsError(f"Invalid params: _meta lacks {' and '.join(repr(k) for k in missing)}",
+                                     {"missing": missing})  # fmt: skip
+        if type(version) is not str or not version:
+            raise InvalidParamsError(f'Invalid params: _meta "{PROTOCOL_VERSION}" must be a non-empty string')
         raise InvalidParamsError(f'Invalid params: _meta "{CLIENT_CAPABILITIES}" must be an object')
     info = meta.get(CLIENT_INFO)
     if info is not None and (type(info) is not dict or type(info.get("name")) is not str
@@ -76,7 +77,9 @@ def read(params: dict[str, Any]) -> Envelope:
     if level is not None and (type(level) is not str or level not in _LOG_LEVELS):
         raise InvalidParamsError(f"Invalid params: unknown log level {level!r} in _meta; use one of "
                                  f"{', '.join(LOG_LEVELS)}")  # fmt: skip
-    return Envelope(version, capabilities, info, level)
+    env = _new(Envelope)  # Envelope(...) spelled out, member by member: this runs for every modern request
+    env.version, env.client_capabilities, env.client_info, env.log_level = version, capabilities, info, level
+    return env
 
 
 def check_version(version: str) -> None:

@@ -50,7 +50,7 @@ log = logging.getLogger("tooldeck.session")
 # send(message, related): ``related`` is the id of the client request the message belongs to (its response, or a
 # notification sent while it runs), None for messages of the session itself. HTTP routes on it; stdio ignores it.
 Send = Callable[[Any, Any], None]
-_keys = itertools.count(1)
+KEYS = itertools.count(1)  # numbers the session keys of this process: "local-N" (``new_key``)
 
 
 class Reply:
@@ -115,7 +115,7 @@ _Runner: Any = None  # runner.Runner, once the first session has work to run
 
 def new_key() -> str:
     """A session key of this process, for a session with no id of its own."""
-    return f"local-{next(_keys)}"
+    return f"local-{next(KEYS)}"
 
 
 class Session:
@@ -297,8 +297,7 @@ class Session:
             reply(jsonrpc.error(request.id, error))
             return None
         try:
-            rctx = stateless.context(self, request, env)
-            outcome = stateless.answer(rctx)
+            rctx, outcome = stateless.serve(self, request, env)
         except ProtocolError as exc:
             if isinstance(exc, RefusedError) and self.request_refused is not None:
                 self.request_refused(request.id, exc)  # its HTTP status (a refused retry's 400)
@@ -311,7 +310,6 @@ class Session:
         if type(outcome) is not Work:
             reply(jsonrpc.result(request.id, outcome))
             return None
-        outcome.coro = stateless.finishing(rctx, outcome.coro)  # the handler's own Work, finished for the revision
         return (runner or self._runner()).start(rctx, reply, outcome, inline=inline)
 
     def receive_stateless(self, obj: Any) -> None:

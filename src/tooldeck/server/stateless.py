@@ -1,7 +1,7 @@
 """The stateless era (2026-07-28): one request served on its own, from what it carries, with no session.
 
 A modern request names its revision and the client's capabilities in ``params._meta`` (``protocol/envelope.py``
-checks them); this module makes the request context from that envelope (``context``), picks the handler (the same
+checks them); this module makes the request context from that envelope and picks the handler (``serve``; the same
 handlers as a 2025 session's, plus ``server/discover``; the methods 2026-07-28 removed are -32601), and finishes the
 result the way the revision wants it (``finish``: ``resultType``, ``serverInfo`` in ``_meta``, cache hints on
 discover, lists and reads; -32002 becomes -32602). The session (``Session.receive_modern``) drives it, so the call
@@ -29,7 +29,7 @@ from ..protocol.errors import (
 )
 from ..protocol.jsonrpc import Request
 from . import rounds, subscriptions
-from .options import LOG_LEVELS
+from .options import LOG_LEVELS, LOG_RANK
 from .request import RequestContext, Work
 from .state import SessionState
 
@@ -43,6 +43,7 @@ REMOVED = frozenset({"initialize", "ping", "logging/setLevel", "resources/subscr
 LISTS = frozenset({"server/discover", "tools/list", "resources/list", "resources/templates/list", "prompts/list"})
 _ROWS = METHODS - TASK_METHODS - {"server/discover", "subscriptions/listen"}  # served from the method table
 SILENT = len(LOG_LEVELS)  # a log rank no level reaches: the request set no logLevel, so it gets no logs
+_new = object.__new__
 
 
 def known(method: str) -> bool:
@@ -56,39 +57,52 @@ def refusal(method: str) -> MethodNotFoundError:
     return MethodNotFoundError(f"Method not found: {method}")
 
 
-def context(session: Any, request: Request, env: Envelope) -> RequestContext:
-    """The request context of one modern request: the envelope's revision, capabilities, client and log level; the
-    principal of the connection it came on (the stdio user, or the HTTP request's bearer token)."""
+def serve(session: Any, request: Request, env: Envelope) -> tuple[RequestContext, Any]:
+    """One modern request: its request context (the envelope's revision, capabilities, client and log level; the
+    principal of the connection it came on: the stdio user, or the HTTP request's bearer token) and what it gets, its
+    finished result or the handler's ``Work``, its coroutine wrapped in ``finishing``. One function, as this runs for
+    every modern request."""
     connection = session.state
     server = session.server
     method = request.method
     params = request.params
+    # SessionState.of_request, spelled out: what the request carries, the connection's principal and the
+    # capabilities the server declares at the revision (its cached answer).
+    state = _new(SessionState)
+    state.revision = revision = env.version
+    state.client_info = env.client_info
+    state.client_capabilities = env.client_capabilities
+    principal = state.principal = connection.principal
+    identifies = state.identifies_requestor = connection.identifies_requestor
+    key = (revision, identifies or principal is not None)
+    state.capabilities = (server.init_results.get(key) or server.initialize_result(*key))["capabilities"]
     level = env.log_level
-    state = SessionState.of_request(server, env.version, env.client_capabilities, env.client_info,
-                                    connection.principal, level, connection.identifies_requestor)  # fmt: skip
-    if level is None:
-        state.log_rank = SILENT  # the request set no logLevel: no logs for it
-    if method not in rounds.ASKING:
-        return RequestContext(server, session, request.id, method, params, state)
-    rctx = rounds.RoundTrip(server, session, request.id, method, params, state)
-    if "inputResponses" in params or "requestState" in params:
-        rounds.begin(rctx)
+    state.log_rank = SILENT if level is None else LOG_RANK[level]  # no logLevel: no logs for this request
+    state.subscriptions = set()
+    state.changes = 0
+    rctx: RequestContext
+    if method in rounds.ASKING:  # a RoundTrip, made member by member (RequestContext.__init__ spelled out)
+        rctx = trip = _new(rounds.RoundTrip)
+        rctx.server, rctx.peer, rctx.request_id, rctx.method, rctx.params = server, session, request.id, method, params
+        rctx.state = state
+        rctx.cancelled = False
+        trip._rounds = None  # made if the function asks (RoundTrip.rounds)
+        if "inputResponses" in params or "requestState" in params:
+            rounds.begin(trip)
     else:
-        rctx._rounds = None  # made if the function asks (RoundTrip.rounds)
-    return rctx
-
-
-def answer(rctx: RequestContext) -> Any:
-    """What one modern request gets: its finished result, or the ``Work`` that ends in it (``finishing``)."""
-    method = rctx.method
-    if method in _ROWS:  # most requests: the method table's handler, as ``handler`` finds it
-        row = rctx.server.methods[method]
+        rctx = RequestContext(server, session, request.id, method, params, state)
+    # What it gets (the method table's handler for most, as ``handler`` finds it).
+    if method in _ROWS:
+        row = server.methods[method]
         outcome = (row.handler or row.resolve())(rctx)
     elif method == "server/discover":
-        return discover(rctx)
+        return rctx, discover(rctx)
     else:
-        outcome = handler(rctx.server, method)(rctx)
-    return outcome if type(outcome) is Work else finish(rctx, outcome)
+        outcome = handler(server, method)(rctx)
+    if type(outcome) is not Work:
+        return rctx, finish(rctx, outcome)
+    outcome.coro = finishing(rctx, outcome.coro)  # the handler's own Work, finished for the revision
+    return rctx, outcome
 
 
 def handler(server: Any, method: str) -> Any:
