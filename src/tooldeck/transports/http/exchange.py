@@ -130,9 +130,12 @@ class Endpoint:
             if message.method == "subscriptions/listen":  # a long-lived stream of its own
                 await listen.serve(self, message, env, principal, sse_ok, receive, send)
                 return
-            carriers = registry.carriers  # the carrier an earlier request left clean (registry.stateless, spelled
-            if carriers:  # out): its principal, a fresh session key (audit records tell requests apart); its
-                http_session = carriers.pop()  # connection count went back to 0 as that request ended
+            # The carrier an earlier request left clean (registry.stateless, spelled out here) takes this request's
+            # principal and a fresh session key, so audit records tell requests apart; its connection count went
+            # back to 0 as that request ended.
+            carriers = registry.carriers
+            if carriers:
+                http_session = carriers.pop()
                 session = http_session.session
                 session.state.principal = principal
                 session.key = f"local-{next(KEYS)}"
@@ -242,17 +245,17 @@ class Endpoint:
                 await self.sse.stream(http_session, channel, receive, send, prime=True)
         finally:
             http_session.connections -= 1
-            if env is None:  # a 2026-07-28 request's carrier is no live session: no reaper reads its clock
-                http_session.touch()
             if http_session.status:  # a refusal answered on a stream needs no status kept
                 for request_id in request_ids:
                     http_session.status.pop(request_id, None)
-            if env is not None:
-                pass  # a 2026-07-28 request: its carrier has no state to store, and post decides its end
-            elif http_session.id is None:
-                http_session.close()  # stateless: nothing outlives the request
-            elif not initialize and http_session.saved != session.state.changes:
-                await self.registry.save(http_session)  # logging/setLevel, resources/subscribe changed the state
+            # A 2026-07-28 request's carrier is no live session: no reaper reads its clock, it has no state to store,
+            # and post decides its end. A session's own request ends here.
+            if env is None:
+                http_session.touch()
+                if http_session.id is None:
+                    http_session.close()  # stateless: nothing outlives the request
+                elif not initialize and http_session.saved != session.state.changes:
+                    await self.registry.save(http_session)  # logging/setLevel, resources/subscribe changed the state
 
     async def _answer_json(self, http_session: HttpSession, channel: Channel, send: Send, extra: list[Any],
                            modern: bool = False) -> None:  # fmt: skip
