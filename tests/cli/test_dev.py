@@ -17,7 +17,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from http_client import HttpClient, free_port
+from http_client import HttpClient, free_port, initialize_message
 from stdio_client import ROOT, TOOLDECK
 from tooldeck.cli.dev import watched_paths
 from tooldeck.protocol.errors import TargetError
@@ -106,15 +106,25 @@ def running(tmp_path: Path, dev_env: dict[str, str]) -> Iterator[tuple[Dev, str,
 
 
 def tool_names(url: str) -> list[str] | None:
-    """tools/list of a fresh session, or None while no server answers."""
+    """tools/list of a fresh session, or None while no server answers, or while the one answering is stopping for a
+    restart (a stopping server opens no session: 503) or was replaced between two requests (the session is gone: 404)."""
     with HttpClient(url, timeout=5) as http:
         try:
-            session = http.initialize()
-            reply = http.post({"jsonrpc": "2.0", "id": 2, "method": "tools/list"}, session=session).json()
+            init = http.post(initialize_message(), version=None)
+            if init.status_code != 200:
+                assert init.status_code == 503, init.text
+                return None
+            session = init.headers["mcp-session-id"]
+            for message in ({"jsonrpc": "2.0", "method": "notifications/initialized"},
+                            {"jsonrpc": "2.0", "id": 2, "method": "tools/list"}):  # fmt: skip
+                reply = http.post(message, session=session)
+                if reply.status_code in (404, 503):
+                    return None
+                assert reply.status_code in (200, 202), reply.text
         except httpx.TransportError:  # no server listened, or it was stopped for a restart meanwhile
             http.checker.expect_no_messages()
             return None
-    return [tool["name"] for tool in reply["result"]["tools"]]
+    return [tool["name"] for tool in reply.json()["result"]["tools"]]
 
 
 def poll_tools(dev: Dev, url: str, expected: list[str], timeout: float = 30.0) -> None:
