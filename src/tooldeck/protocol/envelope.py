@@ -26,7 +26,6 @@ TASKS_EXTENSION = "io.modelcontextprotocol/tasks"  # the extension that carries 
 LOG_LEVELS = ("debug", "info", "notice", "warning", "error", "critical", "alert", "emergency")  # lowest first
 _LOG_LEVELS = frozenset(LOG_LEVELS)
 SCOPES = ("public", "private")
-_new = object.__new__
 
 
 class Envelope(Record):
@@ -77,9 +76,7 @@ def read(params: dict[str, Any]) -> Envelope:
     if level is not None and (type(level) is not str or level not in _LOG_LEVELS):
         raise InvalidParamsError(f"Invalid params: unknown log level {level!r} in _meta; use one of "
                                  f"{', '.join(LOG_LEVELS)}")  # fmt: skip
-    env = _new(Envelope)  # Envelope(...) spelled out, member by member: this runs for every modern request
-    env.version, env.client_capabilities, env.client_info, env.log_level = version, capabilities, info, level
-    return env
+    return Envelope(version, capabilities, info, level)
 
 
 def check_version(version: str) -> None:

@@ -80,9 +80,7 @@ class Server:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._workers: WorkerPool | None = None
         self._pending_changes: set[str] = set()
-        # Initialize results (and other answers made from what is registered, ``cached``) by key, emptied whenever a
-        # registry or the policy changes; read directly where a request's capabilities are looked up per request.
-        self.init_results: dict[tuple[Any, ...], dict[str, Any]] = {}
+        self._init_results: dict[tuple[Any, ...], dict[str, Any]] = {}
         self._tasks: TaskManager | None = None
         self._request_states: RequestStates | None = None
         self._running_services: list[asyncio.Task[None]] = []
@@ -110,7 +108,7 @@ class Server:
 
     def initialize_result(self, protocol_version: str, identifies_requestor: bool = True) -> dict[str, Any]:
         key = (protocol_version, identifies_requestor)
-        cached = self.init_results.get(key)  # emptied whenever a registry changes
+        cached = self._init_results.get(key)  # emptied whenever a registry changes
         if cached is None:
             capabilities = self.capabilities(identifies_requestor)
             if versions.is_modern(protocol_version):  # tasks are the tasks extension's there (task_extension.py)
@@ -124,15 +122,15 @@ class Server:
             if self.instructions is not None:
                 cached["instructions"] = self.instructions
             cached = revisions.initialize_result(cached, protocol_version)  # what that revision defines, no more
-            self.init_results[key] = cached
+            self._init_results[key] = cached
         return cached
 
     def cached(self, key: tuple[Any, ...], make: Callable[..., dict[str, Any]], *args: Any) -> dict[str, Any]:
         """A result made from what is registered (a server/discover answer, say): ``make(*args)`` once per ``key``,
         forgotten with the initialize results whenever a registry or the policy changes."""
-        found = self.init_results.get(key)
+        found = self._init_results.get(key)
         if found is None:
-            found = self.init_results[key] = make(*args)
+            found = self._init_results[key] = make(*args)
         return found
 
     def request_states(self) -> RequestStates:
@@ -156,7 +154,7 @@ class Server:
         self.policy = policy
         self.access.policy = policy
         self._local_principal = None
-        self.init_results.clear()
+        self._init_results.clear()
 
     def local_principal(self) -> Principal | None:
         """Who a stdio (or in-process) session is: the holder of ``$TOOLDECK_TOKEN`` when the policy lists that API
@@ -260,7 +258,7 @@ class Server:
 
     def changed(self, kind: str) -> None:
         """A registry of ``kind`` changed: one list_changed per burst of changes, published on the loop's thread."""
-        self.init_results.clear()  # capabilities may change with what is registered
+        self._init_results.clear()  # capabilities may change with what is registered
         if not self.bus.subscribers("list_changed"):
             return
         loop = self._loop

@@ -215,14 +215,16 @@ class Pipeline:
             await outcome
         return result
 
-    def _finish(self, rctx: RequestContext, call: Call, result: dict[str, Any]) -> tuple[dict[str, Any], list[Any]]:
+    def _finish(
+        self, rctx: RequestContext, call: Call, result: dict[str, Any]
+    ) -> tuple[dict[str, Any], tuple[Any, ...]]:
         for sanitise in self.sanitisers:
             result = sanitise(rctx, call, result)
-        pending = _NONE_PENDING
+        pending: tuple[Any, ...] = ()  # the auditors to await (the built-in ones are sync: none)
         for audit in self.auditors:
             outcome = audit(rctx, call, result)
             if outcome is not None and hasattr(outcome, "__await__"):
-                pending = [*pending, outcome]
+                pending += (outcome,)
         return result, pending
 
     async def _audit(self, rctx: RequestContext, call: Call, result: dict[str, Any]) -> None:
@@ -252,9 +254,6 @@ class Pipeline:
         if refusal is not None:
             result["_meta"] = refusal.data
         return result
-
-
-_NONE_PENDING: list[Any] = []  # _finish's "no auditor to await" (never appended to: a new list is made instead)
 
 
 def _errored(exc: ProtocolError) -> dict[str, Any]:

@@ -50,7 +50,7 @@ log = logging.getLogger("tooldeck.session")
 # send(message, related): ``related`` is the id of the client request the message belongs to (its response, or a
 # notification sent while it runs), None for messages of the session itself. HTTP routes on it; stdio ignores it.
 Send = Callable[[Any, Any], None]
-KEYS = itertools.count(1)  # numbers the session keys of this process: "local-N" (``new_key``)
+_keys = itertools.count(1)
 
 
 class Reply:
@@ -115,7 +115,7 @@ _Runner: Any = None  # runner.Runner, once the first session has work to run
 
 def new_key() -> str:
     """A session key of this process, for a session with no id of its own."""
-    return f"local-{next(KEYS)}"
+    return f"local-{next(_keys)}"
 
 
 class Session:

@@ -43,6 +43,7 @@ class SessionState:
         cls,
         server: Any,
         revision: str,
+        *,
         client_capabilities: dict[str, Any] | None = None,
         client_info: dict[str, Any] | None = None,
         principal: Any = None,
@@ -55,9 +56,9 @@ class SessionState:
         state.revision = revision
         state.client_info = client_info
         state.client_capabilities = client_capabilities or {}
-        key = (revision, identifies_requestor or principal is not None)
-        cached = server.init_results.get(key)  # the cache initialize_result keeps: one call fewer when it is there
-        state.capabilities = (cached or server.initialize_result(*key))["capabilities"]
+        state.capabilities = server.initialize_result(revision, identifies_requestor or principal is not None)[
+            "capabilities"
+        ]
         state.log_rank = LOG_RANK[log_level or server.options.log_level]
         state.subscriptions = set()
         state.principal = principal

@@ -29,7 +29,7 @@ from ..protocol.errors import (
 )
 from ..protocol.jsonrpc import Request
 from . import rounds, subscriptions
-from .options import LOG_LEVELS, LOG_RANK
+from .options import LOG_LEVELS
 from .request import RequestContext, Work
 from .state import SessionState
 
@@ -41,9 +41,7 @@ METHODS = frozenset({"server/discover", "tools/list", "tools/call", "resources/l
 REMOVED = frozenset({"initialize", "ping", "logging/setLevel", "resources/subscribe", "resources/unsubscribe",
                      "tasks/result", "tasks/list"})  # fmt: skip
 LISTS = frozenset({"server/discover", "tools/list", "resources/list", "resources/templates/list", "prompts/list"})
-_ROWS = METHODS - TASK_METHODS - {"server/discover", "subscriptions/listen"}  # served from the method table
 SILENT = len(LOG_LEVELS)  # a log rank no level reaches: the request set no logLevel, so it gets no logs
-_new = object.__new__
 
 
 def known(method: str) -> bool:
@@ -60,45 +58,29 @@ def refusal(method: str) -> MethodNotFoundError:
 def serve(session: Any, request: Request, env: Envelope) -> tuple[RequestContext, Any]:
     """One modern request: its request context (the envelope's revision, capabilities, client and log level; the
     principal of the connection it came on: the stdio user, or the HTTP request's bearer token) and what it gets, its
-    finished result or the handler's ``Work``, its coroutine wrapped in ``finishing``. One function, as this runs for
-    every modern request."""
+    finished result or the handler's ``Work``, its coroutine wrapped in ``finishing``."""
     connection = session.state
     server = session.server
     method = request.method
     params = request.params
-    # SessionState.of_request, spelled out: what the request carries, the connection's principal and the
-    # capabilities the server declares at the revision (its cached answer).
-    state = _new(SessionState)
-    state.revision = revision = env.version
-    state.client_info = env.client_info
-    state.client_capabilities = env.client_capabilities
-    principal = state.principal = connection.principal
-    identifies = state.identifies_requestor = connection.identifies_requestor
-    key = (revision, identifies or principal is not None)
-    state.capabilities = (server.init_results.get(key) or server.initialize_result(*key))["capabilities"]
-    level = env.log_level
-    state.log_rank = SILENT if level is None else LOG_RANK[level]  # no logLevel: no logs for this request
-    state.subscriptions = set()
-    state.changes = 0
+    state = SessionState.of_request(
+        server, env.version, client_capabilities=env.client_capabilities, client_info=env.client_info,
+        principal=connection.principal, log_level=env.log_level, identifies_requestor=connection.identifies_requestor,
+    )  # fmt: skip
+    if env.log_level is None:
+        state.log_rank = SILENT  # the request set no logLevel: no logs for it
     rctx: RequestContext
-    if method in rounds.ASKING:  # a RoundTrip, made member by member (RequestContext.__init__ spelled out)
-        rctx = trip = _new(rounds.RoundTrip)
-        rctx.server, rctx.peer, rctx.request_id, rctx.method, rctx.params = server, session, request.id, method, params
-        rctx.state = state
-        rctx.cancelled = False
-        trip._rounds = None  # made if the function asks (RoundTrip.rounds)
+    if method in rounds.ASKING:
+        rctx = trip = rounds.RoundTrip(server, session, request.id, method, params, state)
         if "inputResponses" in params or "requestState" in params:
             rounds.begin(trip)
+        else:
+            trip._rounds = None  # made if the function asks (RoundTrip.rounds)
     else:
         rctx = RequestContext(server, session, request.id, method, params, state)
-    # What it gets (the method table's handler for most, as ``handler`` finds it).
-    if method in _ROWS:
-        row = server.methods[method]
-        outcome = (row.handler or row.resolve())(rctx)
-    elif method == "server/discover":
+    if method == "server/discover":
         return rctx, discover(rctx)
-    else:
-        outcome = handler(server, method)(rctx)
+    outcome = handler(server, method)(rctx)
     if type(outcome) is not Work:
         return rctx, finish(rctx, outcome)
     outcome.coro = finishing(rctx, outcome.coro)  # the handler's own Work, finished for the revision
@@ -178,20 +160,12 @@ async def finishing(rctx: RequestContext, work: Coroutine[Any, Any, dict[str, An
     except rounds.InputRequired:
         return rctx.rounds.interim()  # type: ignore[attr-defined]
     if type(rctx) is rounds.RoundTrip:
-        asked = rctx._rounds
-        if asked is not None and asked.asked:  # a function that swallowed the end of its run (``rctx.asked``)
-            return asked.interim()
+        if rctx.asked:  # a function that swallowed the end of its run
+            return rctx.rounds.interim()
         if rctx.method == "tools/call":  # a result made for this call alone: finished in place, no hints
             if result.get("resultType") == "task":  # a CreateTaskResult (task_extension.py): finished already
                 return result
-            # envelope.stamp, spelled out (this runs for every modern tools/call): its _meta replaced, not changed
-            result["resultType"] = "complete"
-            meta = result.get("_meta")
-            info = rctx.server.server_info
-            result["_meta"] = (
-                {**meta, envelope.SERVER_INFO: info} if type(meta) is dict else {envelope.SERVER_INFO: info}
-            )
-            return result
+            return envelope.stamp(result, rctx.server.server_info)
     return finish(rctx, result)
 
 

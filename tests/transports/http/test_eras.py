@@ -227,14 +227,14 @@ async def test_a_modern_request_that_leaves_nothing_behind_hands_its_carrier_to_
     registry = app.registry
     status, body, _ = await answer(client, modern(1, "tools/call", {"name": "add", "arguments": {"a": 1, "b": 2}}))
     assert (status, body["result"]["structuredContent"]) == (200, {"result": 3})
-    (carrier,) = registry.carriers  # left clean: kept
+    (carrier,) = registry._carriers  # left clean: kept
     first_key = carrier.session.key
     status, body, _ = await answer(client, modern(1, "tools/call", {"name": "add", "arguments": {"a": 2, "b": 2}}))
     assert (status, body["result"]["structuredContent"]) == (200, {"result": 4})
-    assert registry.carriers == [carrier] and carrier.session.key != first_key  # the same carrier, a new key
+    assert registry._carriers == [carrier] and carrier.session.key != first_key  # the same carrier, a new key
     assert not carrier.channels and not carrier.session.runner.in_flight
     tasks = {"extensions": {"io.modelcontextprotocol/tasks": {}}}
     status, body, _ = await answer(client, modern(2, "tools/call", {"name": "job"}, capabilities=tasks))
     assert (status, body["result"]["resultType"]) == (200, "task")
-    assert registry.carriers == []  # the task's carrier was not kept (and the one kept before carried it)
+    assert registry._carriers == []  # the task's carrier was not kept (and the one kept before carried it)
     assert carrier.closed

@@ -164,6 +164,13 @@ class HttpSession:
             channel.wake()
         return tasks
 
+    def reusable(self) -> bool:
+        """Whether this carrier of a 2026-07-28 request left nothing behind (no channel, no refusal status, no work
+        running or waiting on the client): then another request may use it (``SessionRegistry.stateless``)."""
+        runner = self.session.runner
+        return (not self.closed and not self.channels and not self.by_request and not self.status
+                and (runner is None or (not runner.in_flight and not runner.outgoing)))  # fmt: skip
+
     def release(self) -> None:
         """The carrier of one 2026-07-28 request is done: its session lets go of it (the hooks are bound methods of
         this object), so the pair is freed at once by reference counting, not later by the cyclic collector. Work

@@ -41,11 +41,9 @@ NAMED = {"tools/call": "name", "prompts/get": "name", "resources/read": "uri", "
          "tasks/update": "taskId", "tasks/cancel": "taskId"}  # fmt: skip
 
 
-# The header forms admit's one pass takes as they stand: the served versions and the known methods, spelled exactly,
-# and (filled as they are met, bounded) Mcp-Name values that need no decoding.
+# The header forms admit's one pass takes as they stand: the served versions and the known methods, spelled exactly.
 _SERVED = {version.encode(): version for version in versions.MODERN}
 _KNOWN = {method.encode(): method for method in stateless.METHODS}
-_NAMES: dict[bytes, str] = {}
 
 
 class UnclaimedModernError(HttpError):
@@ -83,11 +81,11 @@ def admit(request: Request, headers: Headers, tools: ToolRegistry | None = None)
     method = request.method
     member = NAMED.get(method)
     value = None if member is None else params.get(member)
-    # The usual case in one pass: each mirrored header is exactly the body's value as it stands (a form seen before),
+    # The usual case in one pass: each mirrored header is exactly the body's value as it stands,
     # the version is served and the method known. Anything else climbs the ladder rung by rung, for its error.
     if not (_SERVED.get(headers.get(b"mcp-protocol-version")) == env.version  # type: ignore[arg-type]
             and _KNOWN.get(headers.get(b"mcp-method")) == method  # type: ignore[arg-type]
-            and (type(value) is not str or _NAMES.get(headers.get(b"mcp-name")) == value)):  # type: ignore[arg-type]  # fmt: skip
+            and (type(value) is not str or _plain_header(headers.get(b"mcp-name"), value))):  # fmt: skip
         _check_headers(request, env, headers)
         envelope.check_version(env.version)
         if method not in stateless.METHODS:
@@ -121,14 +119,15 @@ def _expect(headers: Headers, key: bytes, name: str, body: str, what: str, *, en
         raise HeaderMismatchError(f"Header mismatch: the {name} header is required (it mirrors {what})")
     value = raw.decode("latin-1")
     if value == body and _plain(value, encoded):  # the usual case: exactly the body's value, nothing to decode
-        if encoded:  # admit's one pass takes this header at once from now on (the last few hundred are kept)
-            if len(_NAMES) >= 256:
-                _NAMES.clear()
-            _NAMES[raw] = value
         return
     value = decode(raw, name) if encoded else value.strip(OWS)
     if value != body:
         raise HeaderMismatchError(f"Header mismatch: {name} is {value!r} but {what} is {body!r}")
+
+
+def _plain_header(raw: bytes | None, body: str) -> bool:
+    """Whether an ``Mcp-Name`` header is exactly ``body``, needing no decoding (what ``_expect`` accepts at once)."""
+    return raw is not None and raw.decode("latin-1") == body and _plain(body, True)
 
 
 def _plain(value: str, encoded: bool) -> bool:

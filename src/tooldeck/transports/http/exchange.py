@@ -26,13 +26,13 @@ from ...protocol.errors import (
     ProtocolError,
 )
 from ...protocol.jsonrpc import Invalid, Notification, Request
-from ...server.session import KEYS, batch_problem
+from ...server.session import batch_problem
 from . import eras, listen
 from .auth import PRINCIPAL
 from .channels import Channel, HttpSession
 from .guard import HEADERS
 from .responses import JSON, NO_HEADERS, SSE, Headers, Receive, Scope, Send, error, respond, respond_json, start
-from .sessions import MAX_IDLE_CARRIERS, SessionRegistry
+from .sessions import SessionRegistry
 from .sse import SseWriter
 
 _VERSIONS = {version.encode(): version for version in versions.SUPPORTED}
@@ -113,49 +113,8 @@ class Endpoint:
             http_session.touch()
             await respond(send, 202, b"", NO_HEADERS)
             return
-        params = message.params  # the envelope's claim (envelope.claims_modern), spelled out: this runs per POST
-        if "_meta" in params and type(meta := params["_meta"]) is dict and envelope.PROTOCOL_VERSION in meta:
-            # A 2026-07-28 request: the ladder of checks, then the request served on its own (no session). Here, not
-            # in a coroutine of its own: the one request of this era that is usual pays for no further frame.
-            registry = self.registry
-            if registry.shutting_down:  # what a 2025 initialize gets, with the id: nothing new starts now
-                closing = {"code": SERVER_ERROR, "message": "Service Unavailable: the server is shutting down"}
-                await respond_json(send, 503, jsonrpc.error(message.id, closing))
-                return
-            try:
-                env, tool = eras.admit(message, headers, registry.server.tools)
-            except ProtocolError as refusal:
-                await respond_json(send, eras.STATUS.get(refusal.code, 400), jsonrpc.error(message.id, refusal))
-                return
-            if message.method == "subscriptions/listen":  # a long-lived stream of its own
-                await listen.serve(self, message, env, principal, sse_ok, receive, send)
-                return
-            # The carrier an earlier request left clean (registry.stateless, spelled out here) takes this request's
-            # principal and a fresh session key, so audit records tell requests apart; its connection count went
-            # back to 0 as that request ended.
-            carriers = registry.carriers
-            if carriers:
-                http_session = carriers.pop()
-                session = http_session.session
-                session.state.principal = principal
-                session.key = f"local-{next(KEYS)}"
-            else:
-                http_session = registry.stateless(principal)
-            try:
-                await self._exchange(http_session, message, (message.id,), json_ok, sse_ok, False, receive, send, env)
-            finally:
-                # The carrier is kept for another request if nothing of this one can outlive its exchange (it called
-                # no tool that may run as a task: the task, or a call that continues as one, keeps its request context
-                # and its carrier's session) and it left nothing behind (no channel, no refusal status, no work
-                # running or waiting on the client); else it is closed and let go.
-                runner = http_session.session.runner
-                if ((tool is None or tool.task_support == "forbidden") and len(carriers) < MAX_IDLE_CARRIERS
-                        and not registry.shutting_down and not http_session.closed and not http_session.channels
-                        and not http_session.by_request and not http_session.status
-                        and (runner is None or (not runner.in_flight and not runner.outgoing))):  # fmt: skip
-                    carriers.append(http_session)
-                else:
-                    registry.let_go(http_session)
+        if "_meta" in message.params and envelope.claims_modern(message.params):
+            await self._post_modern(message, headers, principal, json_ok, sse_ok, receive, send)
             return
         initialize = message.method == "initialize"
         try:
@@ -171,6 +130,30 @@ class Endpoint:
             await respond_json(send, 400, jsonrpc.error(message.id, {"code": refusal.code, "message": refusal.message}))
             return
         await self._exchange(http_session, message, (message.id,), json_ok, sse_ok, initialize, receive, send)
+
+    async def _post_modern(self, request: Request, headers: Headers, principal: Any, json_ok: bool, sse_ok: bool,
+                           receive: Receive, send: Send) -> None:  # fmt: skip
+        """A 2026-07-28 request: the ladder of checks, then the request served on its own (no session)."""
+        registry = self.registry
+        if registry.shutting_down:  # what a 2025 initialize gets, with the id: nothing new starts now
+            closing = {"code": SERVER_ERROR, "message": "Service Unavailable: the server is shutting down"}
+            await respond_json(send, 503, jsonrpc.error(request.id, closing))
+            return
+        try:
+            env, tool = eras.admit(request, headers, registry.server.tools)
+        except ProtocolError as refusal:
+            await respond_json(send, eras.STATUS.get(refusal.code, 400), jsonrpc.error(request.id, refusal))
+            return
+        if request.method == "subscriptions/listen":  # a long-lived stream of its own
+            await listen.serve(self, request, env, principal, sse_ok, receive, send)
+            return
+        http_session = registry.stateless(principal)
+        try:
+            await self._exchange(http_session, request, (request.id,), json_ok, sse_ok, False, receive, send, env)
+        finally:
+            # Nothing of the request can outlive its exchange unless it called a tool that may run as a task (the
+            # task, or a call that continues as one, keeps its request context and its carrier's session).
+            registry.done_with(http_session, tool is None or tool.task_support == "forbidden")
 
     async def _post_batch(self, headers: Headers, principal: Any, batch: list[Any], json_ok: bool, sse_ok: bool,
                           receive: Receive, send: Send) -> None:  # fmt: skip

@@ -16,7 +16,7 @@ from typing import Any
 
 from ...protocol.errors import INVALID_REQUEST, SERVER_ERROR, SESSION_NOT_FOUND, HttpError
 from ...server.core import Server
-from ...server.session import KEYS
+from ...server.session import new_key
 from ...server.state import MemorySessionStore, SessionState, SessionStore, principal_id
 from .channels import HttpSession
 from .events import EventStore
@@ -43,7 +43,7 @@ class SessionRegistry:
         self.live: dict[str, HttpSession] = {}
         self.shutting_down = False
         self._reaper: asyncio.Task[None] | None = None
-        self.carriers: list[HttpSession] = []  # carriers of 2026-07-28 requests, idle, for the next ones
+        self._carriers: list[HttpSession] = []  # carriers of 2026-07-28 requests, idle, for the next ones
 
     def create(self, principal: Any, *, stateless: bool = False) -> HttpSession:
         """A session for an initialize request (registered once the answer says it succeeded); ``stateless``: one
@@ -64,19 +64,23 @@ class SessionRegistry:
 
     def stateless(self, principal: Any) -> HttpSession:
         """The sessionless carrier of one 2026-07-28 request: its channel and principal, nothing to remember. One
-        that an earlier request left clean is used again (the exchange puts it back in ``carriers``): making one
-        costs more than the rest of the request's own overhead."""
-        if self.carriers:  # carry another request: its principal, a fresh session key (audit records tell
-            carrier = self.carriers.pop()  # requests apart); its connection count went back to 0 as it ended
+        that an earlier request left clean is used again (``done_with``): making one costs more than the rest of
+        the request's own overhead. It takes the new request's principal and a fresh session key (audit records tell
+        requests apart); its connection count went back to 0 as the earlier request ended."""
+        if self._carriers:
+            carrier = self._carriers.pop()
             session = carrier.session
             session.state.principal = principal
-            session.key = f"local-{next(KEYS)}"  # new_key(), spelled out: this runs for every 2026-07-28 request
+            session.key = new_key()
             return carrier
         return HttpSession(self.server, None, principal=principal)
 
-    def let_go(self, carrier: HttpSession) -> None:
-        """A 2026-07-28 request's carrier that is not kept for another request (its request made a task, or left
-        something behind, or enough carriers are idle): closed, and its session lets go of it."""
+    def done_with(self, carrier: HttpSession, reusable: bool) -> None:
+        """The exchange of a 2026-07-28 request ended. ``reusable``: nothing of it may outlive the exchange (it made
+        no task); its carrier is kept for another request if it left nothing behind, else closed and let go."""
+        if reusable and len(self._carriers) < MAX_IDLE_CARRIERS and not self.shutting_down and carrier.reusable():
+            self._carriers.append(carrier)
+            return
         carrier.close()
         carrier.release()
 
