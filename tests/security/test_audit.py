@@ -616,84 +616,29 @@ class _Item:
         self.version, self.security_level, self.input_schema = version, level, schema
 
 
-@pytest.mark.parametrize(
-    ("facts", "names"),
-    [
-        pytest.param(
-            (
-                7,
-                "s-1",
-                Principal("alice", method="jwt"),
-                "deploy",
-                ("1.2.0", 7),
-                "allowed",
-                None,
-                "ok",
-                12.5,
-                {"b": [1, {"y": 2, "x": 1}], "a": 'é\u2028"'},
-            ),
-            (),
-            id="allowed",
-        ),
-        pytest.param(
-            ('r-"1"', None, None, "resource:res://x", (None, None), "refused", 'no "scope" ✗', "refused", 0.0004, {}),
-            (),
-            id="refused-anonymous",
-        ),
-        pytest.param(
-            (
-                None,
-                "s",
-                Principal("bob"),
-                "t",
-                ("2", 3),
-                "allowed",
-                None,
-                "error",
-                None,
-                {"user": "a", "token": "s3cret"},
-            ),
-            (),
-            id="writeOnly",
-        ),
-        pytest.param(
-            (
-                3,
-                "s",
-                Principal("bob"),
-                "t",
-                (None, 0),
-                "allowed",
-                None,
-                "input_required",
-                1e-7,
-                {"user": "a", "Password": "p"},
-            ),
-            ("password",),
-            id="redacted-name",
-        ),
-    ],
-)
-def test_call_records_encode_what_audit_record_makes(facts: tuple[Any, ...], names: tuple[str, ...]) -> None:
-    from tooldeck.security.audit import CallRecords, canonical_arguments
+def test_call_records_keep_a_sessions_shared_part_only_for_the_same_principal_and_tool() -> None:
+    """The part of a record a session repeats is kept per (session, principal, tool) by identity: another principal
+    object, or another tool object of the same name (a new version, say), gets its own."""
+    from tooldeck.security.audit import CallRecords
 
-    request_id, session, principal, tool, (version, level), decision, reason, outcome, duration, arguments = facts
-    schema = {"type": "object", "properties": {"token": {"type": "string", "writeOnly": True}}}
-    item = _Item(version, level, schema)
-    records = CallRecords(names, lambda called: called.security_level)
-    encoded = (T0, request_id, session, principal, tool, item, decision, reason, outcome, duration,
-               canonical_arguments(arguments))  # fmt: skip
-    fast, slow = MemoryAuditSink(), MemoryAuditSink()
-    for _ in range(2):  # the second record takes the shared part from the cache
-        fast.write(functools.partial(records.encode, encoded))
-        slow.write(audit_record(time=T0, request_id=request_id, session=session, principal=principal, tool=tool,
-                                version=version, security_level=level, decision=decision, reason=reason,
-                                arguments=arguments, input_schema=schema, redact_names=names, outcome=outcome,
-                                duration_ms=duration))  # fmt: skip
-    unchained = [[{k: v for k, v in record.items() if k != "prev"} for record in sink.records] for sink in (fast, slow)]
-    assert unchained[0] == unchained[1]  # the lines may differ in key order within arguments, so their hashes do
-    assert b"s3cret" not in fast.lines[0] and b'"p"' not in fast.lines[0]
-    assert verify_lines(fast.lines)
+    secret = {"type": "object", "properties": {"token": {"type": "string", "writeOnly": True}}}
+    old, new = _Item("1.0.0", 3, None), _Item("2.0.0", 5, secret)
+    records, sink = CallRecords((), lambda item: item.security_level), MemoryAuditSink()
+    calls = [(ALICE, old), (ALICE, old), (BOB, old), (ALICE, new)]
+    for principal, item in calls:
+        facts = (T0, 1, "s-1", principal, "deploy", item, "allowed", None, "ok", 1.0, b'{"token":"t"}')
+        sink.write(functools.partial(records.encode, facts))
+    shown = [(r["principal"], r["auth"], r["version"], r["security_level"], r["arguments"]) for r in sink.records]
+    assert shown == [
+        ("alice", "jwt", "1.0.0", 3, {"token": "t"}),
+        ("alice", "jwt", "1.0.0", 3, {"token": "t"}),
+        ("bob", "token", "1.0.0", 3, {"token": "t"}),
+        ("alice", "jwt", "2.0.0", 5, {"token": REDACTED}),  # the new version's schema marks the token secret
+    ]
+    assert verify_lines(sink.lines)
+
+
+ALICE, BOB = Principal("alice", method="jwt"), Principal("bob")
 
 
 def verify_lines(lines: list[bytes]) -> bool:
@@ -709,5 +654,5 @@ def test_call_records_refuse_words_they_do_not_know() -> None:
     from tooldeck.security.audit import CallRecords
 
     records = CallRecords((), lambda item: 0)
-    with pytest.raises(ValueError, match="not a call record"):
-        records.encode((T0, 1, None, None, "t", None, "allowed", None, "refused", 1.0, b"{}"))
+    with pytest.raises(ValueError, match="a refused call did not run: its outcome is 'refused', not 'ok'"):
+        records.encode((T0, 1, None, None, "t", None, "refused", "no", "ok", 1.0, b"{}"))

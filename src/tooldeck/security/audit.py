@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
-from .audit_chain import GENESIS, AuditError, format_time, format_time_bytes, line_hash
+from .audit_chain import GENESIS, AuditError, format_time_bytes, line_hash
 from .audit_sinks import FSYNC_MODES, AuditSink, FileAuditSink, MemoryAuditSink, StderrAuditSink
 from .audit_verify import VerifyReport, verify
 
@@ -83,48 +83,45 @@ def audit_record(
     """One call's record, ready for ``AuditSink.write`` (which adds ``seq`` and ``prev``). ``time`` is seconds since
     the epoch; ``principal`` None is an anonymous caller; ``decision`` is the policy's ("allowed" or "refused", with
     its ``reason``); ``outcome`` is how the call ended (one of ``OUTCOMES``: a refused call's is "refused").
-    ``arguments`` may come already encoded as canonical JSON (``canonical_arguments``): with nothing to redact, the
-    record then holds those bytes as they are (an ``orjson.Fragment``), and no second encoding is made."""
+    ``arguments`` may come already encoded as canonical JSON (``canonical_arguments``). The record is the one the
+    call auditor writes (``CallRecords`` makes both), as a dict."""
+    canonical = arguments if type(arguments) is bytes else canonical_arguments(arguments)
+    called = _Called(version, security_level, input_schema)
+    line = CallRecords(redact_names, _own_level).encode(
+        (time, request_id, session, principal, tool, called, decision, reason, outcome, duration_ms, canonical)
+    )
+    return orjson.loads(b"{" + line[1:])
+
+
+class _Called:
+    """What ``audit_record`` is told of the tool called, in the shape ``CallRecords`` reads it from a tool."""
+
+    __slots__ = ("version", "security_level", "input_schema")
+
+    def __init__(self, version: str | None, security_level: int | None, schema: dict[str, Any] | None) -> None:
+        self.version, self.security_level, self.input_schema = version, security_level, schema
+
+
+def _own_level(called: _Called) -> int | None:
+    return called.security_level
+
+
+_DECIDED = {word: word.encode() for word in DECISIONS}
+_ENDED = {word: word.encode() for word in OUTCOMES}
+
+
+def _refuse_words(decision: str, outcome: str) -> None:
+    """Raise ValueError for a decision or outcome a record cannot have (or a refused call that ran)."""
     if decision not in DECISIONS:
         raise ValueError(f"decision must be 'allowed' or 'refused', got {decision!r}")
     if outcome not in OUTCOMES:
         raise ValueError(f"outcome must be one of {', '.join(map(repr, OUTCOMES))}, got {outcome!r}")
-    if decision == "refused" and outcome != "refused":
-        raise ValueError(f"a refused call did not run: its outcome is 'refused', not {outcome!r}")
-    shown: Any
-    if type(arguments) is bytes and not _may_redact(input_schema, redact_names):
-        canonical = arguments
-        shown = orjson.Fragment(canonical)
-    else:
-        if type(arguments) is bytes:
-            arguments = orjson.loads(arguments)
-        shown = redact(arguments or {}, input_schema, redact_names)
-        canonical = orjson.dumps(shown, default=repr, option=_CANONICAL)
-    return {
-        "time": format_time(time),
-        "event": "call",
-        "request_id": request_id,
-        "session": session,
-        "principal": principal.subject if principal is not None else None,
-        "auth": principal.method if principal is not None else None,
-        "tool": tool,
-        "version": version,
-        "security_level": security_level,
-        "decision": decision,
-        "reason": reason,
-        "outcome": outcome,
-        "duration_ms": round(duration_ms, 3) if duration_ms is not None else None,
-        "arguments_digest": _digest(canonical),
-        "arguments": shown,
-    }
-
-
-_WORDS = {word: word.encode() for word in (*DECISIONS, *OUTCOMES)}
+    raise ValueError(f"a refused call did not run: its outcome is 'refused', not {outcome!r}")
 
 
 class CallRecords:
-    """Call records encoded straight to the bytes ``Chain.encode`` takes: the members ``audit_record`` would make,
-    in its order and with its values, without building a dict and encoding it.
+    """Call records encoded straight to the bytes ``Chain.encode`` takes (``audit_record`` has them as a dict), without
+    building a dict and encoding it.
 
     A session's calls repeat most of a record — session, principal, tool, version, level, whether anything needs
     redacting — so that part is encoded once per (session, principal, tool) and kept (a bounded cache).
@@ -141,8 +138,8 @@ class CallRecords:
 
     def encode(self, facts: tuple[Any, ...]) -> bytes:
         now, request_id, session, principal, tool, item, decision, reason, outcome, duration, arguments = facts
-        if decision not in _WORDS or outcome not in _WORDS or (decision == "refused") != (outcome == "refused"):
-            raise ValueError(f"not a call record: decision {decision!r}, outcome {outcome!r}")
+        if decision not in _DECIDED or outcome not in _ENDED or (decision == "refused" and outcome != "refused"):
+            _refuse_words(decision, outcome)
         key = (session, id(principal), tool, id(item))
         known = self._shared.get(key)
         if known is None or known[0] is not principal or known[1] is not item:
@@ -155,8 +152,8 @@ class CallRecords:
                                      option=_CANONICAL)  # fmt: skip
         return b',"time":"%s","event":"call","request_id":%s,%s,"decision":"%s","reason":%s,"outcome":"%s",' \
                b'"duration_ms":%s,"arguments_digest":"sha256:%s","arguments":%s}' % (
-            format_time_bytes(now), orjson.dumps(request_id, default=repr), known[2], _WORDS[decision],
-            b"null" if reason is None else orjson.dumps(reason), _WORDS[outcome],
+            format_time_bytes(now), orjson.dumps(request_id, default=repr), known[2], _DECIDED[decision],
+            b"null" if reason is None else orjson.dumps(reason), _ENDED[outcome],
             b"null" if duration is None else b"%.3f" % duration, hashlib.sha256(arguments).hexdigest().encode(),
             arguments)  # fmt: skip
 
