@@ -88,10 +88,7 @@ class JwtBackend(BearerBackend):
         self.verified: dict[bytes, tuple[Principal, float, str]] = {}
 
     def cached(self, token: str) -> Principal | None:
-        cached = self.verified.get(hashlib.sha256(token.encode()).digest())
-        if cached is not None and self.clock() < cached[1] and cached[2] in self.keys.keys:
-            return cached[0]  # still valid, and its key not withdrawn (_cached forgets it otherwise)
-        return None
+        return self._cached(hashlib.sha256(token.encode()).digest())
 
     def _cached(self, digest: bytes) -> Principal | None:
         cached = self.verified.get(digest)
