@@ -148,10 +148,12 @@ async def test_a_valid_token_gives_its_principal(jwks_file: Path, key: Any, kid:
         scopes={"tools:read", "tools:call"},
         roles={"admin"},
         method="jwt",
+        issuer=ISSUER,
         auth_time=float(NOW - 60),
         expires_at=float(NOW + 600),
         claims=claims(),
     )
+    assert principal.id == f"jwt:{ISSUER}#alice"  # the full identity: never the bare subject
 
 
 async def test_authenticate_reads_the_authorization_header(jwks_file: Path) -> None:

@@ -251,9 +251,9 @@ def test_each_limit_counts_against_its_own_key() -> None:
     limits = every_limit()
     found = limits.buckets(Request(Principal("ada")), Call("tool", "search"))
     assert [(key, label) for key, label, _ in found] == [
-        ("principal:ada", "per principal"),
+        ("principal:token:ada", "per principal"),
         ("tool:search", "per tool"),
-        ("principal:ada/tool:search", "per principal and tool"),
+        ("principal:token:ada/tool:search", "per principal and tool"),
         ("global", "global"),
     ]
 
@@ -261,7 +261,7 @@ def test_each_limit_counts_against_its_own_key() -> None:
 @pytest.mark.parametrize("kind", ["resource", "prompt"])
 def test_resources_and_prompts_count_against_the_principal_and_global_buckets_only(kind: str) -> None:
     found = every_limit().buckets(Request(Principal("ada")), Call(kind, "data://x"))
-    assert [key for key, _, _ in found] == ["principal:ada", "global"]
+    assert [key for key, _, _ in found] == ["principal:token:ada", "global"]
 
 
 @pytest.mark.parametrize(
@@ -270,7 +270,7 @@ def test_resources_and_prompts_count_against_the_principal_and_global_buckets_on
      ({"anonymous_key": "public"}, Request(), "anonymous:public"),
      ({"anonymous_key": lambda r: r.session}, Request(session="s-123"), "anonymous:s-123"),
      ({"anonymous_key": lambda r: r.session}, Request(), "anonymous:anonymous"),
-     ({"anonymous_key": "public"}, Request(Principal("ada")), "principal:ada"),
+     ({"anonymous_key": "public"}, Request(Principal("ada")), "principal:token:ada"),
      ({}, Request({"sub": "bob"}), "principal:bob")],
 )  # fmt: skip
 def test_an_anonymous_request_is_keyed_by_the_fallback(options: dict[str, Any], request_: Request, key: str) -> None:
@@ -334,7 +334,7 @@ def test_a_refusal_takes_from_no_bucket(atomic: bool) -> None:
     for _ in range(3):
         with pytest.raises(RateLimitedError, match=r"\(per tool: 1/s\)"):
             limits.step(Request(Principal("ada")), Call("tool", "t"))
-    assert bucket.peek("principal:ada", 1.0, 5, cost=4) == 0.0  # only the admitted call was taken
+    assert bucket.peek("principal:token:ada", 1.0, 5, cost=4) == 0.0  # only the admitted call was taken
     assert bucket.peek("global", 1.0, 5, cost=4) == 0.0
     assert bucket.peek("global", 1.0, 5, cost=5) == 1.0
 
@@ -343,7 +343,7 @@ def test_without_acquire_all_every_bucket_is_checked_before_any_is_taken_from() 
     plain = PlainLimiter(MemoryRateLimiter(clock=Clock()))
     limits = RateLimits(plain, per_principal=Limit(1.0, 5), per_tool=Limit(1.0, 5), global_=Limit(1.0, 5))
     limits.step(Request(Principal("ada")), Call("tool", "t"))
-    keys = ["principal:ada", "tool:t", "global"]
+    keys = ["principal:token:ada", "tool:t", "global"]
     assert plain.calls == [f"peek {key}" for key in keys] + [f"acquire {key}" for key in keys]
 
 
@@ -352,7 +352,7 @@ def test_a_call_that_loses_a_race_after_the_check_is_refused_and_what_it_took_st
     limits = RateLimits(PlainLimiter(inner, refuse_acquire="global"), per_principal=Limit(1.0, 5), global_="1/s")
     with pytest.raises(RateLimitedError, match=r"^Rate limit exceeded \(global: 1/s\); retry in 9.0 s$"):
         limits.step(Request(Principal("ada")), Call("tool", "t"))
-    assert inner.peek("principal:ada", 1.0, 5, cost=5) == 1.0  # documented: errs towards refusing
+    assert inner.peek("principal:token:ada", 1.0, 5, cost=5) == 1.0  # documented: errs towards refusing
 
 
 @pytest.mark.usefixtures("eager_switching")
@@ -466,7 +466,7 @@ async def test_an_asynchronous_limiter_is_awaited() -> None:
     outcome = limits.step(Request(Principal("ada")), Call("tool", "t"))
     assert outcome is not None
     await outcome
-    assert networked.calls == ["peek principal:ada", "peek global", "acquire principal:ada", "acquire global"]
+    assert networked.calls == ["peek principal:token:ada", "peek global", "acquire principal:token:ada", "acquire global"]
     outcome = limits.step(Request(Principal("ada")), Call("tool", "t"))
     assert outcome is not None
     with pytest.raises(RateLimitedError, match=r"^Rate limit exceeded \(per principal: 1/s\); retry in 1.0 s$"):

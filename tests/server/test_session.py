@@ -344,7 +344,7 @@ def test_every_method_of_the_table_resolves_to_its_handler() -> None:
     for name, method in table.items():
         assert callable(method.resolve()), name
     later = {name for name, method in table.items() if method.later}
-    assert later == {"tools/call", "resources/read", "prompts/get", "completion/complete", "tasks/get",
+    assert later == {"tools/call", "resources/read", "resources/subscribe", "prompts/get", "completion/complete", "tasks/get",
                      "tasks/result", "tasks/list", "tasks/cancel"}  # fmt: skip
 
 

@@ -134,7 +134,15 @@ def rate_limits(limits: dict[str, Any]) -> Any:
 
     return RateLimits(per_principal=spec("per_principal"), per_tool=spec("per_tool"),
                       per_principal_tool=spec("per_principal_tool"), global_=spec("global"),
-                      anonymous_key=lambda request: getattr(request.peer, "key", None))  # fmt: skip
+                      anonymous_key=anonymous_key)  # fmt: skip
+
+
+def anonymous_key(request: Any) -> str | None:
+    """Whose bucket an anonymous call takes from: its client's address where the transport knows one (over HTTP a
+    new session, or a 2026-07-28 request with none, is no new caller); else its connection (stdio: one client)."""
+    peer = request.peer
+    address = getattr(peer, "address", None)
+    return f"address:{address}" if address is not None else f"session:{getattr(peer, 'key', None)}"
 
 
 class InputStep:

@@ -3,10 +3,11 @@
 A token is accepted when its signature verifies with the issuer's key named by its ``kid``, with an asymmetric
 algorithm from the configured list (never ``none``, never HMAC: a public key must not double as a shared secret),
 and its claims hold: ``iss`` is the issuer, ``aud`` names this server (RFC 8707: exact match with its canonical
-URI), ``sub`` is a string, ``exp`` is not past and ``nbf``/``iat`` not ahead (each within ``leeway``).
+URI), ``sub`` is a string, ``exp`` is not past and ``nbf``/``iat``/``auth_time`` not ahead (each within ``leeway``).
 
-A verified token is remembered (by its SHA-256, never the token itself) until it expires, so a client's next
-request costs a dictionary lookup rather than a signature check. The token is used for nothing else: it is not
+A verified token is remembered (by its SHA-256, never the token itself) until it expires, as long as its key is in
+a key set fetched within ``cache_ttl``, so a client's next request costs a dictionary lookup rather than a signature
+check. The token is used for nothing else: it is not
 logged, not stored, not put in the principal, and never forwarded to another service (MCP forbids token
 passthrough; a tool that calls an upstream API gets its own credentials).
 """
@@ -94,7 +95,11 @@ class JwtBackend(BearerBackend):
         cached = self.verified.get(digest)
         if cached is not None:
             principal, until, cached_kid = cached
-            if self.clock() < until and cached_kid in self.keys.keys:  # still valid, and its key not withdrawn
+            keys = self.keys
+            now = self.clock()
+            # Still valid, its key not withdrawn, and the key set current: a verdict is trusted no longer than its
+            # key is known to be the issuer's (past cache_ttl the token is verified again, which refreshes the set).
+            if now < until and cached_kid in keys.keys and now - keys.fetched_at < keys.cache_ttl:
                 return principal
             del self.verified[digest]
         return None
@@ -143,8 +148,8 @@ class JwtBackend(BearerBackend):
         if not claims["sub"]:
             raise self.invalid("the token's 'sub' claim is empty")
         now, leeway = self.clock(), self.leeway
-        exp, nbf, iat = claims["exp"], claims.get("nbf"), claims.get("iat")
-        for name, value in (("exp", exp), ("nbf", nbf), ("iat", iat)):
+        exp, nbf, iat, auth_time = claims["exp"], claims.get("nbf"), claims.get("iat"), claims.get("auth_time")
+        for name, value in (("exp", exp), ("nbf", nbf), ("iat", iat), ("auth_time", auth_time)):
             if value is not None and (isinstance(value, bool) or not isinstance(value, int | float)):
                 raise self.invalid(f"the token's {name!r} claim is not a number")
         if now >= exp + leeway:
@@ -153,6 +158,8 @@ class JwtBackend(BearerBackend):
             raise self.invalid("the token is not valid yet (nbf)")
         if iat is not None and iat > now + leeway:
             raise self.invalid("the token was issued in the future (iat)")
+        if auth_time is not None and auth_time > now + leeway:  # it would pass as a recent authentication for ever
+            raise self.invalid("the token's authentication time is in the future (auth_time)")
         return claims
 
     def principal(self, claims: dict[str, Any]) -> Principal:
@@ -167,8 +174,8 @@ class JwtBackend(BearerBackend):
         roles = [r for r in roles if isinstance(r, str)] if isinstance(roles, list) else []
         auth_time = claims.get("auth_time")
         auth_time = float(auth_time) if isinstance(auth_time, int | float) and not isinstance(auth_time, bool) else None
-        return Principal(claims["sub"], scopes=scopes, roles=roles, method="jwt", auth_time=auth_time,
-                         expires_at=float(claims["exp"]), claims=claims)  # fmt: skip
+        return Principal(claims["sub"], scopes=scopes, roles=roles, method="jwt", issuer=self.issuer,
+                         auth_time=auth_time, expires_at=float(claims["exp"]), claims=claims)  # fmt: skip
 
     def remember(self, digest: bytes, principal: Principal, until: float, kid: str) -> None:
         if self.max_cached_tokens <= 0:

@@ -25,6 +25,9 @@ from ..protocol.errors import ClientRequestError, RefusedError, ToolError
 from .policy import Policy
 
 CONFIRM_TTL = 300.0  # seconds a confirmation code is good for
+# Calls that run no action of the item's: they need its level's caller and scopes, not a per-call verification.
+NO_ACTION = frozenset({"completion", "subscription"})
+CLOCK_SKEW = 60.0  # seconds an auth_time may be ahead of this server's clock and still count as recent
 
 
 class Confirmations:
@@ -50,6 +53,10 @@ class Confirmations:
         import secrets  # here: the module costs start-up time and only levels 8-10 need it
 
         return f"{secrets.randbelow(10**6):06d}"
+
+    def spend(self, code: str) -> None:
+        """The code of a confirmation that was declined, cancelled or never answered: it can no longer be redeemed."""
+        self._open.pop(code, None)
 
     def redeem(self, code: Any, binding: tuple[str, str, str]) -> bool:
         """True once for a code issued for ``binding`` and not expired; the code is spent either way."""
@@ -126,6 +133,19 @@ class AccessControl:
         scopes = getattr(item, "scopes", ())
         return not scopes or set(scopes) <= self.scopes_of(principal)
 
+    def hides(self, principal: Any, item: Any) -> bool:
+        """Whether ``item`` is left out of ``principal``'s lists (``hide_unusable``): then every answer about it is the
+        one a name that does not exist gets."""
+        return bool(self.policy.levels["hide_unusable"]) and not self.can_use(principal, item)
+
+    def asks(self, item: Any) -> bool:
+        """Whether a call of ``item`` may stop to ask the user to confirm it (levels 8-10 with confirmation on): its
+        answer must then be able to stream, so the question reaches the client while the call waits."""
+        level = getattr(item, "security_level", None)
+        if level is None:
+            level = self.policy.levels["default"]
+        return level >= 8 and self.ask is not None and bool(self.policy.levels["confirm"])
+
     def __call__(self, request: Any, call: Any) -> Any:
         """None when the call may go on; a coroutine to await when it needs verification (levels 8-10); raises
         RefusedError otherwise. Sync on purpose: level 0, the common case, costs one attribute read."""
@@ -149,6 +169,8 @@ class AccessControl:
         if scopes and not self.scopes_of(principal).issuperset(scopes):
             self._refuse_scopes(call, level, tuple(scopes), self.scopes_of(principal))
         if level >= 8:
+            if call.kind in NO_ACTION:  # authorization is enough (and never remembered: see _admitted)
+                return None
             return self._verify(request, call, principal, level, f"{call.kind} {call.name!r}")
         self._admitted = (principal, item, self.policy)
         return None
@@ -165,7 +187,9 @@ class AccessControl:
     async def _verify(self, request: Any, call: Any, principal: Any, level: int, label: str) -> None:
         window = self.policy.levels["recent_auth_seconds"]
         auth_time = getattr(principal, "auth_time", None)
-        if window and auth_time is not None and self.clock() - auth_time <= window:
+        # Recent, and not ahead of the clock by more than a clock skew (a token backend refuses such a token; a
+        # principal from anywhere else must not pass as authenticated recently for as long as it lives).
+        if window and auth_time is not None and -CLOCK_SKEW <= self.clock() - auth_time <= window:
             return
         if not self.policy.levels["confirm"] or self.ask is None:
             raise RefusedError(self._unverifiable(label, level, window), http_status=403)
@@ -189,17 +213,25 @@ class AccessControl:
         try:
             answer = await self.ask(request, call, message, schema, float(self.policy.levels["confirm_timeout"]))
         except ClientRequestError as exc:
+            if rounds is None:
+                self.confirmations.spend(code)
             if "does not support" in str(exc) or "only URL-mode" in str(exc):
                 raise RefusedError(self._unverifiable(label, level, window), http_status=403) from None
             raise ToolError(f"{label} was not run: the confirmation failed ({exc})") from None
-        if answer.action != "accept":
-            raise ToolError(f"{label} was not run: the user did not confirm it ({answer.action})")
-        given = (answer.content or {}).get("code")
+        except BaseException:  # cancelled, or the time-out ran out: the code dies with the question
+            if rounds is None:
+                self.confirmations.spend(code)
+            raise
+        # An answer spends its question, whatever it says: a declined code or state cannot be accepted later.
+        given = (answer.content or {}).get("code") if answer.action == "accept" else None
         if rounds is None:
-            confirmed = self.confirmations.redeem(given, binding)
+            confirmed = self.confirmations.redeem(given, binding) if given is not None else False
+            self.confirmations.spend(code)
         else:
             rounds.spend()  # single use: a replayed retry is refused (-32602) before anything runs
             confirmed = given == code and bound == list(binding)
+        if answer.action != "accept":
+            raise ToolError(f"{label} was not run: the user did not confirm it ({answer.action})")
         if not confirmed:
             raise ToolError(f"{label} was not run: the confirmation code does not match this call")
 

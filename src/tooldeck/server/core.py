@@ -245,6 +245,22 @@ class Server:
                 task.add_done_callback(_service_done)
                 self._running_services.append(task)
 
+    def readable_item(self, uri: str) -> Any:
+        """The resource ``uri`` names, or the template it matches; None if neither."""
+        item = self.resources.get(uri)
+        if item is None:
+            found = self.templates.match(uri)
+            item = None if found is None else found[0]
+        return item
+
+    def may_read(self, principal: Any, uri: str, under: str | None = None) -> bool:
+        """Whether ``principal`` may read the resource ``uri`` (what resource updates are sent on); a URI that names
+        no resource of its own (an entry of a directory, say) is read through ``under``, the one it is under."""
+        item = self.readable_item(uri)
+        if item is None and under is not None:
+            item = self.readable_item(under)
+        return item is not None and self.access.can_use(principal, item)
+
     def notify_resource_updated(self, uri: str) -> None:
         """Tell the clients that subscribed to ``uri`` (or to a resource it is under) that it changed.
 

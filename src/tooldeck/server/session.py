@@ -144,6 +144,9 @@ class Session:
         # This session's address on the bus: its HTTP session id where it has one, so that every process serving the
         # session hears what is addressed to it (a cancellation, an answer to one of its requests to the client).
         self.key = key if key is not None else new_key()
+        # The client's network address, where the transport knows it and nobody authenticated: anonymous callers are
+        # told apart by it (rate limits), not by their session, which a caller can open anew at will.
+        self.address: str | None = None
         self.runner: Runner | None = None
         self._methods = server.methods
         self._direct = Reply(send)
@@ -273,6 +276,8 @@ class Session:
         try:
             outcome = (method.handler or method.resolve())(rctx)
         except ProtocolError as exc:
+            if isinstance(exc, RefusedError) and self.request_refused is not None:
+                self.request_refused(request.id, exc)  # its HTTP status (401, 403, 429)
             reply(jsonrpc.error(request.id, exc))
             return None
         except Exception:
@@ -444,8 +449,12 @@ class Session:
             self.notify(f"notifications/{kind}/list_changed")
 
     def resource_updated(self, uri: str) -> None:
-        if any(uri == s or uri.startswith(s.rstrip("/") + "/") for s in self.state.subscriptions):
-            self.notify("notifications/resources/updated", {"uri": uri})
+        """``uri`` changed: tell the client if it subscribed to it (or to a resource it is under) and may read it."""
+        for subscribed in self.state.subscriptions:
+            if uri == subscribed or uri.startswith(subscribed.rstrip("/") + "/"):
+                if self.server.may_read(self.state.principal, uri, subscribed):
+                    self.notify("notifications/resources/updated", {"uri": uri})
+                return
 
     # --- the end ------------------------------------------------------------------------------------------------
 

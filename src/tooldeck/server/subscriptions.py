@@ -214,15 +214,6 @@ class Listener:
         params["_meta"] = {SUBSCRIPTION_ID: rctx.request_id}
         rctx.peer.send(jsonrpc.notification(method, params), rctx.request_id)
 
-    def _item(self, uri: str) -> Any:
-        server = self.rctx.server
-        item = server.resources.get(uri)
-        if item is None:
-            found = server.templates.match(uri)
-            item = None if found is None else found[0]
-        return item
-
     def _readable(self, uri: str) -> bool:
         """Whether the URI names a resource (or template match) that the request's principal may read."""
-        item = self._item(uri)
-        return item is not None and self.rctx.server.access.can_use(self.rctx.principal, item)
+        return bool(self.rctx.server.may_read(self.rctx.principal, uri))

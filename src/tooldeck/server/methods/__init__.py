@@ -26,7 +26,7 @@ TABLE: dict[str, tuple[str, str, str]] = {
     "resources/list": ("resources", "list_resources", NOW),
     "resources/templates/list": ("resources", "list_templates", NOW),
     "resources/read": ("resources", "read_resource", LATER),
-    "resources/subscribe": ("resources", "subscribe", NOW),
+    "resources/subscribe": ("resources", "subscribe", LATER),  # admitted by the pipeline, which may await
     "resources/unsubscribe": ("resources", "unsubscribe", NOW),
     "prompts/list": ("prompts", "list_prompts", NOW),
     "prompts/get": ("prompts", "get_prompt", LATER),

@@ -1,4 +1,11 @@
-"""completion/complete (spec: server/utilities/completion) for prompt arguments and resource template variables."""
+"""completion/complete (spec: server/utilities/completion) for prompt arguments and resource template variables.
+
+A completer is user code that answers with what a prompt or template holds, so completing goes through the call
+pipeline as the thing it completes would: the same authorization (level and scopes; levels 8-10 need the same
+authenticated, scoped caller, but no per-call confirmation, since a completion runs no action), the same limits,
+the sanitiser and the audit trail. A prompt or template hidden from the caller (``hide_unusable``) answers exactly
+as a name that does not exist, so completion cannot tell a caller which hidden names exist.
+"""
 
 from __future__ import annotations
 
@@ -7,6 +14,7 @@ from typing import Any
 
 from ...model.completion import complete as complete_value
 from ...protocol.errors import InternalError, InvalidParamsError
+from ..pipeline import Call
 from ..request import RequestContext, Work
 from .listing import require, string_param
 
@@ -26,33 +34,43 @@ def complete(rctx: RequestContext) -> Work:
     known = context.get("arguments") if type(context) is dict else None
     if known is not None and (type(known) is not dict or any(type(v) is not str for v in known.values())):
         raise InvalidParamsError('Invalid params: "context.arguments" must map names to strings')
-    completers = _completers_for(rctx, ref)
-    return Work(_complete(completers.get(name), value, known or {}))
+    call = _call_for(rctx, ref, {**(known or {}), name: value})
+    return Work(_complete(rctx, call, name, value, known or {}))
 
 
-def _completers_for(rctx: RequestContext, ref: dict[str, Any]) -> dict[str, Any]:
+def _call_for(rctx: RequestContext, ref: dict[str, Any], arguments: dict[str, str]) -> Call:
+    """The pipeline's Call for completing an argument of what ``ref`` names (-32602 if it names nothing the caller
+    may see)."""
     server = rctx.server
     kind = ref.get("type")
     if kind == "ref/prompt":
         name = string_param(ref, "name", "ref/prompt")
-        prompt = server.prompts.get(name)
-        if prompt is None:
+        item: Any = server.prompts.get(name)
+        if item is None or server.access.hides(rctx.principal, item):
             raise InvalidParamsError(f"Unknown prompt: {name}")
-        return prompt.completers
+        return Call("completion", f"prompt:{name}", item, arguments)
     if kind == "ref/resource":
         uri = string_param(ref, "uri", "ref/resource")
-        template = server.templates.get(uri)
-        if template is None:
-            if uri in server.resources:
-                return {}  # a fixed URI has nothing to complete
+        item = server.templates.get(uri)
+        if item is None:
+            item = server.resources.get(uri)  # a fixed URI has nothing to complete, but is still guarded
+        if item is None or server.access.hides(rctx.principal, item):
             raise InvalidParamsError(f"Unknown resource template: {uri}")
-        return template.completers
+        return Call("completion", f"resource:{uri}", item, arguments)
     raise InvalidParamsError(f'Invalid params: "ref.type" must be "ref/prompt" or "ref/resource", got {kind!r}')
 
 
-async def _complete(completer: Any, value: str, known: dict[str, str]) -> dict[str, Any]:
+async def _complete(rctx: RequestContext, call: Call, name: str, value: str, known: dict[str, str]) -> dict[str, Any]:
+    pipeline = rctx.server.pipeline
+    if pipeline.admits:
+        await pipeline.admit_or_refuse(rctx, call)
+    completer = getattr(call.item, "completers", {}).get(name)
     try:
-        return {"completion": await complete_value(completer, value, known)}
+        result = {"completion": await complete_value(completer, value, known)}
     except Exception as exc:  # the completer's own bug, or a result that is not a list of strings
         log.error("completer failed", exc_info=exc)
-        raise InternalError("Internal error while completing the argument") from None
+        result = None
+    if result is None:
+        await pipeline.finish(rctx, call, {"content": [], "isError": True})  # audited as an error
+        raise InternalError("Internal error while completing the argument")
+    return await pipeline.finish(rctx, call, result)

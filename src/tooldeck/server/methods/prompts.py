@@ -32,7 +32,7 @@ def get_prompt(rctx: RequestContext) -> Work:
     rctx.progress_token()  # a malformed progress token is a -32602 now
     arguments = rctx.params.get("arguments")
     call = Call("prompt", name, prompt, {} if arguments is None else arguments)  # checked after authorize
-    return Work(_get(rctx, call), streams=bool(prompt.injected))
+    return Work(_get(rctx, call), streams=bool(prompt.injected) or rctx.server.access.asks(prompt))
 
 
 async def _get(rctx: RequestContext, call: Call) -> dict[str, Any]:

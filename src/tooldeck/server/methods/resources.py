@@ -40,7 +40,8 @@ def read_resource(rctx: RequestContext) -> Work:
             raise ResourceNotFoundError(f"Resource not found: {uri}", {"uri": uri})
         source, arguments = found
     rctx.progress_token()  # a malformed progress token is a -32602 now
-    return Work(_read(rctx, Call("resource", uri, source, arguments)), streams=bool(source.injected))
+    return Work(_read(rctx, Call("resource", uri, source, arguments)),
+                streams=bool(source.injected) or server.access.asks(source))
 
 
 async def _read(rctx: RequestContext, call: Call) -> dict[str, Any]:
@@ -66,13 +67,24 @@ def _matched(source: Any, arguments: dict[str, Any]) -> dict[str, Any]:
     return arguments  # a template's variables were converted when the URI matched it
 
 
-def subscribe(rctx: RequestContext) -> dict[str, Any]:
+def subscribe(rctx: RequestContext) -> Work:
+    """Subscribing needs read access: a resource the caller may not read is refused as a read would be (a hidden one
+    is not found, exactly as a URI that names nothing), and the refusal is audited."""
     require(rctx, "resources")
     uri = string_param(rctx.params, "uri", rctx.method)
     server = rctx.server
-    if uri not in server.resources and server.templates.match(uri) is None:
+    item = server.readable_item(uri)
+    if item is None or server.access.hides(rctx.principal, item):
         raise ResourceNotFoundError(f"Resource not found: {uri}", {"uri": uri})
-    rctx.state.subscriptions.add(uri)
+    # tooldeck's own code (admission, no user code): it starts at once, and answers at once unless a limiter awaits
+    return Work(_subscribe(rctx, Call("subscription", uri, item, {})), own=True)
+
+
+async def _subscribe(rctx: RequestContext, call: Call) -> dict[str, Any]:
+    pipeline = rctx.server.pipeline
+    if pipeline.admits:
+        await pipeline.admit_or_refuse(rctx, call)
+    rctx.state.subscriptions.add(call.name)
     rctx.state.changed()
     return {}
 

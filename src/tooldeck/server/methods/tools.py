@@ -53,7 +53,9 @@ def call_tool(rctx: RequestContext) -> Work:
     work = server.pipeline.call_tool(rctx, tool, arguments)
     if rctx.revision in revisions.CUTS_CALL_RESULTS:
         work = _for_revision(work, rctx.revision)
-    return Work(work, streams=bool(tool.injected))
+    # A call that may stop to ask for a level 8-10 confirmation streams like one with a Context: the question must
+    # reach the client while the call waits for its answer.
+    return Work(work, streams=bool(tool.injected) or server.access.asks(tool))
 
 
 async def _for_revision(work: Coroutine[Any, Any, dict[str, Any]], revision: str | None) -> dict[str, Any]:

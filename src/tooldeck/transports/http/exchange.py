@@ -97,8 +97,10 @@ class Endpoint:
             await respond_json(send, 400, jsonrpc.error(exc.request_id, exc))
             return
         principal = scope.get(PRINCIPAL)
+        # Who an anonymous caller is, for its rate limits: the client's address (a new session is no new caller).
+        address = None if principal is not None else _address(scope)
         if type(obj) is list:
-            await self._post_batch(headers, principal, obj, json_ok, sse_ok, receive, send)
+            await self._post_batch(headers, principal, address, obj, json_ok, sse_ok, receive, send)
             return
         message = jsonrpc.parse(obj)
         if type(message) is Invalid:
@@ -114,7 +116,7 @@ class Endpoint:
             await respond(send, 202, b"", NO_HEADERS)
             return
         if "_meta" in message.params and envelope.claims_modern(message.params):
-            await self._post_modern(message, headers, principal, json_ok, sse_ok, receive, send)
+            await self._post_modern(message, headers, principal, address, json_ok, sse_ok, receive, send)
             return
         initialize = message.method == "initialize"
         try:
@@ -129,10 +131,11 @@ class Endpoint:
         except eras.UnclaimedModernError as refusal:
             await respond_json(send, 400, jsonrpc.error(message.id, {"code": refusal.code, "message": refusal.message}))
             return
+        http_session.session.address = address
         await self._exchange(http_session, message, (message.id,), json_ok, sse_ok, initialize, receive, send)
 
-    async def _post_modern(self, request: Request, headers: Headers, principal: Any, json_ok: bool, sse_ok: bool,
-                           receive: Receive, send: Send) -> None:  # fmt: skip
+    async def _post_modern(self, request: Request, headers: Headers, principal: Any, address: str | None,
+                           json_ok: bool, sse_ok: bool, receive: Receive, send: Send) -> None:  # fmt: skip
         """A 2026-07-28 request: the ladder of checks, then the request served on its own (no session)."""
         registry = self.registry
         if registry.shutting_down:  # what a 2025 initialize gets, with the id: nothing new starts now
@@ -148,6 +151,7 @@ class Endpoint:
             await listen.serve(self, request, env, principal, sse_ok, receive, send)
             return
         http_session = registry.stateless(principal)
+        http_session.session.address = address
         try:
             await self._exchange(http_session, request, (request.id,), json_ok, sse_ok, False, receive, send, env)
         finally:
@@ -155,8 +159,8 @@ class Endpoint:
             # task, or a call that continues as one, keeps its request context and its carrier's session).
             registry.done_with(http_session, tool is None or tool.task_support == "forbidden")
 
-    async def _post_batch(self, headers: Headers, principal: Any, batch: list[Any], json_ok: bool, sse_ok: bool,
-                          receive: Receive, send: Send) -> None:  # fmt: skip
+    async def _post_batch(self, headers: Headers, principal: Any, address: str | None, batch: list[Any],
+                          json_ok: bool, sse_ok: bool, receive: Receive, send: Send) -> None:  # fmt: skip
         """A 2025-03-26 JSON-RPC batch: one POST, its responses as one array (or one SSE stream)."""
         if not batch:
             raise HttpError(400, INVALID_REQUEST, "Invalid request: empty batch")
@@ -164,6 +168,7 @@ class Endpoint:
             raise HttpError(400, INVALID_REQUEST, f"Invalid request: batches are not part of {versions.MODERN[0]}")
         http_session = await self._session_of(headers, principal)
         session = http_session.session
+        session.address = address
         problem = batch_problem(session.state.revision, len(batch), session.server.options.max_batch)
         if problem is not None:
             raise HttpError(400, INVALID_REQUEST, problem)
@@ -307,6 +312,11 @@ def _refuse_modern(method: str, headers: Headers) -> None:
         if version is not None:
             raise HttpError(405, INVALID_REQUEST, f"Method not allowed: {method} is not part of protocol revision "
                                                   f"{version}; send each request as a POST", _ONLY_POST)  # fmt: skip
+
+
+def _address(scope: Scope) -> str | None:
+    client = scope.get("client")
+    return client[0] if client else None
 
 
 def _initialized(http_session: HttpSession, channel: Channel) -> bool:
