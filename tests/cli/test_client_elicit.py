@@ -10,11 +10,14 @@ import re
 import select
 import subprocess
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+from http_client import serve_http
 from stdio_client import ROOT, TOOLDECK
+from tooldeck.security.tokens import hash_token
 
 DECK = '''
 from tooldeck import Context, Deck
@@ -149,3 +152,34 @@ def test_a_wrong_confirmation_code_does_not_run_the_tool(deck: Path) -> None:
     status, stdout = term.finish()
     assert (status, stdout) == (1, "")
     assert "the confirmation code does not match this call" in term.seen.decode(errors="replace")
+
+
+@pytest.fixture
+def remote(deck: Path, tmp_path: Path) -> Iterator[str]:
+    """The same deck over Streamable HTTP (a 2025-11-25 session, as ``tooldeck call --url`` opens), in a process of its
+    own, with an API key (level 8 needs an authenticated caller); the confirmation waits up to 120 s (the default),
+    far longer than the tests give the question to arrive."""
+    policy = tmp_path / "policy.toml"
+    policy.write_text(f'[[authentication.tokens]]\nsubject = "ops"\nsha256 = "{hash_token("ops-key")}"\n')
+    with serve_http(str(deck), "--policy", str(policy)) as endpoint:
+        yield endpoint
+
+
+def test_a_level_8_confirmation_reaches_an_http_client_at_once_and_runs_when_accepted(remote: str) -> None:
+    # The question must arrive while the call waits for it: before, a tool without a Context answered nothing on
+    # the POST until confirm_timeout ran out, and then the question and the refusal together.
+    term = Terminal("call", "--url", remote, "--token", "ops-key", "wipe", "disk=sdb")
+    code = term.expect(r"enter the code (\d{6})", timeout=30).group(1)
+    term.expect(r"Confirmation code \(text\): ")
+    term.type(f"{code}\n")
+    status, stdout = term.finish()
+    assert (status, stdout) == (0, "wiped sdb\n"), term.seen.decode(errors="replace")
+
+
+def test_a_level_8_confirmation_declined_over_http_does_not_run_the_tool(remote: str) -> None:
+    term = Terminal("call", "--url", remote, "--token", "ops-key", "wipe", "disk=sdb")
+    term.expect(r"Confirmation code \(text\): ", timeout=30)
+    term.type("\x04")  # Ctrl-D declines
+    status, stdout = term.finish()
+    assert (status, stdout) == (1, ""), term.seen.decode(errors="replace")
+    assert "the user did not confirm it (decline)" in term.seen.decode(errors="replace")
