@@ -172,9 +172,12 @@ class Response:
 
 
 class AsgiClient:
-    def __init__(self, app: Any, *, host: str = "127.0.0.1:8000") -> None:
+    def __init__(
+        self, app: Any, *, host: str = "127.0.0.1:8000", client: tuple[str, int] = ("127.0.0.1", 50000)
+    ) -> None:
         self.app = app
         self.host = host
+        self.client = client  # the scope's client address
         self.checker = WireChecker(name="AsgiClient")
 
     async def request(
@@ -206,7 +209,7 @@ class AsgiClient:
             "raw_path": path.encode(),
             "query_string": b"",
             "headers": [(k.lower().encode(), v.encode()) for k, v in all_headers.items()],
-            "client": ("127.0.0.1", 50000),
+            "client": self.client,
             "server": ("127.0.0.1", 8000),
         }
         outbox: asyncio.Queue[Any] = asyncio.Queue()

@@ -104,3 +104,60 @@ def test_as_a_pipeline_step_it_refuses_with_a_tool_error() -> None:
     with pytest.raises(ToolError) as info:
         limits(None, FakeCall({"a": "abcd"}))
     assert str(info.value) == "Arguments for tool 'echo' refused: string at $.a is 4 characters; the limit is 3"
+
+
+# --- as a policy applies them (security/apply.py's InputStep), at every entry point --------------------------------
+
+
+def limited_deck(sanitise: str) -> Any:
+    import tomllib
+
+    from tooldeck import Deck
+    from tooldeck.security.policy import Policy
+
+    deck = Deck("limited")
+    deck.add_tool(lambda text="": text, name="echo")
+
+    @deck.resource_template("notes://{name}")
+    def note(name: str) -> str:
+        return name
+
+    @deck.prompt
+    def brief(topic: str) -> str:
+        return topic
+
+    deck.apply_policy(Policy({"sanitise": tomllib.loads(sanitise)}))
+    return deck
+
+
+@pytest.mark.parametrize(
+    ("sanitise", "ok", "refused", "problem"),
+    [('max_string = 8', "a" * 8, "a" * 9, "string at $.text is 9 characters; the limit is 8"),
+     ('max_argument_bytes = 40', "a" * 20, "a" * 40, "arguments are 51 bytes; the limit is 40")],
+)  # fmt: skip
+async def test_a_policys_string_and_size_limits_hold_for_flat_arguments(
+    sanitise: str, ok: str, refused: str, problem: str
+) -> None:
+    # Flat arguments (no object or list inside) take a shortcut that only nesting could fail: a policy that makes
+    # strings shorter, or arguments smaller, than a message may be must still be enforced on them.
+    from helpers import client
+
+    async with client(limited_deck(sanitise)) as c:
+        assert (await c.call_tool("echo", {"text": ok}))["isError"] is False
+        result = await c.call_tool("echo", {"text": refused})
+    assert result["isError"] is True
+    assert problem in result["content"][0]["text"], result
+
+
+@pytest.mark.parametrize(
+    ("method", "params", "where"),
+    [("resources/read", {"uri": "notes://" + "a" * 9}, "$.name"),
+     ("prompts/get", {"name": "brief", "arguments": {"topic": "a" * 9}}, "$.topic")],
+)  # fmt: skip
+async def test_input_limits_hold_for_resource_reads_and_prompt_gets(method: str, params: Any, where: str) -> None:
+    from helpers import client
+
+    async with client(limited_deck("max_string = 8")) as c:
+        reply = await c.request_raw(method, params)
+    assert reply["error"]["code"] == -32000, reply
+    assert f"string at {where} is 9 characters; the limit is 8" in reply["error"]["message"], reply

@@ -179,8 +179,8 @@ async def test_a_token_without_scope_or_roles_has_none(jwks_file: Path) -> None:
 
 @pytest.mark.parametrize(
     "changes",
-    [{"exp": NOW - 29}, {"nbf": NOW + 29}, {"iat": NOW + 29}],
-    ids=["expired-within-leeway", "nbf-within-leeway", "iat-within-leeway"],
+    [{"exp": NOW - 29}, {"nbf": NOW + 29}, {"iat": NOW + 29}, {"auth_time": NOW + 29}],
+    ids=["expired-within-leeway", "nbf-within-leeway", "iat-within-leeway", "auth-time-within-leeway"],
 )
 async def test_times_within_the_leeway_are_accepted(jwks_file: Path, changes: dict[str, Any]) -> None:
     assert (await backend(jwks_file).verify(token(**changes))).subject == "alice"
@@ -198,6 +198,9 @@ async def test_times_within_the_leeway_are_accepted(jwks_file: Path, changes: di
         (token(exp=NOW - 30), "the token has expired"),
         (token(nbf=NOW + 31), "the token is not valid yet (nbf)"),
         (token(iat=NOW + 31), "the token was issued in the future (iat)"),
+        # a future auth_time would count as a recent authentication (levels 8-10) for as long as the token lives
+        (token(auth_time=NOW + 31), "the token's authentication time is in the future (auth_time)"),
+        (token(auth_time="yesterday"), "the token's 'auth_time' claim is not a number"),
         (token(exp=None), "the token has no 'exp' claim"),
         (token(aud=None), "the token has no 'aud' claim"),
         (token(iss=None), "the token has no 'iss' claim"),
@@ -323,6 +326,25 @@ async def test_key_rotation_picks_up_new_keys_and_drops_removed_ones(issuer: Jwk
     assert issuer.hits == 2
     description = "no signing key of the issuer has the token's key id (kid)"
     assert (await refused(checker, old))[1] == f"Unauthorized: {description}"  # even though it was cached
+
+
+async def test_a_cached_token_is_trusted_no_longer_than_its_key_is_known_current(issuer: JwksServer) -> None:
+    # The issuer withdraws the token's key and no other token comes to force a fetch: past cache_ttl the cached
+    # verdict is not used, the set is fetched again, and the token is refused.
+    clock = Clock()
+    checker = backend(issuer.url, clock)
+    presented = token()
+    scope = {"type": "http", "path": "/mcp", "headers": [(b"authorization", f"Bearer {presented}".encode())]}
+    assert (await authenticate(checker, scope)).subject == "alice"
+    issuer.document = jwks(jwk(EC_KEY, "ec-2"))
+    clock.now += 299
+    assert (await authenticate(checker, scope)).subject == "alice"  # within cache_ttl: the cached verdict
+    assert issuer.hits == 1
+    clock.now += 2
+    with pytest.raises(HttpError) as caught:
+        await authenticate(checker, scope)
+    assert caught.value.message == "Unauthorized: no signing key of the issuer has the token's key id (kid)"
+    assert issuer.hits == 2
 
 
 async def test_concurrent_requests_share_one_fetch(issuer: JwksServer) -> None:

@@ -91,6 +91,9 @@ async def test_a_recent_authentication_verifies_levels_8_to_10() -> None:
     async with client(deck) as c:
         c.session.principal = Principal("dave", scopes={"deploy:write"}, auth_time=time.time() - 60)
         assert (await c.call_tool("deploy", {"target": "prod"}))["structuredContent"] == {"result": "deployed prod"}
+        # an authentication "in the future" is no recent one, whichever backend made the principal
+        c.session.principal = Principal("dave", scopes={"deploy:write"}, auth_time=time.time() + 3600)
+        assert (await refusal(c, "deploy", {"target": "prod"}))["message"].startswith("tool 'deploy' needs per-call")
         c.session.principal = Principal("dave", scopes={"deploy:write"}, auth_time=time.time() - 3600)
         assert await refusal(c, "deploy", {"target": "prod"}) == {
             "code": -32000,
@@ -179,6 +182,75 @@ async def test_a_replayed_confirmation_for_other_arguments_is_refused() -> None:
     assert replayed["content"][0]["text"] == "tool 'deploy' was not run: the confirmation code does not match this call"
 
 
+@pytest.mark.parametrize("refusal", ["decline", "cancel", "no answer"])
+async def test_a_refused_confirmation_spends_its_code(refusal: str) -> None:
+    # A code shown for a call the user declined (or cancelled, or never answered) cannot confirm the same call later.
+    ran: list[str] = []
+    deck = deck_with_levels({"levels": {"confirm_timeout": 0.5}})
+
+    @deck.tool(security_level=8)
+    def wipe(disk: str) -> str:
+        ran.append(disk)
+        return "wiped"
+
+    shown: list[str] = []
+
+    def answer(params: dict[str, Any]) -> dict[str, Any] | None:
+        shown.append(confirm_with_the_code(params)["content"]["code"])
+        if len(shown) == 1:
+            return None if refusal == "no answer" else {"action": refusal}
+        return {"action": "accept", "content": {"code": shown[0]}}  # the first, refused call's code
+
+    async with client(deck, capabilities={"elicitation": {}}) as c:
+        c.on_request("elicitation/create", answer)
+        assert (await c.call_tool("wipe", {"disk": "sda"}))["isError"] is True
+        again = await c.call_tool("wipe", {"disk": "sda"})
+    assert again["content"][0]["text"] == "tool 'wipe' was not run: the confirmation code does not match this call"
+    assert ran == []
+
+
+async def test_a_code_shown_for_one_call_does_not_confirm_a_concurrent_call_with_other_arguments() -> None:
+    # Two calls of one tool wait for their confirmations at once; the harmless call's code, given for the dangerous
+    # one, must not run it: a code is bound to its call's arguments (their digest), not only to the tool.
+    deck = deck_with_levels()
+    asked: dict[str, str] = {}
+    both_asked = asyncio.Event()
+    answers: dict[str, asyncio.Future[dict[str, Any]]] = {}
+
+    async def answer(params: dict[str, Any]) -> dict[str, Any]:
+        target = "prod" if '"target": "prod"' in params["message"] else "test"
+        asked[target] = confirm_with_the_code(params)["content"]["code"]
+        answers[target] = asyncio.get_running_loop().create_future()
+        if len(asked) == 2:
+            both_asked.set()
+        return await answers[target]
+
+    async with client(deck, capabilities={"elicitation": {}}) as c:
+        c.session.principal = Principal("erin", scopes={"deploy:write"})
+        c.on_request("elicitation/create", answer)
+        prod = asyncio.ensure_future(c.call_tool("deploy", {"target": "prod"}))
+        test = asyncio.ensure_future(c.call_tool("deploy", {"target": "test"}))
+        async with asyncio.timeout(10):
+            await both_asked.wait()
+        answers["prod"].set_result({"action": "accept", "content": {"code": asked["test"]}})
+        assert (await prod)["content"][0]["text"] == (
+            "tool 'deploy' was not run: the confirmation code does not match this call"
+        )
+        answers["test"].set_result({"action": "accept", "content": {"code": asked["test"]}})
+        assert (await test)["isError"] is True  # the code was spent by the attempt on the other call: single use
+
+
+def test_a_code_is_bound_to_each_part_of_its_binding() -> None:
+    codes = Confirmations()
+    binding = ("token:erin", "deploy@2.1.0", "digest-a")
+    for other in (("token:mallory", "deploy@2.1.0", "digest-a"), ("token:erin", "deploy@2.2.0", "digest-a"),
+                  ("token:erin", "deploy@2.1.0", "digest-b")):  # fmt: skip
+        assert not codes.redeem(codes.issue(binding), other)
+    code = codes.issue(binding)
+    codes.spend(code)
+    assert not codes.redeem(code, binding)
+
+
 def test_confirmation_codes_are_bound_single_use_and_short_lived() -> None:
     now = [1000.0]
     codes = Confirmations(ttl=10, clock=lambda: now[0])
@@ -190,6 +262,25 @@ def test_confirmation_codes_are_bound_single_use_and_short_lived() -> None:
     code = codes.issue(binding)
     now[0] += 11
     assert not codes.redeem(code, binding)  # expired
+
+
+async def test_an_item_that_declares_two_scopes_needs_both() -> None:
+    deck = Deck("two")
+
+    @deck.tool(security_level=5, scopes=["files:read", "files:write"])
+    def sync_files() -> str:
+        return "synced"
+
+    deck.use_policy(Policy({}))
+    one, both = Principal("ann", scopes={"files:read"}), Principal("bo", scopes={"files:read", "files:write"})
+    tool = deck.tools.get("sync_files")
+    assert not deck.access.can_use(one, tool) and deck.access.can_use(both, tool)
+    async with client(deck) as c:
+        c.session.principal = one
+        assert [t["name"] for t in await c.list_tools()] == []
+        assert (await refusal(c, "sync_files"))["message"].startswith("tool 'sync_files' needs the scope files:write")
+        c.session.principal = both
+        assert (await c.call_tool("sync_files"))["structuredContent"] == {"result": "synced"}
 
 
 def test_can_use_is_what_lists_show() -> None:

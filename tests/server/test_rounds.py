@@ -323,3 +323,18 @@ async def test_a_level_8_confirmation_round_is_audited_as_input_required(tmp_pat
         8,
         "input_required",
     )
+
+
+@pytest.mark.parametrize("refusal", [{"action": "decline"}, {"action": "cancel"}])
+async def test_a_declined_confirmation_spends_its_state(driver: Driver, refusal: dict[str, Any]) -> None:
+    # The state that carried the question is spent by any answer: a declined one cannot be accepted later.
+    RUNS.clear()
+    first = modern(1, "tools/call", {"name": "wipe", "arguments": {"disk": "sda"}}, capabilities=ELICIT)
+    interim = (await driver.exchange(first))[-1]["result"]
+    declined = (await driver.exchange(retry(2, first, interim, {"input-1": refusal}, capabilities=ELICIT)))[-1]
+    assert declined["result"]["isError"] is True
+    accepted_later = retry(3, first, interim, {"input-1": accept(code=code_in(interim))}, capabilities=ELICIT)
+    late = (await driver.exchange(accepted_later))[-1]
+    assert late["error"] == {"code": -32602, "message": "Invalid params: requestState was used already: send the "
+                             "request again without it"}  # fmt: skip
+    assert RUNS == []

@@ -247,7 +247,7 @@ class Server:
 
     def readable_item(self, uri: str) -> Any:
         """The resource ``uri`` names, or the template it matches; None if neither."""
-        item = self.resources.get(uri)
+        item: Any = self.resources.get(uri)
         if item is None:
             found = self.templates.match(uri)
             item = None if found is None else found[0]

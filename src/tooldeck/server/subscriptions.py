@@ -177,7 +177,7 @@ class Listener:
     def resource_updated(self, uri: str) -> None:
         for subscribed in self.uris:
             if uri == subscribed or uri.startswith(subscribed.rstrip("/") + "/"):
-                if self._readable(uri) or (self._item(uri) is None and self._readable(subscribed)):
+                if self.rctx.server.may_read(self.rctx.principal, uri, subscribed):
                     self._send("notifications/resources/updated", {"uri": uri})
                 return
 

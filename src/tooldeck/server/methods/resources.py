@@ -40,8 +40,10 @@ def read_resource(rctx: RequestContext) -> Work:
             raise ResourceNotFoundError(f"Resource not found: {uri}", {"uri": uri})
         source, arguments = found
     rctx.progress_token()  # a malformed progress token is a -32602 now
-    return Work(_read(rctx, Call("resource", uri, source, arguments)),
-                streams=bool(source.injected) or server.access.asks(source))
+    return Work(
+        _read(rctx, Call("resource", uri, source, arguments)),
+        streams=bool(source.injected) or server.access.asks(source),
+    )
 
 
 async def _read(rctx: RequestContext, call: Call) -> dict[str, Any]:
