@@ -1,8 +1,9 @@
 """Property tests of access control at every entry point: for random principals and random sequences of operations —
-lists, plain and task-augmented calls, tasks/*, resource reads, prompt gets, a tool definition upgraded between calls
-or while one runs — user code runs, and an item is listed, only if the policy allows that principal (decided here
-from levels, scopes and roles, not by AccessControl); another principal's task is "not found", exactly as an unknown
-id is; and fuzzed messages never crash a guarded server."""
+lists, plain and task-augmented calls, tasks/*, resource reads and subscriptions, prompt gets, completions, a tool
+definition upgraded between calls or while one runs — user code runs, and an item is listed, only if the policy
+allows that principal (decided here from levels, scopes and roles, not by AccessControl); a hidden item answers as
+an unknown one; another principal's task (the same subject authenticated another way is another principal) is "not
+found", exactly as an unknown id is; and fuzzed messages never crash a guarded server."""
 
 from __future__ import annotations
 
@@ -100,9 +101,12 @@ class Guarded:
             self.ran.append(f"vault://{n}/item")
             return f"item {n}"
 
-        deck.resource_template(template, security_level=level, scopes=list(scopes))(vault)
+        deck.resource_template(
+            template, security_level=level, scopes=list(scopes), complete={"n": self._completer("n")}
+        )(vault)
         for name, (level, scopes) in PROMPTS.items():
-            deck.add_prompt(self._body(name), name=name, security_level=level, scopes=list(scopes) or None)
+            deck.add_prompt(self._topic_body(name), name=name, security_level=level, scopes=list(scopes) or None,
+                            complete={"topic": self._completer(name)})  # fmt: skip
 
         async def run(x: float = 0) -> dict[str, Any]:
             self.ran.append(DEFINITION_TOOL)
@@ -127,6 +131,20 @@ class Guarded:
             return f"{name} ran"
 
         return body
+
+    def _topic_body(self, name: str) -> Any:
+        def body(topic: str = "") -> str:
+            self.ran.append(name)
+            return f"{name} ran"
+
+        return body
+
+    def _completer(self, name: str) -> Any:
+        def complete(value: str, context: dict[str, str]) -> list[str]:
+            self.ran.append(f"complete:{name}")
+            return ["one", "two"]
+
+        return complete
 
     def upgrade(self) -> bool:
         if self.version + 1 >= len(VERSIONS):
@@ -157,7 +175,10 @@ def allowed(principal: Principal | None, level: int, scopes: tuple[str, ...], el
 
 
 def owner(principal: Principal | None) -> str | None:
-    return None if principal is None else principal.subject
+    """Who a task belongs to: the full identity, how the principal authenticated as well as its subject."""
+    if principal is None:
+        return None
+    return (principal.method, principal.issuer, principal.subject)  # type: ignore[return-value]
 
 
 def answer_elicitation(mode: str) -> Any:
@@ -172,8 +193,9 @@ def answer_elicitation(mode: str) -> Any:
 
 
 principals = st.none() | st.builds(
-    lambda subject, scopes, roles: Principal(subject, scopes=scopes, roles=roles),
+    lambda subject, how, scopes, roles: Principal(subject, scopes=scopes, roles=roles, method=how[0], issuer=how[1]),
     st.sampled_from(["alice", "bob"]),
+    st.sampled_from([("token", None), ("jwt", "https://auth.example.com"), ("jwt", "https://other.example.com")]),
     st.frozensets(st.sampled_from(SCOPES)),
     st.frozensets(st.sampled_from([*ROLES, "ghost"])),
 )
@@ -184,6 +206,8 @@ operations = st.one_of(
     st.tuples(st.just("task"), who, st.sampled_from([*TOOLS, DEFINITION_TOOL]), who, st.booleans()),
     st.tuples(st.just("read"), who, st.sampled_from([*RESOURCES, "vault://7/item"])),
     st.tuples(st.just("prompt"), who, st.sampled_from(list(PROMPTS))),
+    st.tuples(st.just("complete"), who, st.sampled_from([*PROMPTS, TEMPLATE[0]])),
+    st.tuples(st.just("subscribe"), who, st.sampled_from([*RESOURCES, "vault://7/item"])),
     st.tuples(st.just("upgrade"), who),
     st.tuples(st.just("upgrade_mid_call"), who),
 )
@@ -224,6 +248,10 @@ async def run_operations(
                 await check_read(c, guarded, principal, op[2])
             elif kind == "prompt":
                 await check_prompt(c, guarded, principal, op[2])
+            elif kind == "complete":
+                await check_complete(c, guarded, principal, op[2])
+            elif kind == "subscribe":
+                await check_subscribe(c, guarded, principal, op[2])
             elif kind == "upgrade":
                 guarded.upgrade()
             else:
@@ -353,6 +381,35 @@ async def check_prompt(c: Any, guarded: Guarded, principal: Principal | None, na
     else:
         assert reply["error"]["code"] == -32000, reply
         assert guarded.ran == []
+
+
+async def check_complete(c: Any, guarded: Guarded, principal: Principal | None, target: str) -> None:
+    """A completer runs only for a caller who may use what it completes; to anyone else the item is unknown."""
+    if target in PROMPTS:
+        level, scopes = PROMPTS[target]
+        params = {"ref": {"type": "ref/prompt", "name": target}, "argument": {"name": "topic", "value": ""}}
+        unknown = f"Unknown prompt: {target}"
+    else:
+        level, scopes = TEMPLATE[1], TEMPLATE[2]
+        params = {"ref": {"type": "ref/resource", "uri": target}, "argument": {"name": "n", "value": ""}}
+        unknown = f"Unknown resource template: {target}"
+    reply = await c.request_raw("completion/complete", params)
+    if usable(principal, level, scopes):
+        assert reply["result"]["completion"]["values"] == ["one", "two"], reply
+        assert guarded.ran == [f"complete:{'n' if target == TEMPLATE[0] else target}"]
+    else:
+        assert reply["error"] == {"code": -32602, "message": unknown}, reply
+        assert guarded.ran == []
+
+
+async def check_subscribe(c: Any, guarded: Guarded, principal: Principal | None, uri: str) -> None:
+    level, scopes = RESOURCES.get(uri) or (TEMPLATE[1], TEMPLATE[2])
+    reply = await c.request_raw("resources/subscribe", {"uri": uri})
+    if usable(principal, level, scopes):
+        assert reply["result"] == {}, reply
+    else:
+        assert reply["error"] == {"code": -32002, "message": f"Resource not found: {uri}", "data": {"uri": uri}}, reply
+    assert guarded.ran == []
 
 
 async def check_upgrade_mid_call(c: Any, guarded: Guarded, principal: Principal | None, elicitation: str) -> None:
