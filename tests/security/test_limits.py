@@ -466,7 +466,12 @@ async def test_an_asynchronous_limiter_is_awaited() -> None:
     outcome = limits.step(Request(Principal("ada")), Call("tool", "t"))
     assert outcome is not None
     await outcome
-    assert networked.calls == ["peek principal:token:ada", "peek global", "acquire principal:token:ada", "acquire global"]
+    assert networked.calls == [
+        "peek principal:token:ada",
+        "peek global",
+        "acquire principal:token:ada",
+        "acquire global",
+    ]
     outcome = limits.step(Request(Principal("ada")), Call("tool", "t"))
     assert outcome is not None
     with pytest.raises(RateLimitedError, match=r"^Rate limit exceeded \(per principal: 1/s\); retry in 1.0 s$"):
