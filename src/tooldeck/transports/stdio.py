@@ -6,7 +6,8 @@ answered with an error and discarded without being buffered. EOF on stdin ends t
 shutdown expects (the client closes stdin and waits for the server to exit): the requests already received are
 finished, within ``drain_timeout`` seconds, then the process exits with status 0. SIGTERM or SIGINT cancel work in
 flight at once and exit with status 0, even while a sync tool is running (its late result is dropped). stdin and
-stdout may be pipes, sockets, terminals or regular files (``tooldeck serve < requests.jsonl > replies.jsonl``).
+stdout may be pipes, sockets, terminals, regular files or other character devices (``tooldeck serve <
+requests.jsonl > /dev/null``).
 
 The era of a connection is fixed by its first request (as the official SDKs do): 2026-07-28 (stateless, each request
 on its own) iff that request is not ``initialize`` and its ``params._meta`` holds the protocolVersion key; the 2025
@@ -332,7 +333,7 @@ class Output:
         self._loop = loop
         self._closed = loop.create_future()
         if not pollable(self.fd):
-            return  # a regular file cannot be polled (uvloop aborts on one): plain blocking writes are right for it
+            return  # a regular file or /dev/null cannot be polled (uvloop aborts on one): blocking writes are right
         try:
             pipe = os.fdopen(self.fd, "wb", buffering=0, closefd=False)
             await loop.connect_write_pipe(lambda: self, pipe)  # type: ignore[type-var]
@@ -371,15 +372,20 @@ class Output:
 
 
 def pollable(fd: int) -> bool:
-    """Whether the event loop can watch ``fd``: a pipe, a socket or a terminal, not a regular file or a directory.
+    """Whether the event loop can watch ``fd``: a pipe, a socket or a terminal; not a regular file, a directory or
+    a character device that is not a terminal (``/dev/null``, ``/dev/zero``: the kernel refuses to watch them).
 
-    Asked before connecting, because uvloop aborts the process (it does not raise) when handed a regular file.
+    Asked before connecting, because uvloop aborts the process (libuv calls ``abort()`` when epoll refuses a
+    descriptor) instead of raising. What is not pollable gets blocking writes and a reading thread, which never
+    block on such files anyway.
     """
     try:
         mode = os.fstat(fd).st_mode
     except OSError:
         return False
-    return stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode) or stat.S_ISCHR(mode)
+    if stat.S_ISCHR(mode):
+        return os.isatty(fd)
+    return stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode)
 
 
 async def _open_reader(loop: asyncio.AbstractEventLoop, fd: int, reader: LineReader) -> Any:
