@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# interop.sh - official TypeScript MCP clients against `tooldeck serve examples/conformance_deck.py`, at 2026-07-28.
+# interop.sh - official TypeScript MCP clients against `tooldeck serve DECK`: the SDK v2 client and the Inspector at
+# 2026-07-28 (DECK: examples/conformance_deck.py), and the 1.x SDK most hosts ship, at 2025-11-25.
 #
 #   scripts/interop.sh --client [--transport http|stdio]
 #       tests/interop/ts_client.mjs: @modelcontextprotocol/client (pinned to 2026-07-28) lists and calls tools,

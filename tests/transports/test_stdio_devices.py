@@ -78,6 +78,40 @@ class Terminal:
                 pass
 
 
+class Socket:
+    """A socket pair, as inetd would hand one end to a server for both stdin and stdout; the test has the other."""
+
+    def __init__(self) -> None:
+        self.ours, self.theirs = socket.socketpair()
+
+    def send_all(self, data: bytes) -> threading.Thread:
+        """Sends ``data`` and then EOF (a shutdown of our sending side), from a thread."""
+
+        def send() -> None:
+            self.ours.sendall(data)
+            self.ours.shutdown(socket.SHUT_WR)
+
+        thread = threading.Thread(target=send, daemon=True)
+        thread.start()
+        return thread
+
+    def collect(self) -> tuple[threading.Thread, bytearray]:
+        """Reads what the server writes until it has closed its end (it exited)."""
+        received = bytearray()
+
+        def read_all() -> None:
+            while chunk := self.ours.recv(65536):
+                received.extend(chunk)
+
+        thread = threading.Thread(target=read_all, daemon=True)
+        thread.start()
+        return thread, received
+
+    def close(self) -> None:
+        self.ours.close()
+        self.theirs.close()
+
+
 @pytest.fixture
 def cleanup() -> Iterator[list[Any]]:
     opened: list[Any] = []
@@ -97,6 +131,7 @@ def cleanup() -> Iterator[list[Any]]:
         ("pty", "pty"),
         ("devnull", "pipe"),
         ("pipe", "file"),
+        ("socket", "socket"),  # one socket for both, as inetd or a supervisor passes it
     ],
 )
 def test_every_kind_of_stdin_and_stdout_answers_every_call_and_exits_0(
@@ -107,7 +142,11 @@ def test_every_kind_of_stdin_and_stdout_answers_every_call_and_exits_0(
     waits: list[threading.Thread] = []
 
     stdin: Any
-    if stdin_kind == "file":
+    wire = Socket() if stdin_kind == "socket" else None
+    if wire is not None:
+        cleanup.append(wire)
+        stdin = wire.theirs.fileno()
+    elif stdin_kind == "file":
         (tmp_path / "requests.jsonl").write_bytes(data)
         stdin = open(tmp_path / "requests.jsonl", "rb")  # noqa: SIM115 (closed by the fixture)
         cleanup.append(stdin)
@@ -122,7 +161,9 @@ def test_every_kind_of_stdin_and_stdout_answers_every_call_and_exits_0(
 
     stdout: Any
     output: bytearray | None = None
-    if stdout_kind == "file":
+    if wire is not None:
+        stdout = wire.theirs.fileno()
+    elif stdout_kind == "file":
         stdout = open(tmp_path / "replies.jsonl", "wb")  # noqa: SIM115
         cleanup.append(stdout)
     elif stdout_kind == "devnull":
@@ -144,6 +185,10 @@ def test_every_kind_of_stdin_and_stdout_answers_every_call_and_exits_0(
         waits.append(reader)
     if stdin_kind == "pty":
         waits.append(typing.type_lines(data))
+    if wire is not None:
+        wire.theirs.close()  # the server holds its end now: our reads end when it exits
+        reader, output = wire.collect()
+        waits += [reader, wire.send_all(data)]
     out, err = proc.communicate(data if stdin_kind == "pipe" else None, timeout=60)
     for thread in waits:
         thread.join(timeout=10)
@@ -157,7 +202,7 @@ def test_every_kind_of_stdin_and_stdout_answers_every_call_and_exits_0(
         return
     if stdout_kind == "file":
         lines = (tmp_path / "replies.jsonl").read_bytes().splitlines()
-    elif stdout_kind == "pty":
+    elif stdout_kind in ("pty", "socket"):
         assert output is not None
         lines = bytes(output).splitlines()
     else:
