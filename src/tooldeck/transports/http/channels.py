@@ -4,11 +4,18 @@ A POSTed request gets a channel; its response and the notifications sent while i
 channel (the GET stream) carries what belongs to no request, such as list_changed. A channel outlives any one HTTP
 connection: messages queue while no connection is attached, and a client that lost (or was asked to drop) its
 connection resumes with ``Last-Event-ID`` and receives what it missed, from the event store and then the queue.
+
+What waits in a channel's queue is bounded: past ``backlog`` messages not yet written (a client that does not read,
+or a tool that sends faster than its client reads), the oldest notification waiting gives way to the new message,
+on every kind of stream. Responses and requests to the client are never dropped: a response is what a request's
+stream is for, and a request has someone waiting for its answer; each stream holds at most a few of them. Ending the
+stream instead would not help the client: it would resume and miss the same messages, having reconnected for it.
 """
 
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 from collections import deque
 from typing import TYPE_CHECKING, Any
@@ -20,22 +27,24 @@ if TYPE_CHECKING:
     from ...protocol.errors import RefusedError
     from ...server.core import Server
 
+log = logging.getLogger("tooldeck.http")
 STANDALONE = "0"
-_STANDALONE_BACKLOG = 1000  # messages kept for a GET stream that is not connected
+MAX_BACKLOG = 1000  # messages waiting to be written, per stream, by default
 
 
 class Channel:
     """One logical SSE stream. ``pending`` holds the request ids whose responses have not been queued yet."""
 
-    __slots__ = ("_wakeup", "attached", "drop_connection", "finished", "pending", "queue", "request_ids", "sse",
-                 "stream_id")  # fmt: skip
+    __slots__ = ("_wakeup", "attached", "backlog", "drop_connection", "dropped", "finished", "pending", "queue",
+                 "request_ids", "sse", "stream_id")  # fmt: skip
 
-    def __init__(self, stream_id: str, request_ids: tuple[Any, ...] = ()) -> None:
+    def __init__(self, stream_id: str, request_ids: tuple[Any, ...] = (), backlog: int = MAX_BACKLOG) -> None:
         self.stream_id = stream_id
         self.request_ids = request_ids
         self.pending = set(request_ids)
-        # Bounded only for the standalone stream (deque's maxlen keyword alone costs more than the rest of this).
-        self.queue: deque[Any] = deque() if stream_id != STANDALONE else deque(maxlen=_STANDALONE_BACKLOG)
+        self.queue: deque[Any] = deque()  # bounded by put, not by maxlen: responses and requests are never dropped
+        self.backlog = backlog
+        self.dropped = 0  # notifications dropped since the last connection reported them (``SseWriter.stream``)
         self._wakeup: asyncio.Event | None = None  # made when someone first waits: most answers never do
         self.attached = False  # an HTTP response is writing this channel's events
         self.sse = False  # the POST answer became (or must become) an SSE stream
@@ -54,15 +63,35 @@ class Channel:
             self._wakeup.set()
 
     def put(self, message: Any) -> None:
-        self.queue.append(message)
+        queue = self.queue
         if self.pending:
             if type(message) is list:  # a 2025-03-26 batch reply answers all of its requests at once
                 self.pending.clear()
                 self.finished = True
             elif "method" not in message:
                 self.settle(message.get("id"))
+            elif len(queue) >= self.backlog:  # a notification or a request, and the backlog is full
+                self._make_room()
+        elif len(queue) >= self.backlog:  # the GET stream (or anything after a request's response)
+            self._make_room()
+        queue.append(message)
         if self._wakeup is not None:
             self._wakeup.set()
+
+    def _make_room(self) -> None:
+        """The backlog is full: the oldest notification waiting is dropped (if only responses and requests wait,
+        nothing is: they are few, and each is needed)."""
+        queue = self.queue
+        for index, waiting in enumerate(queue):
+            if type(waiting) is dict and "id" not in waiting:
+                del queue[index]
+                break
+        else:
+            return
+        if not self.dropped and self.attached:  # (before a connection, the stream says it when one comes)
+            log.warning("SSE stream %s: the client is not keeping up; %d messages wait to be written, so the oldest "
+                        "notifications are dropped", self.stream_id, len(queue) + 1)  # fmt: skip
+        self.dropped += 1
 
     def settle(self, request_id: Any) -> None:
         """The request with this id has its response queued, or will have none (it was cancelled)."""
@@ -81,10 +110,10 @@ class Channel:
 class HttpSession:
     """An MCP session over HTTP: the sans-IO Session plus the channels its messages are routed to."""
 
-    def __init__(
-        self, server: Server, session_id: str | None, *, principal: Any = None, state: SessionState | None = None
-    ) -> None:
+    def __init__(self, server: Server, session_id: str | None, *, principal: Any = None,
+                 state: SessionState | None = None, backlog: int = MAX_BACKLOG) -> None:  # fmt: skip
         self.id = session_id
+        self.backlog = backlog  # each of its streams keeps at most this many messages waiting to be written
         # Anyone holding a session id is not an identity: tasks are bound to a principal, or to nothing.
         self.session = Session(server, self.route, state=state, identifies_requestor=False, principal=principal,
                                listen=session_id is not None, key=session_id)  # fmt: skip
@@ -104,7 +133,7 @@ class HttpSession:
 
     def open_channel(self, request_ids: tuple[Any, ...]) -> Channel:
         self._next_stream += 1
-        channel = Channel(str(self._next_stream), request_ids)
+        channel = Channel(str(self._next_stream), request_ids, self.backlog)
         self.channels[channel.stream_id] = channel
         for request_id in request_ids:
             self.by_request[request_id] = channel
@@ -112,7 +141,7 @@ class HttpSession:
 
     def open_standalone(self) -> Channel:
         if self.standalone is None:
-            self.standalone = Channel(STANDALONE)
+            self.standalone = Channel(STANDALONE, (), self.backlog)
             self.channels[STANDALONE] = self.standalone
         return self.standalone
 

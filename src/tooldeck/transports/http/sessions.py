@@ -18,7 +18,7 @@ from ...protocol.errors import INVALID_REQUEST, SERVER_ERROR, SESSION_NOT_FOUND,
 from ...server.core import Server
 from ...server.session import new_key
 from ...server.state import MemorySessionStore, SessionState, SessionStore, principal_id
-from .channels import HttpSession
+from .channels import MAX_BACKLOG, HttpSession
 from .events import EventStore
 
 log = logging.getLogger("tooldeck.http")
@@ -34,8 +34,12 @@ class SessionRegistry:
         store: SessionStore | None = None,
         max_sessions: int = 10_000,
         idle_timeout: float = 1800.0,
+        backlog: int = MAX_BACKLOG,
     ) -> None:
+        if backlog < 1:
+            raise ValueError(f"max_backlog must be at least 1, got {backlog}")
         self.server = server
+        self.backlog = backlog  # messages each stream keeps waiting for its client (channels.py)
         self.events = events
         self.store: SessionStore = store if store is not None else MemorySessionStore()
         self.max_sessions = max_sessions
@@ -51,16 +55,16 @@ class SessionRegistry:
         if self.shutting_down:
             raise HttpError(503, SERVER_ERROR, "Service Unavailable: the server is shutting down")
         if stateless:
-            return HttpSession(self.server, None, principal=principal)
+            return HttpSession(self.server, None, principal=principal, backlog=self.backlog)
         if len(self.live) >= self.max_sessions:
             raise HttpError(503, SERVER_ERROR, f"Service Unavailable: {self.max_sessions} sessions are open")
         self._start_reaper()
-        return HttpSession(self.server, secrets.token_urlsafe(24), principal=principal)
+        return HttpSession(self.server, secrets.token_urlsafe(24), principal=principal, backlog=self.backlog)
 
     def transient(self, revision: str, principal: Any) -> HttpSession:
         """A session for one stateless request: as if initialized at ``revision``, with nothing to remember."""
         state = SessionState.of_request(self.server, revision, principal=principal, identifies_requestor=False)
-        return HttpSession(self.server, None, state=state)
+        return HttpSession(self.server, None, state=state, backlog=self.backlog)
 
     def stateless(self, principal: Any) -> HttpSession:
         """The sessionless carrier of one 2026-07-28 request: its channel and principal, nothing to remember. One
@@ -73,7 +77,7 @@ class SessionRegistry:
             session.state.principal = principal
             session.key = new_key()
             return carrier
-        return HttpSession(self.server, None, principal=principal)
+        return HttpSession(self.server, None, principal=principal, backlog=self.backlog)
 
     def done_with(self, carrier: HttpSession, reusable: bool) -> None:
         """The exchange of a 2026-07-28 request ended. ``reusable``: nothing of it may outlive the exchange (it made
@@ -130,7 +134,7 @@ class SessionRegistry:
         if data is None or key in self.live:  # unknown, or known here and closed
             message = "Session not found: it expired or was deleted; initialize a new session"
             raise HttpError(404, SESSION_NOT_FOUND, message)
-        http_session = HttpSession(self.server, key, state=SessionState.from_dict(data))
+        http_session = HttpSession(self.server, key, state=SessionState.from_dict(data), backlog=self.backlog)
         http_session.saved = http_session.session.state.changes
         self.live[key] = http_session
         log.info("session %s rebuilt from the session store", key)

@@ -8,6 +8,7 @@ Every stream opens with a priming event (an id and empty data) and the ``retry``
 from __future__ import annotations
 
 import asyncio
+import logging
 from typing import Any
 
 from ...protocol.errors import INVALID_REQUEST
@@ -15,6 +16,8 @@ from .channels import Channel, HttpSession
 from .events import PRIMING, EventStore
 from .responses import SSE, Receive, Send, chunk, end, error, event, start
 from .sessions import SessionRegistry
+
+log = logging.getLogger("tooldeck.http")
 
 
 class SseWriter:
@@ -31,6 +34,8 @@ class SseWriter:
         gone = asyncio.Event()
         watcher = asyncio.get_running_loop().create_task(_watch_disconnect(receive, gone, channel))
         channel.attached = True
+        if channel.dropped:  # before this connection: the first burst, or while the client was away
+            _report_dropped(channel)
         try:
             if prime:
                 event_id = await self._store(http_session, channel, PRIMING)
@@ -57,6 +62,8 @@ class SseWriter:
         finally:
             channel.attached = False
             watcher.cancel()
+            if channel.dropped:
+                _report_dropped(channel)
 
     async def resume(self, http_session: HttpSession, last_event_id: str, receive: Receive, send: Send) -> None:
         """A GET with ``Last-Event-ID``: what that stream missed, then the rest of it live (if it is still live)."""
@@ -81,6 +88,13 @@ class SseWriter:
         if http_session.id is None:  # stateless: nothing can be resumed, ids only need to be unique
             return http_session.local_event_id(channel)
         return await self.events.append(http_session.id, channel.stream_id, message)
+
+
+def _report_dropped(channel: Channel) -> None:
+    """Said once per connection (at its start and at its end), not once per message."""
+    log.warning("SSE stream %s: dropped %d notification(s) the client did not read in time", channel.stream_id,
+                channel.dropped)  # fmt: skip
+    channel.dropped = 0
 
 
 async def _watch_disconnect(receive: Receive, gone: asyncio.Event, channel: Channel) -> None:
