@@ -86,10 +86,18 @@ def _read_words(args: argparse.Namespace) -> tuple[Place, list[str], list[str]]:
         words, command = words[:at], words[at + 1 :]
         if not command:
             raise TargetError("nothing after '--': give the MCP server command to run, like '-- python server.py'")
+    from . import LOG_LEVELS
+
     reparser = argparse.ArgumentParser(prog=f"tooldeck {args.client_command}", usage=_usage(args.client_command))
     _options(reparser, args.client_command)
+    reparser.add_argument("--log-level", default=argparse.SUPPRESS, choices=LOG_LEVELS, help=argparse.SUPPRESS)
     reparser.add_argument("names", nargs="*", metavar="WORD")
+    level = args.log_level
     reparser.parse_intermixed_args(words, namespace=args)
+    if args.log_level != level:  # given after the command's first name: logging was set up before it was read
+        import logging
+
+        logging.getLogger().setLevel(args.log_level.upper())
 
     _, wanted, takes_arguments = _COMMANDS[args.client_command]
     names, tokens = split_arguments(args.names) if takes_arguments else (args.names, [])
