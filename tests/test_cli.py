@@ -163,4 +163,6 @@ def test_every_command_takes_the_log_level(args: tuple[str, ...]) -> None:
 def test_a_bad_log_level_after_the_command_is_refused_by_name() -> None:
     done = run("tools", "--log-level", "loud")
     assert done.returncode == 2 and "Traceback" not in done.stderr
-    assert done.stderr.splitlines()[-1].startswith("tooldeck tools: error: argument --log-level: invalid choice: 'loud'")
+    assert done.stderr.splitlines()[-1].startswith(
+        "tooldeck tools: error: argument --log-level: invalid choice: 'loud'"
+    )
