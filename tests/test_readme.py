@@ -17,6 +17,7 @@ from helpers import client
 from stdio_client import TOOLDECK
 from tooldeck import Context, Deck
 from tooldeck.manifest.definition import DefinitionError
+from tooldeck.security.audit import line_hash
 
 README = (Path(__file__).resolve().parent.parent / "README.md").read_text()
 
@@ -194,7 +195,8 @@ async def test_the_security_examples(tmp_path: Path, monkeypatch: pytest.MonkeyP
     assert verify.split("#")[0].strip() == "tooldeck audit verify audit.jsonl*"
     done = subprocess.run([*TOOLDECK, "audit", "verify", "audit.jsonl"], capture_output=True, text=True,
                           cwd=tmp_path, timeout=60)  # fmt: skip
-    assert (done.returncode, done.stdout) == (0, "ok: 1 record in 1 file, chain intact\n")
+    head = line_hash((tmp_path / "audit.jsonl").read_bytes().splitlines()[-1])
+    assert (done.returncode, done.stdout) == (0, f"ok: 1 record in 1 file, chain intact\nhead: {head}\n")
 
 
 def test_the_vendored_seed_is_the_shared_one() -> None:
