@@ -14,6 +14,7 @@ import orjson
 import pytest
 
 from http_client import HttpClient, free_port, wait_for_port
+from http_client import initialize_message as http_initialize
 from stdio_client import ROOT, TOOLDECK, StdioServer, checked_replies, handshake
 from tooldeck.cli import _plain_serve
 from tooldeck.transports.http.server import endpoint_url
@@ -305,3 +306,83 @@ def test_a_short_state_key_in_the_environment_is_refused_at_start(deck: Path, ex
     assert done.returncode == 2 and done.stdout == ""
     (line,) = done.stderr.splitlines()
     assert line.startswith("tooldeck: $TOOLDECK_STATE_KEY must be at least 32 characters") and "got 9" in line
+
+
+# --- naming a deck of tool definitions ------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def definitions(tmp_path: Path) -> Path:
+    folder = tmp_path / "defs"
+    folder.mkdir()
+    (folder / "greeting_impl.py").write_text("def hello(who: str) -> str:\n    return f'hello {who}'\n")
+    definition = {"id": "greeting", "name": "Greeting", "version": "1.2.3", "description": "Says hello",
+                  "capabilities": [{"name": "hello", "description": "Greets", "handler": "greeting_impl:hello",
+                                    "parameters": [{"name": "who", "type": "string", "required": True}],
+                                    "return": {"schema": {"type": "string"}}}]}  # fmt: skip
+    (folder / "greeting.json").write_bytes(orjson.dumps(definition))
+    return folder
+
+
+@pytest.mark.parametrize("watch", [(), ("--watch",)], ids=["plain", "watch"])
+def test_a_directory_served_under_the_name_and_version_given(definitions: Path, watch: tuple[str, ...]) -> None:
+    sent = handshake()
+    done = serve(str(definitions), *watch, "--name", "maths", "--deck-version", "2.1.0",
+                 input=b"".join(orjson.dumps(m) + b"\n" for m in sent))  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    (reply,) = checked_replies(done.stdout.splitlines(), sent)
+    assert reply["result"]["serverInfo"] == {"name": "maths", "version": "2.1.0"}
+    banner = done.stderr.decode().split("tooldeck: maths 2.1.0 on stdio\n", 1)[1].splitlines()  # after --watch's log
+    assert banner[-1].endswith(f"serve {definitions} --name maths --deck-version 2.1.0")  # the Inspector's command
+
+
+def test_without_the_options_a_directory_is_named_after_itself(definitions: Path) -> None:
+    sent = handshake()
+    done = serve(str(definitions), "--name", "maths", input=b"".join(orjson.dumps(m) + b"\n" for m in sent))
+    (reply,) = checked_replies(done.stdout.splitlines(), sent)
+    assert reply["result"]["serverInfo"] == {"name": "maths", "version": "0.1.0"}
+    done = serve(str(definitions), input=b"".join(orjson.dumps(m) + b"\n" for m in sent))
+    (reply,) = checked_replies(done.stdout.splitlines(), sent)
+    assert reply["result"]["serverInfo"] == {"name": "defs", "version": "0.1.0"}
+    one_file = str(definitions / "greeting.json")
+    done = serve(one_file, input=b"".join(orjson.dumps(m) + b"\n" for m in sent))
+    (reply,) = checked_replies(done.stdout.splitlines(), sent)
+    assert reply["result"]["serverInfo"] == {"name": "greeting", "version": "1.2.3", "description": "Says hello"}
+    done = serve(one_file, "--deck-version", "9.9.9", input=b"".join(orjson.dumps(m) + b"\n" for m in sent))
+    (reply,) = checked_replies(done.stdout.splitlines(), sent)
+    assert reply["result"]["serverInfo"] == {"name": "greeting", "version": "9.9.9", "description": "Says hello"}
+
+
+def test_the_name_and_version_over_http(definitions: Path) -> None:
+    with StdioServer("serve", str(definitions), "--http", "--port", "0", "--task-store", "memory", "--name",
+                     "maths", "--deck-version", "2.1.0") as server:  # fmt: skip
+        text = server.wait_for_stderr("/mcp\n")
+        found = re.match(r"tooldeck: maths 2\.1\.0 on (http://127\.0\.0\.1:\d+/mcp) ", text)
+        assert found is not None, text
+        with HttpClient(found.group(1)) as http:
+            init = http.post(http_initialize(), version=None)
+    assert init.json()["result"]["serverInfo"] == {"name": "maths", "version": "2.1.0"}
+
+
+@pytest.mark.parametrize(
+    ("args", "line"),
+    [
+        (("tooldeck.demo", "--name", "x"), "tooldeck: tooldeck.demo: --name names a deck served from tool definitions"),
+        (
+            ("--deck-version", "2", "--name", "x"),
+            "tooldeck: tooldeck.demo: --name and --deck-version name a deck served from tool definitions",
+        ),
+    ],
+)
+def test_a_python_deck_names_itself(args: tuple[str, ...], line: str) -> None:
+    done = serve(*args)
+    assert done.returncode == 2
+    assert done.stderr.decode().startswith(line)
+    assert done.stderr.decode().rstrip().endswith('a Python deck is named in its code: Deck("name", version="1.0.0")')
+    assert len(done.stderr.splitlines()) == 1
+
+
+def test_a_blank_name_is_refused(definitions: Path) -> None:
+    done = serve(str(definitions), "--name", " ")
+    assert done.returncode == 2
+    assert done.stderr.decode().splitlines()[-1].endswith("argument --name: must not be blank, got ' '")

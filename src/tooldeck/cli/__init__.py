@@ -71,7 +71,7 @@ def _command(module: str, function: str) -> Callable[[argparse.Namespace], int]:
 def _parser() -> argparse.ArgumentParser:
     import argparse
 
-    from .options import port, positive_float, positive_int
+    from .options import port, positive_float, positive_int, text
 
     class CommandParser(argparse.ArgumentParser):
         """A command's parser: it takes ``--log-level`` too, so the option may follow the command's name. Its default
@@ -99,6 +99,20 @@ def _parser() -> argparse.ArgumentParser:
         default=None,
         metavar="FILE",
         help="a security policy (TOML): authentication, security levels, rate limits, sanitiser, audit trail",
+    )
+    serve.add_argument(
+        "--name",
+        type=text,
+        metavar="NAME",
+        help="the deck's name (serverInfo.name) when TARGET is tool definitions (default: the directory's name, or "
+        "a file's definition id)",
+    )
+    serve.add_argument(
+        "--deck-version",
+        type=text,
+        metavar="VERSION",
+        help="the deck's version (serverInfo.version) when TARGET is tool definitions (default: 0.1.0 for a "
+        "directory, a file's definition version)",
     )
     serve.add_argument(
         "--quiet", action="store_true", help="no start-up banner on stderr (name, transport, counts, how to connect)"
