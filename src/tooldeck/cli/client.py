@@ -209,6 +209,10 @@ async def _listed(connection: Connection, kind: str) -> list[dict[str, Any]]:
     return await _list(connection, f"{kind}s/list", f"{kind}s") if connection.capability(f"{kind}s") else []
 
 
+class UnknownNameError(TargetError):
+    """A name the server does not list; the message names the ones it does."""
+
+
 async def _named(connection: Connection, kind: str, name: str, place: Place) -> dict[str, Any]:
     """The tool or prompt called ``name``; an unknown name is a mistake that names the known ones."""
     found = await _listed(connection, kind)
@@ -219,7 +223,7 @@ async def _named(connection: Connection, kind: str, name: str, place: Place) -> 
     if place.target is None and not place.url and not place.command and name.endswith((".py", ".json", ".yaml")):
         hint = f"; if {name} is a TARGET, name the {kind} after it"
     known = ", ".join(item["name"] for item in found) or "none"
-    raise TargetError(f"unknown {kind} {name!r} ({kind}s: {known}){hint}")
+    raise UnknownNameError(f"unknown {kind} {name!r} ({kind}s: {known}){hint}")
 
 
 # --- the commands ---------------------------------------------------------------------------------------------
@@ -243,10 +247,30 @@ def call(args: argparse.Namespace) -> int:
     place, (name,), tokens = _read_words(args)
 
     async def work(connection: Connection) -> Output:
-        tool = await _named(connection, "tool", name, place)
+        try:
+            tool = await _named(connection, "tool", name, place)
+        except UnknownNameError as unknown:
+            return await _call_unlisted(connection, name, tokens, unknown, as_json=args.json)
         return await call_tool(connection, tool, tokens, as_json=args.json, task=args.task)
 
     return _run(place, work)
+
+
+async def _call_unlisted(connection: Connection, name: str, tokens: list[str], unknown: UnknownNameError,
+                         *, as_json: bool) -> Output:  # fmt: skip
+    """A tool the server does not list is called all the same: a server leaves out of its list what the caller can
+    never use (a scope its token lacks, no credentials), and its answer to the call says so, which is what the
+    user needs to hear. Without a schema the arguments are converted as JSON where they read as JSON. A server that
+    does not know the name (-32602) gets the unknown-name line, with the names it does list."""
+    from .calling import call_tool
+    from .connection import RemoteError
+
+    try:
+        return await call_tool(connection, {"name": name, "inputSchema": {}}, tokens, as_json=as_json, task=False)
+    except RemoteError as exc:
+        if exc.code == -32602:
+            raise unknown from None
+        raise
 
 
 def resources(args: argparse.Namespace) -> int:
