@@ -207,6 +207,75 @@ def test_audit_to_stderr_and_a_relative_audit_file(deck: Path, tmp_path: Path) -
     )
 
 
+def test_the_policy_files_paths_are_relative_to_it_wherever_the_server_starts(deck: Path, tmp_path: Path) -> None:
+    conf = tmp_path / "conf"
+    (conf / "trail").mkdir(parents=True)
+    (conf / "policy.toml").write_text('[audit]\nfile = "trail/audit.jsonl"\n')
+    (tmp_path / "elsewhere").mkdir()
+    call = {"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "add", "arguments": {"a": 1, "b": 2}}}
+    sent = [*handshake(), call]
+    done = serve(str(deck), "--policy", "../conf/policy.toml",
+                 input=b"".join(orjson.dumps(m) + b"\n" for m in sent), cwd=str(tmp_path / "elsewhere"))  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert checked_replies(done.stdout.splitlines(), sent)[1]["result"]["structuredContent"] == {"result": 3}
+    assert done.stderr.decode().splitlines()[2].endswith(f"· audit: {conf / 'trail' / 'audit.jsonl'}")
+    (record,) = [orjson.loads(line) for line in (conf / "trail" / "audit.jsonl").read_bytes().splitlines()]
+    assert record["tool"] == "add"
+    assert list((tmp_path / "elsewhere").iterdir()) == []  # nothing written where the server was started
+
+
+def test_an_audit_file_that_cannot_be_opened_is_one_line(deck: Path, tmp_path: Path) -> None:
+    (tmp_path / "policy.toml").write_text('[audit]\nfile = "missing/audit.jsonl"\n')
+    done = serve(str(deck), "--policy", str(tmp_path / "policy.toml"))
+    assert (done.returncode, done.stdout) == (2, b"")
+    assert done.stderr.decode() == (
+        f"tooldeck: {tmp_path / 'policy.toml'}: audit.file: {tmp_path / 'missing' / 'audit.jsonl'}: cannot be opened "
+        "(No such file or directory)\n"
+    )
+
+
+JWT_POLICY = """\
+[authentication.jwt]
+issuer = "https://auth.example.com"
+audience = "{audience}"
+jwks = "keys/jwks.json"
+"""
+
+
+@pytest.mark.parametrize("http", [(), ("--http", "--port", "0")], ids=["stdio", "http"])
+def test_a_missing_jwks_file_stops_the_start_with_one_line(deck: Path, tmp_path: Path, http: tuple[str, ...]) -> None:
+    (tmp_path / "policy.toml").write_text(JWT_POLICY.format(audience="https://mcp.example.com/mcp"))
+    done = serve(str(deck), "--policy", str(tmp_path / "policy.toml"), *http)
+    assert (done.returncode, done.stdout) == (2, b"")
+    assert done.stderr.decode() == (
+        f"tooldeck: {tmp_path / 'policy.toml'}:4: authentication.jwt.jwks: JWKS {tmp_path / 'keys' / 'jwks.json'}: "
+        "cannot be read (No such file or directory)\n"
+    )
+
+
+def test_an_audience_that_is_not_a_uri_is_one_line(deck: Path, tmp_path: Path, signer_jwks: Path) -> None:
+    (tmp_path / "policy.toml").write_text(JWT_POLICY.format(audience="mcp-server"))
+    done = serve(str(deck), "--policy", str(tmp_path / "policy.toml"), "--http", "--port", "0")
+    assert (done.returncode, done.stdout) == (2, b"")
+    assert done.stderr.decode() == (
+        f"tooldeck: {tmp_path / 'policy.toml'}: [authentication]: resource 'mcp-server' is not an absolute http(s) "
+        "URI\n"
+    )
+
+
+@pytest.fixture
+def signer_jwks(tmp_path: Path) -> Path:
+    import json
+
+    import jwt
+    from cryptography.hazmat.primitives.asymmetric import ec
+
+    public = jwt.algorithms.ECAlgorithm.to_jwk(ec.generate_private_key(ec.SECP256R1()).public_key(), as_dict=True)
+    (tmp_path / "keys").mkdir()
+    (tmp_path / "keys" / "jwks.json").write_text(json.dumps({"keys": [{**public, "kid": "k1"}]}))
+    return tmp_path / "keys" / "jwks.json"
+
+
 @pytest.mark.parametrize(
     ("host", "url", "bound"),
     [

@@ -27,6 +27,12 @@ class Installed:
 def apply_policy(server: Any, policy: Policy) -> None:
     """Serve ``server`` under ``policy``: levels and roles, the stdio principal, HTTP authentication (and RFC 9728
     metadata), rate limits, input limits, the sanitiser and the audit trail."""
+    try:  # first: a policy refused here leaves the server as it was
+        http_auth, http_routes, resource_metadata = authentication(policy)
+    except ValueError as exc:  # a setting the policy's schema cannot see is wrong (a resource that is not a URI)
+        from .policy import PolicyError
+
+        raise PolicyError(f"{policy.source or 'policy'}: [authentication]: {exc}") from None
     installed: Installed | None = getattr(server, "_security", None)
     pipeline = server.pipeline
     if installed is not None:
@@ -41,7 +47,7 @@ def apply_policy(server: Any, policy: Policy) -> None:
             server.services.remove(installed.service)
     installed = Installed()
     server.use_policy(policy)
-    server.http_auth, server.http_routes, server.resource_metadata = authentication(policy)
+    server.http_auth, server.http_routes, server.resource_metadata = http_auth, http_routes, resource_metadata
     server.access.resource_metadata = server.resource_metadata
 
     sanitise = policy.sanitise
@@ -63,7 +69,13 @@ def apply_policy(server: Any, policy: Policy) -> None:
             MemoryRateLimiter(), policy.limits["http_requests"], policy.limits.get("burst")
         )
     if policy.audit.get("file"):
-        installed.sink = audit_sink(policy.audit)
+        try:
+            installed.sink = audit_sink(policy.audit)
+        except OSError as exc:  # a directory that does not exist, a file that may not be written
+            from .policy import PolicyError
+
+            raise PolicyError(f"{policy.source or 'policy'}: audit.file: {policy.audit['file']}: cannot be opened "
+                              f"({exc.strerror or exc})") from None  # fmt: skip
         installed.auditors.append(CallAuditor(installed.sink, policy.audit.get("redact", ()), server.access))
         server.http_refusal_auditor = HttpRefusalAuditor(installed.sink)
         installed.service = _closer(installed.sink)
