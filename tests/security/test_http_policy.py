@@ -136,7 +136,25 @@ async def test_the_protected_resource_metadata_is_served(tmp_path: Path, signer:
     reply = await client.request("GET", path="/.well-known/oauth-protected-resource/mcp", jsonrpc=False)
     document = await reply.json()
     assert (reply.status, document["resource"], document["authorization_servers"]) == (200, RESOURCE, [ISSUER])
-    assert document["scopes_supported"] == ["deploy:write"]
+    assert document["scopes_supported"] == ["deploy:write", "weather:read"]  # [roles]' scopes and the tools'
+
+
+async def test_the_metadata_lists_the_scopes_of_what_is_served_now(tmp_path: Path, signer: tuple[Any, Path]) -> None:
+    _, jwks = signer
+    deck = secured_deck(policy_file(tmp_path, jwks))
+    client = AsgiClient(HttpApp(deck))
+
+    async def scopes() -> Any:
+        reply = await client.request("GET", path="/.well-known/oauth-protected-resource/mcp", jsonrpc=False)
+        return (await reply.json()).get("scopes_supported")
+
+    deck.add_tool(lambda: "ok", name="audit", description="Reads the trail.", security_level=5,
+                  scopes=["audit:read", "weather:read"])  # fmt: skip
+    deck.add_resource("plans://q3", "secret", security_level=5, scopes=["plans:read"])
+    assert await scopes() == ["audit:read", "deploy:write", "plans:read", "weather:read"]
+    deck.remove_tool("audit")
+    deck.remove_tool("weather")
+    assert await scopes() == ["deploy:write", "plans:read"]
 
 
 async def test_rate_limits_over_http(tmp_path: Path, signer: tuple[Any, Path]) -> None:
