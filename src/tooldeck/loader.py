@@ -72,8 +72,7 @@ def _definitions_deck(directory: str, watch: bool, name: str | None = None, vers
     from .manifest.definition import DefinitionError, definition_files
     from .manifest.watch import DirectoryWatcher
 
-    deck = Deck(name or os.path.basename(os.path.abspath(directory)) or "tooldeck",
-                **({"version": version} if version else {}))  # fmt: skip
+    deck = Deck(name or os.path.basename(os.path.abspath(directory)) or "tooldeck", version=version or "0.1.0")
     if watch:
         watcher = DirectoryWatcher(deck.manager, directory)
         watcher.load()  # a broken file is logged and skipped: it is applied once it is mended

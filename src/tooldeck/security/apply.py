@@ -124,7 +124,7 @@ def scopes_in_use(server: Any) -> Any:
     """A function giving the scopes the server's tools, resources, templates and prompts need, worked out again only
     when one of those registries changed."""
     catalogs = (server.tools, server.resources, server.templates, server.prompts)
-    known: list[Any] = [None, frozenset()]
+    known: list[Any] = [None, frozenset()]  # the registries' generations, and the scopes found then
 
     def scopes() -> frozenset[str]:
         generations = tuple(catalog._generation for catalog in catalogs)
@@ -133,7 +133,7 @@ def scopes_in_use(server: Any) -> Any:
                 scope for catalog in catalogs for item in catalog for scope in getattr(item, "scopes", ())
             )
             known[:] = [generations, needed]
-        return known[1]  # type: ignore[no-any-return]
+        return known[1]
 
     return scopes
 
