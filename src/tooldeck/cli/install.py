@@ -3,8 +3,9 @@
 The entry runs ``<this python> -m tooldeck serve <absolute target>``, so the host starts the deck with the Python
 environment tooldeck is installed in, from whatever directory it starts servers in. The target is loaded first: a
 deck that does not load is never installed. An existing config is merged, never rewritten from scratch: every other
-server and every other key stay as they were, a copy is kept as ``<file>.bak``, and the new file replaces the old
-one in a single rename (a crash leaves the old file or the new one, never half of either).
+server and every other key stay as they were (VS Code's JSON with comments is edited as text, so its comments and
+layout stay too: ``jsonc.py``), a copy is kept as ``<file>.bak``, and the new file replaces the old one in a single
+rename (a crash leaves the old file or the new one, never half of either).
 """
 
 from __future__ import annotations
