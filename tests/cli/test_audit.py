@@ -28,9 +28,13 @@ def test_an_intact_rotated_trail_given_in_any_order(tmp_path: Path) -> None:
     path = write_trail(tmp_path, 7, max_bytes=300)
     files = sorted(str(p) for p in tmp_path.iterdir())
     assert len(files) == 4
-    done = run(*reversed(files))
-    assert (done.returncode, done.stdout, done.stderr) == (0, "ok: 7 records in 4 files, chain intact\n", "")
     head = line_hash(path.read_bytes().splitlines()[-1])
+    done = run(*reversed(files))
+    assert (done.returncode, done.stdout, done.stderr) == (
+        0,
+        f"ok: 7 records in 4 files, chain intact\nhead: {head}\n",
+        "",
+    )
     done = run("--json", *files)
     assert (done.returncode, orjson.loads(done.stdout)) == (
         0,
@@ -56,7 +60,11 @@ def test_expect_head_and_allowed_breaks(tmp_path: Path) -> None:
     assert done.stdout.startswith(f"{path}:3: no record has the expected head {'f' * 64}: ")
     first = line_hash(path.read_bytes().splitlines()[0])
     done = run("--allow-breaks", "--expect-head", first, str(path))
-    assert (done.returncode, done.stdout) == (0, f"ok: 2 records in 1 file, chain intact; 1 break allowed: {path}:2\n")
+    head = line_hash(path.read_bytes().splitlines()[-1])
+    assert (done.returncode, done.stdout) == (
+        0,
+        f"ok: 2 records in 1 file, chain intact; 1 break allowed: {path}:2\nhead: {head}\n",
+    )
 
 
 def test_an_unreadable_file_is_exit_2_with_one_line(tmp_path: Path) -> None:
@@ -64,3 +72,17 @@ def test_an_unreadable_file_is_exit_2_with_one_line(tmp_path: Path) -> None:
     done = run(str(tmp_path / "audit.jsonl"), str(tmp_path / "audit.jsonl.1"))
     assert (done.returncode, done.stdout) == (2, "")
     assert done.stderr == f"tooldeck: {tmp_path / 'audit.jsonl.1'}: cannot read: No such file or directory\n"
+
+
+def test_the_printed_head_is_what_expect_head_takes(tmp_path: Path) -> None:
+    path = write_trail(tmp_path, 3)
+    done = run(str(path))
+    ok, head = done.stdout.splitlines()
+    assert (done.returncode, ok) == (0, "ok: 3 records in 1 file, chain intact")
+    assert head == f"head: {line_hash(path.read_bytes().splitlines()[-1])}"
+    sink = FileAuditSink(path)  # the trail goes on ...
+    sink.write({"event": "call", "tool": "deploy", "n": 3})
+    sink.close()
+    done = run("--expect-head", head.removeprefix("head: "), str(path))  # ... and still holds the copied head
+    assert (done.returncode, done.stdout.splitlines()[0]) == (0, "ok: 4 records in 1 file, chain intact")
+    assert done.stdout.splitlines()[1] != head

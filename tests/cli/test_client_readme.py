@@ -1,5 +1,6 @@
-"""The README's "Running: stdio and the command line" section runs as written: every command of its examples (in a
-folder with the README's opening deck as app.py and server.py), and its command reference lists every command."""
+"""The README's "Running: stdio and the command line" section runs as written: every command of its examples, in a
+folder holding what the README says it holds (server.py, the opening deck; app.py, the opening deck with the
+section's own additions), and its command reference lists every command."""
 
 from __future__ import annotations
 
@@ -23,19 +24,10 @@ SECTION = README.split("## Running: stdio and the command line\n", 1)[1].split("
 SERVE_BLOCK, CLIENT_BLOCK = re.findall(r"```bash\n(.*?)```", SECTION, re.S)
 OPENING = re.findall(r"```python\n(.*?)```", README, re.S)[0]
 
-# What app.py adds to the opening deck for the read and prompt examples.
-ADDITIONS = '''
-from tooldeck import Message
-
-@deck.resource("config://app", mime_type="application/json")
-def app_config() -> dict:
-    return {"theme": "dark"}
-
-@deck.prompt
-def review(code: str) -> list[Message]:
-    """Ask for a code review."""
-    return [Message("user", f"Review this code:\\n{code}")]
-'''
+# What app.py adds to the opening deck for the read and prompt examples: the README's own block, placed above the
+# opening deck's ``if __name__ == "__main__":`` lines, as the README says.
+(ADDITIONS,) = re.findall(r"```python\n(# app\.py: .*?)```", SECTION, re.S)
+MAIN = 'if __name__ == "__main__":'
 TOKEN = "readme-token"
 
 
@@ -46,7 +38,9 @@ def lines(block: str) -> list[list[str]]:
 @pytest.fixture(scope="module")
 def folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
     where = tmp_path_factory.mktemp("readme")
-    (where / "app.py").write_text(OPENING + ADDITIONS)
+    opening, main, rest = OPENING.partition(MAIN)
+    assert main, "the opening deck ends with its main lines"
+    (where / "app.py").write_text(f"{opening}{ADDITIONS}\n{main}{rest}")
     (where / "server.py").write_text(OPENING)
     (where / "policy.toml").write_text(
         f'[authentication]\nrequired = true\n\n[[authentication.tokens]]\nsubject = "me"\nsha256 = "{hash_token(TOKEN)}"\n'
@@ -92,7 +86,7 @@ EXPECTED_STDOUT = {
     "days=2": lambda out: orjson.loads(out) == {"city": "Oslo", "celsius": 21.5},
     "resources": lambda out: out == "config://app  app_config (application/json)\n",
     "read": lambda out: out == '{"theme":"dark"}\n',
-    "prompt": lambda out: out == "# Ask for a code review.\n\n[user]\nReview this code:\nprint(1)\n",
+    "prompt": lambda out: out == "# Ask for a code review.\n\n[user]\nReview this python code:\nprint(1)\n",
     "--url": lambda out: orjson.loads(out) == {"city": "Oslo", "celsius": 21.5},
     "server.py": lambda out: out == "forecast(city: string, days: integer = 1) -> object\n    Forecast for a city.\n",
     "tools": lambda out: out.startswith("calculate(expression: string) -> number\n"),
@@ -125,3 +119,12 @@ def test_the_reference_lists_every_command() -> None:
     for name in names:
         done = subprocess.run([*TOOLDECK, *name.split(), "--help"], capture_output=True, text=True, cwd=ROOT)
         assert done.returncode == 0, (name, done.stderr)
+
+
+def test_the_additions_are_the_readmes_own_resource_and_prompt() -> None:
+    resources = README.split("## Resources\n", 1)[1].split("\n## ", 1)[0]
+    prompts = README.split("## Prompts and completion\n", 1)[1].split("\n## ", 1)[0]
+    resource, prompt = ADDITIONS.split("\n\n@deck.prompt")
+    resource = resource.split("\n\n", 1)[1]  # after the comment and the import
+    assert resource.strip() in resources
+    assert f"@deck.prompt{prompt}".strip() in prompts

@@ -17,6 +17,7 @@ from tooldeck.security.tokens import hash_token
 
 DECK = "tests/cli/decks/client_deck.py"
 SERVER = ["--", sys.executable, "-m", "tooldeck", "serve", DECK]
+GUARDED = "tests/cli/decks/guarded_deck.py"
 
 
 def run(*args: str) -> subprocess.CompletedProcess[str]:
@@ -43,6 +44,20 @@ def secured(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         f'sha256 = "{hash_token("right-token")}"\n'
     )
     with serve_http(DECK, "--task-store", "memory", "--policy", str(policy)) as endpoint:
+        yield endpoint
+
+
+@pytest.fixture(scope="module")
+def guarded(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """The guarded deck over HTTP: the token "plain" has no scopes, "deployer" has deploy:write; anonymous callers
+    may list and call what level 0 allows."""
+    policy = tmp_path_factory.mktemp("guarded") / "policy.toml"
+    policy.write_text(
+        f'[[authentication.tokens]]\nsubject = "plain"\nsha256 = "{hash_token("plain")}"\n\n'
+        f'[[authentication.tokens]]\nsubject = "deployer"\nsha256 = "{hash_token("deployer")}"\n'
+        'scopes = ["deploy:write"]\n'
+    )
+    with serve_http(GUARDED, "--task-store", "memory", "--policy", str(policy)) as endpoint:
         yield endpoint
 
 
@@ -103,6 +118,90 @@ def test_http_a_wrong_token_is_one_line(secured: str) -> None:
     one_line(done, 2, f"tooldeck: {secured}: HTTP 401 Unauthorized: the token was refused: check --token")
     done = run("tools", "--url", secured)
     one_line(done, 2, f"tooldeck: {secured}: HTTP 401 Unauthorized: the server wants credentials: give --token")
+
+
+# --- refusals: what the server said, not a guess ---------------------------------------------------------------
+
+
+def test_http_a_missing_confirmation_is_called_one(guarded: str) -> None:
+    done = run("call", "--url", guarded, "--token", "deployer", "launch", "target=moon")
+    one_line(done, 2, f"tooldeck: {guarded}: HTTP 403 Forbidden: tool 'launch' needs per-call verification ")
+    assert done.stderr == (
+        f"tooldeck: {guarded}: HTTP 403 Forbidden: tool 'launch' needs per-call verification (security level 9); it "
+        "needs a client that supports elicitation (to confirm the call); tooldeck call asks for a confirmation only "
+        "when stdin and stderr are terminals: run it there and type the code it shows\n"
+    )
+
+
+def test_http_a_missing_scope_is_named_although_the_tool_is_not_listed(guarded: str) -> None:
+    listed = run("tools", "--url", guarded, "--token", "plain")
+    assert listed.stdout.splitlines() == ["launch(target: string) -> string", "    Needs the user's confirmation on "
+                                          "every call.", "hello() -> string", "    Anyone may call it."]  # fmt: skip
+    done = run("call", "--url", guarded, "--token", "plain", "deploy", "service=web")
+    one_line(done, 2, f"tooldeck: {guarded}: HTTP 403 Forbidden: ")
+    assert done.stderr == (
+        f"tooldeck: {guarded}: HTTP 403 Forbidden: the token lacks a scope the call needs (deploy:write); the server "
+        "says: tool 'deploy' needs the scope deploy:write (security level 5); ask for a token that grants "
+        "deploy:write\n"
+    )
+    done = run("call", "--url", guarded, "--token", "deployer", "deploy", "service=web")
+    assert (done.returncode, done.stdout) == (0, "deployed web\n"), done.stderr
+
+
+def test_http_credentials_missing_and_unknown_tools(guarded: str) -> None:
+    done = run("call", "--url", guarded, "deploy", "service=web")  # anonymous: the tool is hidden, the call 401
+    assert done.stderr == (
+        f"tooldeck: {guarded}: HTTP 401 Unauthorized: the server wants credentials: give --token TOKEN (or --header "
+        "'Authorization: ...'); the server says: tool 'deploy' needs an authenticated caller (security level 5); "
+        "send credentials\n"
+    )
+    assert done.returncode == 2
+    one_line(run("call", "--url", guarded, "--token", "plain", "nope"), 2,
+             "tooldeck: unknown tool 'nope' (tools: launch, hello)")  # fmt: skip
+
+
+def test_http_what_the_cli_reads_is_what_the_server_sends(guarded: str) -> None:
+    from http_client import HttpClient, initialize_message
+
+    with HttpClient(guarded) as http:
+        bearer = {"authorization": "Bearer plain"}
+        init = http.post(initialize_message(), version=None, headers=bearer)
+        session = init.headers["mcp-session-id"]
+        assert http.post({"jsonrpc": "2.0", "method": "notifications/initialized"}, session=session,
+                         headers=bearer).status_code == 202  # fmt: skip
+        call = {"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "deploy", "arguments": {}}}
+        refused = http.post(call, session=session, headers=bearer)
+        assert refused.status_code == 403
+        assert refused.headers["www-authenticate"].startswith('Bearer error="insufficient_scope", scope="deploy:write"')
+        call = {"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {"name": "launch", "arguments": {}}}
+        refused = http.post(call, session=session, headers=bearer)
+        assert refused.status_code == 403 and "www-authenticate" not in refused.headers
+        assert "needs per-call verification" in refused.json()["error"]["message"]
+
+
+STDIO_USER = f"{GUARDED}:stdio_user"
+
+
+@pytest.mark.parametrize(
+    ("before", "after"),
+    [([STDIO_USER], []), ([], ["--", sys.executable, "-m", "tooldeck", "serve", STDIO_USER])],
+    ids=["in process", "stdio"],
+)
+def test_refusals_in_process_and_over_stdio(before: list[str], after: list[str]) -> None:
+    done = run("call", *before, "deploy", "service=web", *after)
+    assert (done.returncode, done.stderr) == (
+        2,
+        "tooldeck: tool 'deploy' needs the scope deploy:write (security level 5); ask for a token that grants "
+        "deploy:write\n",
+    )
+    done = run("call", *before, "launch", "target=moon", *after)
+    assert (done.returncode, done.stderr) == (
+        2,
+        "tooldeck: tool 'launch' needs per-call verification (security level 9); it needs a client that supports "
+        "elicitation (to confirm the call); tooldeck call asks for a confirmation only when stdin and stderr are "
+        "terminals: run it there and type the code it shows\n",
+    )
+    one_line(run("call", *before, "nope", *after), 2, "tooldeck: unknown tool 'nope' (tools: launch, hello)")
 
 
 # --- a server command over stdio ------------------------------------------------------------------------------

@@ -158,30 +158,95 @@ def test_a_symlinked_config_is_updated_where_it_lives(home: Path, deck_file: Pat
 
 
 @pytest.mark.parametrize(
-    ("content", "message"),
+    ("host", "content", "message"),
     [
-        ('{"mcpServers": {"a": 1},\n  oops}', "{path}:2:3: not valid JSON: Expecting property name enclosed in double "
-         "quotes; mend the file or move it away, then run install again (nothing was written)"),
-        ('{\n  // my servers\n  "servers": {}\n}', "{path}:2:3: not valid JSON: Expecting property name enclosed in "
-         "double quotes (comments are not read: remove them); mend the file or move it away, then run install again "
-         "(nothing was written)"),
-        ("[1, 2]", "{path}: expected a JSON object at the top, found an array; nothing was written"),
-        ('{"servers": ["a"]}', '{path}: "servers" is an array, expected an object of servers by name; nothing was '
-         "written"),
+        ("vscode", '{"servers": {"a": 1},\n  oops}', "{path}:2:3: not valid JSON with comments: Expecting property name "
+         "enclosed in double quotes; mend the file or move it away, then run install again (nothing was written)"),
+        ("vscode", '{\n  /* never closed\n  "servers": {}\n}', "{path}:2:3: not valid JSON with comments: "
+         "Unterminated comment (comments are not read: remove them); mend the file or move it away, then run "
+         "install again (nothing was written)"),
+        ("cursor", '{"mcpServers": {"a": 1},\n  oops}', "{path}:2:3: not valid JSON: Expecting property name "
+         "enclosed in double quotes; mend the file or move it away, then run install again (nothing was written)"),
+        ("cursor", '{\n  // my servers\n  "mcpServers": {}\n}', "{path}:2:3: not valid JSON: Expecting property name "
+         "enclosed in double quotes (comments are not read: remove them); mend the file or move it away, then run "
+         "install again (nothing was written)"),  # a plain JSON host: comments are not its format
+        ("vscode", "[1, 2]", "{path}: expected a JSON object at the top, found an array; nothing was written"),
+        ("vscode", '{"servers": ["a"]}', '{path}: "servers" is an array, expected an object of servers by name; '
+         "nothing was written"),
     ],
 )  # fmt: skip
 def test_a_config_that_cannot_be_merged_is_refused_and_left_alone(
-    content: str, message: str, home: Path, deck_file: Path
+    host: str, content: str, message: str, home: Path, deck_file: Path
 ) -> None:
-    path = home / "xdg" / "Code" / "User" / "mcp.json"
+    path = home / LINUX[host][0]
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(content)
     for extra in ((), ("--dry-run",)):
-        done = install(home, "vscode", str(deck_file), *extra)
+        done = install(home, host, str(deck_file), *extra)
         assert (done.returncode, done.stdout) == (2, "")
         assert done.stderr == f"tooldeck: {message.format(path=path)}\n"
         assert path.read_text() == content
-        assert [p.name for p in path.parent.iterdir()] == ["mcp.json"]  # no backup, no temporary file
+        assert [p.name for p in path.parent.iterdir()] == [path.name]  # no backup, no temporary file
+
+
+# VS Code's mcp.json as VS Code writes it (tabs, "inputs"), with what its users add: comments, trailing commas.
+VSCODE_MCP_JSON = """\
+{
+\t// Servers for this machine; see https://code.visualstudio.com/docs/copilot/chat/mcp-servers
+\t"servers": {
+\t\t"other": {
+\t\t\t"type": "stdio", /* started by VS Code */
+\t\t\t"command": "npx",
+\t\t\t"args": ["-y", "other-server",], // pinned below
+\t\t},
+\t},
+\t"inputs": [],
+}
+"""
+
+
+def test_vscode_json_with_comments_is_merged_keeping_them(home: Path, deck_file: Path) -> None:
+    path = home / LINUX["vscode"][0]
+    path.parent.mkdir(parents=True)
+    path.write_text(VSCODE_MCP_JSON)
+    done = install(home, "vscode", str(deck_file), "--env", "GREETING=hi")
+    assert (done.returncode, done.stderr) == (0, ""), done.stderr
+    entry = "\n\t\t".join(json.dumps(expected_entry(deck_file, True, {"GREETING": "hi"}), indent="\t").splitlines())
+    assert path.read_text() == VSCODE_MCP_JSON.replace(
+        "\t\t},\n\t},", f'\t\t}},\n\t\t"greeter": {entry},\n\t}},'
+    )  # the new entry after the last one, as the file writes them (tabs, a trailing comma); nothing else changed
+    assert path.with_name("mcp.json.bak").read_text() == VSCODE_MCP_JSON
+
+    done = install(home, "vscode", str(deck_file), "--name", "greeter")  # replaced where it stands
+    assert done.returncode == 0, done.stderr
+    entry = "\n\t\t".join(json.dumps(expected_entry(deck_file, True), indent="\t").splitlines())
+    assert path.read_text() == VSCODE_MCP_JSON.replace("\t\t},\n\t},", f'\t\t}},\n\t\t"greeter": {entry},\n\t}},')
+
+
+@pytest.mark.parametrize(
+    "content",
+    [
+        "{\n  // nothing here yet\n}\n",
+        '{\n  "inputs": [] // none\n}\n',
+        '{\r\n  "servers": {\r\n    "other": {"command": "x"} // keep\r\n  }\r\n}\r\n',
+        '{"servers": {}, /* one line */}',
+    ],
+)
+def test_vscode_files_of_other_shapes(content: str, home: Path, deck_file: Path) -> None:
+    from tooldeck.cli.jsonc import loads
+
+    path = home / LINUX["vscode"][0]
+    path.parent.mkdir(parents=True)
+    path.write_bytes(content.encode())
+    done = install(home, "vscode", str(deck_file))
+    assert done.returncode == 0, done.stderr
+    written = path.read_bytes().decode()
+    assert loads(written) == {**loads(content), "servers": {**loads(content).get("servers", {}),
+                                                             "greeter": expected_entry(deck_file, True)}}  # fmt: skip
+    for comment in re.findall(r"//[^\r\n]*|/\*.*?\*/", content):
+        assert comment in written
+    if "\r\n" in content:  # Windows line ends stay Windows line ends
+        assert "\n" not in written.replace("\r\n", "")
 
 
 def test_an_empty_config_file_is_treated_as_empty(home: Path, deck_file: Path) -> None:

@@ -14,6 +14,7 @@ import orjson
 import pytest
 
 from http_client import HttpClient, free_port, wait_for_port
+from http_client import initialize_message as http_initialize
 from stdio_client import ROOT, TOOLDECK, StdioServer, checked_replies, handshake
 from tooldeck.cli import _plain_serve
 from tooldeck.transports.http.server import endpoint_url
@@ -206,6 +207,75 @@ def test_audit_to_stderr_and_a_relative_audit_file(deck: Path, tmp_path: Path) -
     )
 
 
+def test_the_policy_files_paths_are_relative_to_it_wherever_the_server_starts(deck: Path, tmp_path: Path) -> None:
+    conf = tmp_path / "conf"
+    (conf / "trail").mkdir(parents=True)
+    (conf / "policy.toml").write_text('[audit]\nfile = "trail/audit.jsonl"\n')
+    (tmp_path / "elsewhere").mkdir()
+    call = {"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "add", "arguments": {"a": 1, "b": 2}}}
+    sent = [*handshake(), call]
+    done = serve(str(deck), "--policy", "../conf/policy.toml",
+                 input=b"".join(orjson.dumps(m) + b"\n" for m in sent), cwd=str(tmp_path / "elsewhere"))  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert checked_replies(done.stdout.splitlines(), sent)[1]["result"]["structuredContent"] == {"result": 3}
+    assert done.stderr.decode().splitlines()[2].endswith(f"· audit: {conf / 'trail' / 'audit.jsonl'}")
+    (record,) = [orjson.loads(line) for line in (conf / "trail" / "audit.jsonl").read_bytes().splitlines()]
+    assert record["tool"] == "add"
+    assert list((tmp_path / "elsewhere").iterdir()) == []  # nothing written where the server was started
+
+
+def test_an_audit_file_that_cannot_be_opened_is_one_line(deck: Path, tmp_path: Path) -> None:
+    (tmp_path / "policy.toml").write_text('[audit]\nfile = "missing/audit.jsonl"\n')
+    done = serve(str(deck), "--policy", str(tmp_path / "policy.toml"))
+    assert (done.returncode, done.stdout) == (2, b"")
+    assert done.stderr.decode() == (
+        f"tooldeck: {tmp_path / 'policy.toml'}: audit.file: {tmp_path / 'missing' / 'audit.jsonl'}: cannot be opened "
+        "(No such file or directory)\n"
+    )
+
+
+JWT_POLICY = """\
+[authentication.jwt]
+issuer = "https://auth.example.com"
+audience = "{audience}"
+jwks = "keys/jwks.json"
+"""
+
+
+@pytest.mark.parametrize("http", [(), ("--http", "--port", "0")], ids=["stdio", "http"])
+def test_a_missing_jwks_file_stops_the_start_with_one_line(deck: Path, tmp_path: Path, http: tuple[str, ...]) -> None:
+    (tmp_path / "policy.toml").write_text(JWT_POLICY.format(audience="https://mcp.example.com/mcp"))
+    done = serve(str(deck), "--policy", str(tmp_path / "policy.toml"), *http)
+    assert (done.returncode, done.stdout) == (2, b"")
+    assert done.stderr.decode() == (
+        f"tooldeck: {tmp_path / 'policy.toml'}:4: authentication.jwt.jwks: JWKS {tmp_path / 'keys' / 'jwks.json'}: "
+        "cannot be read (No such file or directory)\n"
+    )
+
+
+def test_an_audience_that_is_not_a_uri_is_one_line(deck: Path, tmp_path: Path, signer_jwks: Path) -> None:
+    (tmp_path / "policy.toml").write_text(JWT_POLICY.format(audience="mcp-server"))
+    done = serve(str(deck), "--policy", str(tmp_path / "policy.toml"), "--http", "--port", "0")
+    assert (done.returncode, done.stdout) == (2, b"")
+    assert done.stderr.decode() == (
+        f"tooldeck: {tmp_path / 'policy.toml'}: [authentication]: resource 'mcp-server' is not an absolute http(s) "
+        "URI\n"
+    )
+
+
+@pytest.fixture
+def signer_jwks(tmp_path: Path) -> Path:
+    import json
+
+    import jwt
+    from cryptography.hazmat.primitives.asymmetric import ec
+
+    public = jwt.algorithms.ECAlgorithm.to_jwk(ec.generate_private_key(ec.SECP256R1()).public_key(), as_dict=True)
+    (tmp_path / "keys").mkdir()
+    (tmp_path / "keys" / "jwks.json").write_text(json.dumps({"keys": [{**public, "kid": "k1"}]}))
+    return tmp_path / "keys" / "jwks.json"
+
+
 @pytest.mark.parametrize(
     ("host", "url", "bound"),
     [
@@ -305,3 +375,83 @@ def test_a_short_state_key_in_the_environment_is_refused_at_start(deck: Path, ex
     assert done.returncode == 2 and done.stdout == ""
     (line,) = done.stderr.splitlines()
     assert line.startswith("tooldeck: $TOOLDECK_STATE_KEY must be at least 32 characters") and "got 9" in line
+
+
+# --- naming a deck of tool definitions ------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def definitions(tmp_path: Path) -> Path:
+    folder = tmp_path / "defs"
+    folder.mkdir()
+    (folder / "greeting_impl.py").write_text("def hello(who: str) -> str:\n    return f'hello {who}'\n")
+    definition = {"id": "greeting", "name": "Greeting", "version": "1.2.3", "description": "Says hello",
+                  "capabilities": [{"name": "hello", "description": "Greets", "handler": "greeting_impl:hello",
+                                    "parameters": [{"name": "who", "type": "string", "required": True}],
+                                    "return": {"schema": {"type": "string"}}}]}  # fmt: skip
+    (folder / "greeting.json").write_bytes(orjson.dumps(definition))
+    return folder
+
+
+@pytest.mark.parametrize("watch", [(), ("--watch",)], ids=["plain", "watch"])
+def test_a_directory_served_under_the_name_and_version_given(definitions: Path, watch: tuple[str, ...]) -> None:
+    sent = handshake()
+    done = serve(str(definitions), *watch, "--name", "maths", "--deck-version", "2.1.0",
+                 input=b"".join(orjson.dumps(m) + b"\n" for m in sent))  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    (reply,) = checked_replies(done.stdout.splitlines(), sent)
+    assert reply["result"]["serverInfo"] == {"name": "maths", "version": "2.1.0"}
+    banner = done.stderr.decode().split("tooldeck: maths 2.1.0 on stdio\n", 1)[1].splitlines()  # after --watch's log
+    assert banner[-1].endswith(f"serve {definitions} --name maths --deck-version 2.1.0")  # the Inspector's command
+
+
+def test_without_the_options_a_directory_is_named_after_itself(definitions: Path) -> None:
+    sent = handshake()
+    done = serve(str(definitions), "--name", "maths", input=b"".join(orjson.dumps(m) + b"\n" for m in sent))
+    (reply,) = checked_replies(done.stdout.splitlines(), sent)
+    assert reply["result"]["serverInfo"] == {"name": "maths", "version": "0.1.0"}
+    done = serve(str(definitions), input=b"".join(orjson.dumps(m) + b"\n" for m in sent))
+    (reply,) = checked_replies(done.stdout.splitlines(), sent)
+    assert reply["result"]["serverInfo"] == {"name": "defs", "version": "0.1.0"}
+    one_file = str(definitions / "greeting.json")
+    done = serve(one_file, input=b"".join(orjson.dumps(m) + b"\n" for m in sent))
+    (reply,) = checked_replies(done.stdout.splitlines(), sent)
+    assert reply["result"]["serverInfo"] == {"name": "greeting", "version": "1.2.3", "description": "Says hello"}
+    done = serve(one_file, "--deck-version", "9.9.9", input=b"".join(orjson.dumps(m) + b"\n" for m in sent))
+    (reply,) = checked_replies(done.stdout.splitlines(), sent)
+    assert reply["result"]["serverInfo"] == {"name": "greeting", "version": "9.9.9", "description": "Says hello"}
+
+
+def test_the_name_and_version_over_http(definitions: Path) -> None:
+    with StdioServer("serve", str(definitions), "--http", "--port", "0", "--task-store", "memory", "--name",
+                     "maths", "--deck-version", "2.1.0") as server:  # fmt: skip
+        text = server.wait_for_stderr("/mcp\n")
+        found = re.match(r"tooldeck: maths 2\.1\.0 on (http://127\.0\.0\.1:\d+/mcp) ", text)
+        assert found is not None, text
+        with HttpClient(found.group(1)) as http:
+            init = http.post(http_initialize(), version=None)
+    assert init.json()["result"]["serverInfo"] == {"name": "maths", "version": "2.1.0"}
+
+
+@pytest.mark.parametrize(
+    ("args", "line"),
+    [
+        (("tooldeck.demo", "--name", "x"), "tooldeck: tooldeck.demo: --name names a deck served from tool definitions"),
+        (
+            ("--deck-version", "2", "--name", "x"),
+            "tooldeck: tooldeck.demo: --name and --deck-version name a deck served from tool definitions",
+        ),
+    ],
+)
+def test_a_python_deck_names_itself(args: tuple[str, ...], line: str) -> None:
+    done = serve(*args)
+    assert done.returncode == 2
+    assert done.stderr.decode().startswith(line)
+    assert done.stderr.decode().rstrip().endswith('a Python deck is named in its code: Deck("name", version="1.0.0")')
+    assert len(done.stderr.splitlines()) == 1
+
+
+def test_a_blank_name_is_refused(definitions: Path) -> None:
+    done = serve(str(definitions), "--name", " ")
+    assert done.returncode == 2
+    assert done.stderr.decode().splitlines()[-1].endswith("argument --name: must not be blank, got ' '")

@@ -136,7 +136,25 @@ async def test_the_protected_resource_metadata_is_served(tmp_path: Path, signer:
     reply = await client.request("GET", path="/.well-known/oauth-protected-resource/mcp", jsonrpc=False)
     document = await reply.json()
     assert (reply.status, document["resource"], document["authorization_servers"]) == (200, RESOURCE, [ISSUER])
-    assert document["scopes_supported"] == ["deploy:write"]
+    assert document["scopes_supported"] == ["deploy:write", "weather:read"]  # [roles]' scopes and the tools'
+
+
+async def test_the_metadata_lists_the_scopes_of_what_is_served_now(tmp_path: Path, signer: tuple[Any, Path]) -> None:
+    _, jwks = signer
+    deck = secured_deck(policy_file(tmp_path, jwks))
+    client = AsgiClient(HttpApp(deck))
+
+    async def scopes() -> Any:
+        reply = await client.request("GET", path="/.well-known/oauth-protected-resource/mcp", jsonrpc=False)
+        return (await reply.json()).get("scopes_supported")
+
+    deck.add_tool(lambda: "ok", name="audit", description="Reads the trail.", security_level=5,
+                  scopes=["audit:read", "weather:read"])  # fmt: skip
+    deck.add_resource("plans://q3", "secret", security_level=5, scopes=["plans:read"])
+    assert await scopes() == ["audit:read", "deploy:write", "plans:read", "weather:read"]
+    deck.remove_tool("audit")
+    deck.remove_tool("weather")
+    assert await scopes() == ["deploy:write", "plans:read"]
 
 
 async def test_rate_limits_over_http(tmp_path: Path, signer: tuple[Any, Path]) -> None:
@@ -186,3 +204,64 @@ async def test_requests_refused_before_the_protocol_are_audited(tmp_path: Path, 
                                                                                        "127.0.0.1")  # fmt: skip
     assert refused["reason"].startswith("Unauthorized: ")
     assert verify([str(trail)]).ok
+
+
+CHANGING_DECK = '''
+from tooldeck import Deck
+
+deck = Deck("changing", version="1.0.0")
+deck.add_resource("config://app", "{}")  # so that sessions negotiate resources (the marker below)
+
+
+@deck.tool
+async def unlock() -> str:
+    """Adds a tool only ops:write can use."""
+    deck.add_tool(lambda: "secret", name="secret", description="Needs ops:write.", security_level=5,
+                  scopes=["ops:write"])
+    return "unlocked"
+
+
+@deck.tool
+async def publish() -> str:
+    """Adds a resource: a change everyone sees, after the tool's."""
+    deck.add_resource("config://more", "{}")
+    return "published"
+'''
+
+
+def test_over_real_http_list_changed_reaches_only_the_sessions_that_can_see_the_change(tmp_path: Path) -> None:
+    from eras import MODERN, modern
+    from http_client import HttpClient, initialize_message, serve_http
+
+    (tmp_path / "changing.py").write_text(CHANGING_DECK)
+    (tmp_path / "policy.toml").write_text(
+        f'[authentication]\nrequired = true\n\n[[authentication.tokens]]\nsubject = "plain"\n'
+        f'sha256 = "{hash_token("plain")}"\n\n[[authentication.tokens]]\nsubject = "ops"\n'
+        f'sha256 = "{hash_token("ops")}"\nscopes = ["ops:write"]\n'
+    )
+    tools = {"jsonrpc": "2.0", "method": "notifications/tools/list_changed"}
+    resources = {"jsonrpc": "2.0", "method": "notifications/resources/list_changed"}
+    with serve_http(str(tmp_path / "changing.py"), "--policy", str(tmp_path / "policy.toml"), "--task-store",
+                    "memory") as url, HttpClient(url) as http, HttpClient(url) as modern_http:  # fmt: skip
+        sessions = {}
+        for who in ("plain", "ops"):
+            bearer = {"authorization": f"Bearer {who}"}
+            session = http.post(initialize_message(), version=None, headers=bearer).headers["mcp-session-id"]
+            http.post({"jsonrpc": "2.0", "method": "notifications/initialized"}, session=session, headers=bearer)
+            sessions[who] = (session, bearer)
+        listen = modern("L", "subscriptions/listen", {"notifications": {"toolsListChanged": True,
+                                                                        "resourcesListChanged": True}})  # fmt: skip
+        listen_headers = {"authorization": "Bearer plain", "mcp-method": "subscriptions/listen"}
+        with http.stream(method="GET", session=sessions["plain"][0], headers=sessions["plain"][1]) as plain, \
+                http.stream(method="GET", session=sessions["ops"][0], headers=sessions["ops"][1]) as ops, \
+                modern_http.stream(listen, version=MODERN, headers=listen_headers) as modern_plain:  # fmt: skip
+            modern_messages = modern_plain.messages()
+            assert next(modern_messages)["method"] == "notifications/subscriptions/acknowledged"
+            for name in ("unlock", "publish"):  # two calls: two announcements, in this order
+                call = {"jsonrpc": "2.0", "id": name, "method": "tools/call", "params": {"name": name}}
+                reply = http.post(call, session=sessions["ops"][0], headers=sessions["ops"][1])
+                assert reply.status_code == 200
+            assert next(plain.messages()) == resources  # the tool's change never reached it: the marker comes first
+            ops_messages = ops.messages()
+            assert [next(ops_messages), next(ops_messages)] == [tools, resources]
+            assert next(modern_messages)["method"] == "notifications/resources/list_changed"

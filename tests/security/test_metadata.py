@@ -132,6 +132,25 @@ async def test_the_app_serves_the_document_on_get_and_head_only() -> None:
         assert orjson.loads(await refused.body()) == {"error": "method_not_allowed", "error_description": "use GET"}
 
 
+async def test_scopes_supported_as_they_are_at_each_request() -> None:
+    document = protected_resource_metadata(RESOURCE, [ISSUER], resource_name="Deck")
+    now = ["tools:read"]
+    client = AsgiClient(ProtectedResourceMetadata(document, scopes=lambda: now))
+
+    async def served() -> Any:
+        got = await client.request("GET", path="/.well-known/oauth-protected-resource", jsonrpc=False)
+        return orjson.loads(await got.body())
+
+    first = await served()
+    assert list(first) == ["resource", "authorization_servers", "scopes_supported", "bearer_methods_supported",
+                           "resource_name"]  # fmt: skip
+    assert first["scopes_supported"] == ["tools:read"]
+    now = ["tools:write", "tools:read", "tools:write"]
+    assert (await served())["scopes_supported"] == ["tools:read", "tools:write"]  # sorted, once each
+    now = []
+    assert "scopes_supported" not in await served()  # none: the member is left out, not an empty list
+
+
 async def test_a_protected_http_app(signer: tuple[Any, Path]) -> None:
     """A required JWT backend in front of the MCP endpoint, the metadata beside it: a client with no token reads the
     challenge, follows it to the metadata, and comes back with a token for this resource."""

@@ -85,3 +85,80 @@ def test_an_unreadable_policy(tmp_path: Path) -> None:
     (tmp_path / "bin.toml").write_bytes(b"\xff\xfe")
     with pytest.raises(PolicyError, match=r"bin.toml: not UTF-8 text$"):
         load_policy(tmp_path / "bin.toml")
+
+
+# --- paths in the policy file ---------------------------------------------------------------------------------
+
+JWT = """\
+[authentication.jwt]
+issuer = "https://auth.example.com"
+audience = "https://mcp.example.com/mcp"
+jwks = "{jwks}"
+"""
+
+
+def test_relative_paths_are_relative_to_the_policy_file(tmp_path: Path, signer: tuple[object, Path],
+                                                        monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
+    _, jwks = signer
+    folder = tmp_path / "config"
+    folder.mkdir()
+    jwks.rename(folder / "keys.json")
+    path = folder / "policy.toml"
+    path.write_text(JWT.format(jwks="keys.json") + '\n[audit]\nfile = "logs/audit.jsonl"\n')
+    monkeypatch.chdir(tmp_path)  # elsewhere: the paths must not depend on where the server is started
+    policy = load_policy("config/policy.toml")
+    assert policy.audit["file"] == str(folder / "logs" / "audit.jsonl")
+    assert policy.authentication["jwt"]["jwks"] == str(folder / "keys.json")
+
+
+@pytest.mark.parametrize(
+    ("audit", "jwks"),
+    [("-", "https://auth.example.com/jwks.json"), ("/var/log/audit.jsonl", "http://127.0.0.1:9000/jwks.json")],
+)
+def test_what_is_not_a_relative_path_stays_as_written(tmp_path: Path, audit: str, jwks: str) -> None:
+    path = write(tmp_path, JWT.format(jwks=jwks) + f'\n[audit]\nfile = "{audit}"\n')
+    policy = load_policy(path)
+    assert (policy.audit["file"], policy.authentication["jwt"]["jwks"]) == (audit, jwks)
+
+
+def test_a_home_relative_path(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    policy = load_policy(write(tmp_path, '[audit]\nfile = "~/audit.jsonl"\n'))
+    assert policy.audit["file"] == str(tmp_path / "home" / "audit.jsonl")
+
+
+@pytest.mark.parametrize(
+    ("content", "problem"),
+    [
+        (None, "cannot be read (No such file or directory)"),
+        ("{not json", "not JSON (Expecting property name enclosed in double quotes: line 1 column 2 (char 1))"),
+        ('{"keys": {}}', 'expected an object with a "keys" list'),
+        ('{"keys": [{"kty": "oct", "kid": "s", "k": "c2VjcmV0"}]}',
+         'no usable signing key (each needs a "kid", "kty" RSA, EC or OKP, and no private part)'),
+    ],
+)  # fmt: skip
+def test_a_jwks_file_that_cannot_be_used_is_one_line_at_start(tmp_path: Path, content: str | None,
+                                                              problem: str) -> None:  # fmt: skip
+    if content is not None:
+        (tmp_path / "jwks.json").write_text(content)
+    path = write(tmp_path, JWT.format(jwks="jwks.json"))
+    with pytest.raises(PolicyError) as caught:
+        load_policy(path)
+    assert str(caught.value) == f"{path}:4: authentication.jwt.jwks: JWKS {tmp_path / 'jwks.json'}: {problem}"
+
+
+@pytest.mark.parametrize(
+    ("line", "problem"),
+    [
+        ('jwks = "http://auth.example.com/jwks.json"', ":4: authentication.jwt.jwks: JWKS http://auth.example.com/"
+         "jwks.json: use https (plain http is accepted for loopback addresses only)"),
+        ('jwks = "https://a.example/jwks"\nalgorithms = ["ES256", "HS256"]', ":5: authentication.jwt.algorithms: "
+         "'HS256' is not accepted (asymmetric signatures only; choose from RS256, RS384, RS512, PS256, PS384, PS512, "
+         "ES256, ES384, ES512, EdDSA)"),
+    ],
+)  # fmt: skip
+def test_jwt_settings_the_server_would_refuse_are_one_line(tmp_path: Path, line: str, problem: str) -> None:
+    path = write(tmp_path, JWT.replace('jwks = "{jwks}"', line))
+    with pytest.raises(PolicyError) as caught:
+        load_policy(path)
+    assert str(caught.value) == f"{path}{problem}"

@@ -15,6 +15,7 @@ from eras import era_deck, modern
 from helpers import Harness
 from server.test_stateless import Driver
 from tooldeck import Deck
+from tooldeck.security.policy import Policy
 from tooldeck.security.principal import Principal
 
 SUB = "io.modelcontextprotocol/subscriptionId"
@@ -292,3 +293,92 @@ async def test_a_stream_ends_when_the_token_it_was_opened_with_expires() -> None
         "result": {"resultType": "complete", "_meta": sent[-1]["result"]["_meta"]},
     }
     assert sent[-1]["result"]["_meta"][SUB] == "L"
+
+
+# --- list_changed only for what a principal can see (a policy's hide_unusable) ------------------------------------
+
+TOOLS_CHANGED = {"jsonrpc": "2.0", "method": "notifications/tools/list_changed"}
+NOBODY, ANN, OLGA = None, Principal("ann", scopes=frozenset()), Principal("olga", scopes=frozenset({"ops:write"}))
+WHO = [(NOBODY, False), (ANN, False), (OLGA, True)]  # who can see a level-5 tool that needs ops:write
+
+
+def secret() -> str:
+    """Needs ops:write."""
+    return "secret"
+
+
+def legacy_session(deck: Deck, principal: Any) -> Harness:
+    harness = Harness(deck)
+    harness.session.principal = principal
+    harness.initialize()
+    harness.out.clear()
+    return harness
+
+
+@pytest.mark.parametrize(("principal", "sees"), WHO, ids=["anonymous", "no scope", "scoped"])
+def test_a_2025_session_hears_of_a_tool_only_if_it_can_see_it(principal: Any, sees: bool) -> None:
+    deck = era_deck()
+    legacy = legacy_session(deck, principal)
+    deck.add_tool(secret, name="secret", security_level=5, scopes=["ops:write"])
+    assert legacy.out == ([TOOLS_CHANGED] if sees else [])
+    listed = [t["name"] for t in legacy.request("tools/list", id=2)["result"]["tools"]]
+    assert ("secret" in listed) is sees  # what it was told matches what it is listed
+    legacy.out.clear()
+    deck.remove_tool("secret")
+    assert legacy.out == ([TOOLS_CHANGED] if sees else [])
+    deck.add_tool(lambda: "hi", name="hello")  # a change everyone sees
+    assert legacy.out == [TOOLS_CHANGED] * (2 if sees else 1)
+
+
+def test_everyone_hears_of_every_change_when_nothing_is_hidden() -> None:
+    deck = era_deck()
+    deck.apply_policy(Policy({"levels": {"hide_unusable": False}}))
+    legacy = legacy_session(deck, NOBODY)
+    deck.add_tool(secret, name="secret", security_level=5, scopes=["ops:write"])
+    assert legacy.out == [TOOLS_CHANGED]
+
+
+def test_a_tool_replaced_by_one_a_session_cannot_see_is_a_change_it_hears_of() -> None:
+    deck = Deck("defs", version="1.0.0")
+
+    @deck.implements("ops.run")
+    def run() -> str:
+        return "ran"
+
+    definition = {"id": "ops", "name": "Ops", "version": "1.0.0", "description": "Runs things.", "securityLevel": 0,
+                  "capabilities": [{"name": "run", "description": "Runs.", "parameters": []}]}  # fmt: skip
+    deck.manager.register(definition)
+    everyone, scoped = legacy_session(deck, ANN), legacy_session(deck, OLGA)
+    guarded = definition | {"version": "2.0.0", "securityLevel": 5, "scopes": ["ops:write"]}
+    deck.manager.upgrade(guarded)  # ann's list loses ops.run, olga's shows its new version: both hear it
+    assert everyone.out == scoped.out == [TOOLS_CHANGED]
+    everyone.out.clear(), scoped.out.clear()
+    deck.manager.upgrade(guarded | {"version": "2.0.1", "description": "Runs, again."})  # only olga sees ops.run
+    assert (everyone.out, scoped.out) == ([], [TOOLS_CHANGED])
+
+
+@pytest.mark.parametrize(("principal", "sees"), WHO, ids=["anonymous", "no scope", "scoped"])
+async def test_a_listen_stream_hears_of_a_tool_only_if_its_principal_can_see_it(principal: Any, sees: bool) -> None:
+    deck = era_deck()
+    driver = Driver(deck, principal=principal)
+    await listen(driver, "L", {"toolsListChanged": True, "promptsListChanged": True})
+    start = len(driver.out)
+    deck.add_tool(secret, name="secret", security_level=5, scopes=["ops:write"])
+    await settle()
+    deck.add_prompt(lambda: "hi", name="marker", description="A change everyone sees, after the tool's.")
+    expected = [tagged("notifications/prompts/list_changed", "L")]
+    if sees:
+        expected.insert(0, tagged("notifications/tools/list_changed", "L"))
+    assert await next_messages(driver, start, len(expected)) == expected
+
+
+async def test_a_burst_that_ends_as_it_began_is_not_announced() -> None:
+    deck = era_deck()
+    driver = Driver(deck, principal=OLGA)
+    await listen(driver, "L", {"toolsListChanged": True, "promptsListChanged": True})
+    start = len(driver.out)
+    deck.add_tool(lambda: "hi", name="fleeting")
+    deck.remove_tool("fleeting")  # in the same turn of the loop: one burst, no change
+    await settle()
+    deck.add_prompt(lambda: "hi", name="marker", description="A change after it.")
+    assert await next_messages(driver, start) == [tagged("notifications/prompts/list_changed", "L")]

@@ -18,6 +18,8 @@ if TYPE_CHECKING:
     import argparse
 
 USAGE_ERROR = 2
+LOG_LEVELS = ("debug", "info", "warning", "error")
+LOG_LEVEL_HELP = "server log level on stderr (default: warning)"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -69,17 +71,20 @@ def _command(module: str, function: str) -> Callable[[argparse.Namespace], int]:
 def _parser() -> argparse.ArgumentParser:
     import argparse
 
-    from .options import port, positive_float, positive_int
+    from .options import port, positive_float, positive_int, text
+
+    class CommandParser(argparse.ArgumentParser):
+        """A command's parser: it takes ``--log-level`` too, so the option may follow the command's name. Its default
+        is SUPPRESS, so that a level given before the command is not overwritten by the command's default."""
+
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            super().__init__(*args, **kwargs)
+            self.add_argument("--log-level", default=argparse.SUPPRESS, choices=LOG_LEVELS, help=LOG_LEVEL_HELP)
 
     parser = argparse.ArgumentParser(prog="tooldeck", description="Serve Python functions as MCP tools.")
     parser.add_argument("--version", action="version", version=f"tooldeck {_version()}")
-    parser.add_argument(
-        "--log-level",
-        default="warning",
-        choices=["debug", "info", "warning", "error"],
-        help="server log level on stderr (default: warning)",
-    )
-    commands = parser.add_subparsers(required=True, metavar="COMMAND")
+    parser.add_argument("--log-level", default="warning", choices=LOG_LEVELS, help=LOG_LEVEL_HELP)
+    commands = parser.add_subparsers(required=True, metavar="COMMAND", parser_class=CommandParser)
     target_help = "path/file.py[:attr], package.module[:attr], a tool definition (.json/.yaml) or a directory of them"
 
     serve = commands.add_parser("serve", help="serve a deck over stdio or HTTP (the demo deck without TARGET)")
@@ -94,6 +99,20 @@ def _parser() -> argparse.ArgumentParser:
         default=None,
         metavar="FILE",
         help="a security policy (TOML): authentication, security levels, rate limits, sanitiser, audit trail",
+    )
+    serve.add_argument(
+        "--name",
+        type=text,
+        metavar="NAME",
+        help="the deck's name (serverInfo.name) when TARGET is tool definitions (default: the directory's name, or "
+        "a file's definition id)",
+    )
+    serve.add_argument(
+        "--deck-version",
+        type=text,
+        metavar="VERSION",
+        help="the deck's version (serverInfo.version) when TARGET is tool definitions (default: 0.1.0 for a "
+        "directory, a file's definition version)",
     )
     serve.add_argument(
         "--quiet", action="store_true", help="no start-up banner on stderr (name, transport, counts, how to connect)"

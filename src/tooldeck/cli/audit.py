@@ -1,7 +1,8 @@
 """``tooldeck audit verify``: check an audit trail's hash chain, across its rotated files.
 
-Exit 0 when the chain holds ("ok: N records in K files, chain intact"), 1 at the first problem (printed as
-``file:line: what``), 2 when a file cannot be read.
+Exit 0 when the chain holds ("ok: N records in K files, chain intact", then "head: HASH", the newest record's hash,
+which is what a later ``--expect-head`` takes), 1 at the first problem (printed as ``file:line: what``), 2 when a file
+cannot be read.
 """
 
 from __future__ import annotations
@@ -38,6 +39,8 @@ def verify(args: argparse.Namespace) -> int:
                 note.split(": ", 1)[0] for note in report.breaks
             )
         print(line)
+        if report.head is not None:
+            print(f"head: {report.head}")
     return 0 if report.ok else 1
 
 

@@ -11,10 +11,10 @@ from typing import Any
 INSPECTOR = "npx @modelcontextprotocol/inspector"
 
 
-def stdio_banner(deck: Any, target: str | None, policy: str | None) -> str:
+def stdio_banner(deck: Any, target: str | None, policy: str | None, options: list[str] | None = None) -> str:
     """The banner of a deck served over stdio: what it serves, and the commands that connect a host or the
-    Inspector to it (the same command a host would run)."""
-    command = " ".join(_quote(word) for word in serve_command(target, policy))
+    Inspector to it (the same command a host would run; ``options``: more words for it, like ``--name N``)."""
+    command = " ".join(_quote(word) for word in [*serve_command(target, policy), *(options or ())])
     return _block(
         deck,
         "stdio",

@@ -39,12 +39,29 @@ async def call_tool(
     params: dict[str, Any] = {"name": name, "arguments": arguments, "_meta": {"progressToken": token}}
     try:
         result = await (_as_task(connection, params, watch) if as_task else _plainly(connection, params))
+    except (RemoteError, TargetError) as exc:
+        raise _with_hint(exc, connection) from None
     finally:
         reporter.clear()
     if result.get("isError"):
         print(f"tooldeck: {name}: {error_line(result)}", file=sys.stderr)
     text = dumps(result) if as_json else "" if result.get("isError") else result_text(result, tool)
     return [text] if text else [], 1 if result.get("isError") else 0
+
+
+CONFIRM_HINT = (
+    "tooldeck call asks for a confirmation only when stdin and stderr are terminals: run it there and type the code "
+    "it shows"
+)
+
+
+def _with_hint(exc: RemoteError | TargetError, connection: Connection) -> Exception:
+    """A refusal as the server worded it; when it wants the user's confirmation (security levels 8-10) and this
+    command could not offer one (no terminal), it also says where the command can."""
+    said = exc.message if isinstance(exc, RemoteError) else str(exc)
+    if connection.interactive or "confirm" not in said:
+        return exc
+    return TargetError(f"{' '.join(said.split())}; {CONFIRM_HINT}")
 
 
 class _Watch:

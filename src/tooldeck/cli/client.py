@@ -86,10 +86,18 @@ def _read_words(args: argparse.Namespace) -> tuple[Place, list[str], list[str]]:
         words, command = words[:at], words[at + 1 :]
         if not command:
             raise TargetError("nothing after '--': give the MCP server command to run, like '-- python server.py'")
+    from . import LOG_LEVELS
+
     reparser = argparse.ArgumentParser(prog=f"tooldeck {args.client_command}", usage=_usage(args.client_command))
     _options(reparser, args.client_command)
+    reparser.add_argument("--log-level", default=argparse.SUPPRESS, choices=LOG_LEVELS, help=argparse.SUPPRESS)
     reparser.add_argument("names", nargs="*", metavar="WORD")
+    level = args.log_level
     reparser.parse_intermixed_args(words, namespace=args)
+    if args.log_level != level:  # given after the command's first name: logging was set up before it was read
+        import logging
+
+        logging.getLogger().setLevel(args.log_level.upper())
 
     _, wanted, takes_arguments = _COMMANDS[args.client_command]
     names, tokens = split_arguments(args.names) if takes_arguments else (args.names, [])
@@ -201,6 +209,10 @@ async def _listed(connection: Connection, kind: str) -> list[dict[str, Any]]:
     return await _list(connection, f"{kind}s/list", f"{kind}s") if connection.capability(f"{kind}s") else []
 
 
+class UnknownNameError(TargetError):
+    """A name the server does not list; the message names the ones it does."""
+
+
 async def _named(connection: Connection, kind: str, name: str, place: Place) -> dict[str, Any]:
     """The tool or prompt called ``name``; an unknown name is a mistake that names the known ones."""
     found = await _listed(connection, kind)
@@ -211,7 +223,7 @@ async def _named(connection: Connection, kind: str, name: str, place: Place) -> 
     if place.target is None and not place.url and not place.command and name.endswith((".py", ".json", ".yaml")):
         hint = f"; if {name} is a TARGET, name the {kind} after it"
     known = ", ".join(item["name"] for item in found) or "none"
-    raise TargetError(f"unknown {kind} {name!r} ({kind}s: {known}){hint}")
+    raise UnknownNameError(f"unknown {kind} {name!r} ({kind}s: {known}){hint}")
 
 
 # --- the commands ---------------------------------------------------------------------------------------------
@@ -235,10 +247,30 @@ def call(args: argparse.Namespace) -> int:
     place, (name,), tokens = _read_words(args)
 
     async def work(connection: Connection) -> Output:
-        tool = await _named(connection, "tool", name, place)
+        try:
+            tool = await _named(connection, "tool", name, place)
+        except UnknownNameError as unknown:
+            return await _call_unlisted(connection, name, tokens, unknown, as_json=args.json)
         return await call_tool(connection, tool, tokens, as_json=args.json, task=args.task)
 
     return _run(place, work)
+
+
+async def _call_unlisted(connection: Connection, name: str, tokens: list[str], unknown: UnknownNameError,
+                         *, as_json: bool) -> Output:  # fmt: skip
+    """A tool the server does not list is called all the same: a server leaves out of its list what the caller can
+    never use (a scope its token lacks, no credentials), and its answer to the call says so, which is what the
+    user needs to hear. Without a schema the arguments are converted as JSON where they read as JSON. A server that
+    does not know the name (-32602) gets the unknown-name line, with the names it does list."""
+    from .calling import call_tool
+    from .connection import RemoteError
+
+    try:
+        return await call_tool(connection, {"name": name, "inputSchema": {}}, tokens, as_json=as_json, task=False)
+    except RemoteError as exc:
+        if exc.code == -32602:
+            raise unknown from None
+        raise
 
 
 def resources(args: argparse.Namespace) -> int:

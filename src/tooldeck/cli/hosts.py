@@ -1,7 +1,8 @@
 """The MCP hosts ``tooldeck install`` knows: where each keeps its server list, and the shape of one entry there.
 
-Every host reads a JSON object with the servers under one key (``mcpServers``, or ``servers`` for VS Code); each server
-is ``{"command", "args", "env"}``, and Claude Code and VS Code also want ``"type": "stdio"``. Paths follow each
+Every host reads a JSON object with the servers under one key (``mcpServers``, or ``servers`` for VS Code, whose file
+is JSON with comments); each server is ``{"command", "args", "env"}``, and Claude Code and VS Code also want
+``"type": "stdio"``. Paths follow each
 host's documentation: per user, never per project, so the deck is available in every workspace.
 """
 
@@ -30,6 +31,8 @@ class Host:
     """The entry carries ``"type": "stdio"`` (hosts that also take HTTP servers in the same map want it)."""
     where: Where
     """The config file for a platform (``sys.platform``), an environment and a home directory."""
+    comments: bool = False
+    """The file is JSON with comments (VS Code's): comments and trailing commas are read, and kept when it is merged."""
 
 
 def _config_home(platform: str, environ: Mapping[str, str], home: Path) -> Path:
@@ -62,7 +65,7 @@ HOSTS: dict[str, Host] = {
         Host("claude-desktop", "Claude Desktop", "mcpServers", False, _claude_desktop),
         Host("claude-code", "Claude Code", "mcpServers", True, _in_home(".claude.json")),
         Host("cursor", "Cursor", "mcpServers", False, _in_home(".cursor", "mcp.json")),
-        Host("vscode", "VS Code", "servers", True, _vscode),
+        Host("vscode", "VS Code", "servers", True, _vscode, comments=True),
         Host("gemini-cli", "Gemini CLI", "mcpServers", False, _in_home(".gemini", "settings.json")),
     )
 }

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import re
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -114,17 +115,7 @@ class HttpConnection(Connection):
             said = body.decode(errors="replace").strip().splitlines()[0][:200]
         status = response.status_code
         if status in (401, 403):
-            has_token = "authorization" in {k.lower() for k in self.http.headers}
-            hint = (
-                "the token was refused: check --token"
-                if has_token and status == 401
-                else "the token does not allow this"
-                if has_token
-                else "the server wants credentials: give --token TOKEN (or --header 'Authorization: ...')"
-            )
-            raise TargetError(
-                f"{self.url}: HTTP {status} {response.reason_phrase}: {hint}{f' ({said})' if said else ''}"
-            )
+            raise TargetError(f"{self.url}: HTTP {status} {response.reason_phrase}: {self._denied(response, said)}")
         if status == 404 and self.session_id:
             raise TargetError(f"{self.url}: the server no longer knows this session (HTTP 404); run the command again")
         if status == 404:
@@ -134,6 +125,25 @@ class HttpConnection(Connection):
             self._received(decoded)
             return
         raise TargetError(f"{self.url}: HTTP {status} {response.reason_phrase}{f': {said}' if said else ''}")
+
+    def _denied(self, response: httpx.Response, said: str) -> str:
+        """What a 401 or 403 means, from what the server said: credentials missing or refused (401), a scope the
+        token lacks (403 with the spec's ``insufficient_scope`` step-up), or anything else the server refuses (its
+        own words: a confirmation a script cannot give, another principal's session, a foreign Origin)."""
+        challenge = response.headers.get("www-authenticate", "")
+        if response.status_code == 401:
+            has_token = "authorization" in {k.lower() for k in self.http.headers}
+            hint = (
+                "the token was refused: check --token"
+                if has_token
+                else "the server wants credentials: give --token TOKEN (or --header 'Authorization: ...')"
+            )
+        elif 'error="insufficient_scope"' in challenge:
+            scope = re.search(r'scope="([^"]*)"', challenge)
+            hint = "the token lacks a scope the call needs" + (f" ({scope.group(1)})" if scope else "")
+        else:
+            return said or "the server refused the request without saying why"
+        return f"{hint}; the server says: {said}" if said else hint
 
     def _unreachable(self, exc: httpx.HTTPError) -> str:
         if isinstance(exc, httpx.ConnectError):

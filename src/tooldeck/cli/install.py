@@ -3,8 +3,9 @@
 The entry runs ``<this python> -m tooldeck serve <absolute target>``, so the host starts the deck with the Python
 environment tooldeck is installed in, from whatever directory it starts servers in. The target is loaded first: a
 deck that does not load is never installed. An existing config is merged, never rewritten from scratch: every other
-server and every other key stay as they were, a copy is kept as ``<file>.bak``, and the new file replaces the old
-one in a single rename (a crash leaves the old file or the new one, never half of either).
+server and every other key stay as they were (VS Code's JSON with comments is edited as text, so its comments and
+layout stay too: ``jsonc.py``), a copy is kept as ``<file>.bak``, and the new file replaces the old one in a single
+rename (a crash leaves the old file or the new one, never half of either).
 """
 
 from __future__ import annotations
@@ -108,7 +109,8 @@ def _warn_if_found_only_here(target: str) -> None:
 def write_entry(host: Host, path: Path, name: str, entry: dict[str, Any], *, dry_run: bool) -> int:
     """Merge ``entry`` as server ``name`` into ``host``'s config at ``path`` (or, ``dry_run``, say what would be)."""
     real = Path(os.path.realpath(path))  # a symlinked config (dotfiles) is updated where it lives, link kept
-    document = read_config(real, host)
+    text = read_text(real)
+    document = None if text is None else parse_config(real, host, text)
     existed = document is not None
     document = {} if document is None else document
     servers = document.setdefault(host.key, {})
@@ -119,11 +121,14 @@ def write_entry(host: Host, path: Path, name: str, entry: dict[str, Any], *, dry
         _print_json({host.key: {name: entry}})
         return 0
     servers[name] = entry
+    merged = _dumps(document)
+    if host.comments and text is not None and text.strip():
+        merged = _merged_in_place(path, text, (host.key,), name, entry, document)
     backup = None
     try:
         if existed:
             backup = _backup(real)
-        _write_atomically(real, _dumps(document))
+        _write_atomically(real, merged)
     except OSError as exc:
         raise TargetError(f"{path}: cannot write the config ({exc.strerror or exc}); nothing was changed") from None
     done = f"replaced the existing server {name!r} in" if replacing else f"added server {name!r} to"
@@ -132,25 +137,34 @@ def write_entry(host: Host, path: Path, name: str, entry: dict[str, Any], *, dry
     return 0
 
 
-def read_config(path: Path, host: Host) -> dict[str, Any] | None:
-    """The config at ``path`` (None when there is none); anything that cannot be merged safely is a TargetError."""
-    import json
-
+def read_text(path: Path) -> str | None:
+    """The config file's text, None when there is none."""
     try:
-        text = path.read_text(encoding="utf-8-sig")  # a byte-order mark, as some Windows editors write, is allowed
+        # A byte-order mark, as some Windows editors write, is allowed; line ends are kept as they are (CRLF too).
+        with open(path, encoding="utf-8-sig", newline="") as file:
+            return file.read()
     except FileNotFoundError:
         return None
     except (OSError, UnicodeDecodeError) as exc:
         reason = exc.strerror if isinstance(exc, OSError) else "not UTF-8 text"
         raise TargetError(f"{path}: cannot be read ({reason}); nothing was written") from None
+
+
+def parse_config(path: Path, host: Host, text: str) -> dict[str, Any]:
+    """The config in ``text``: JSON, or JSON with comments for a host whose files are (VS Code)."""
+    import json
+
+    from . import jsonc
+
     if not text.strip():
         return {}  # an empty file holds nothing to lose
     try:
-        document = json.loads(text)
-    except json.JSONDecodeError as exc:
+        document = jsonc.loads(text) if host.comments else json.loads(text)
+    except (json.JSONDecodeError, jsonc.JsoncError) as exc:
         hint = " (comments are not read: remove them)" if text[exc.pos : exc.pos + 1] == "/" else ""
+        kind = "JSON with comments" if host.comments else "JSON"
         raise TargetError(
-            f"{path}:{exc.lineno}:{exc.colno}: not valid JSON: {exc.msg}{hint}; "
+            f"{path}:{exc.lineno}:{exc.colno}: not valid {kind}: {exc.msg}{hint}; "
             f"mend the file or move it away, then run install again (nothing was written)"
         ) from None
     if not isinstance(document, dict):
@@ -163,6 +177,23 @@ def read_config(path: Path, host: Host) -> dict[str, Any] | None:
             f'{path}: "{host.key}" is {a_type_name(servers)}, expected an object of servers by name; nothing was written'
         )
     return document
+
+
+def _merged_in_place(path: Path, text: str, where: tuple[str, ...], name: str, entry: dict[str, Any],
+                     expected: dict[str, Any]) -> str:  # fmt: skip
+    """``text`` with the entry set in it, its comments, trailing commas and layout kept; checked by reading it back
+    (a layout the edit gets wrong is refused, never written)."""
+    from . import jsonc
+
+    merged = jsonc.set_member(text, where, name, entry)
+    try:
+        same = jsonc.loads(merged) == expected
+    except jsonc.JsoncError:
+        same = False
+    if not same:
+        raise TargetError(f"{path}: the entry could not be added without changing the rest of the file; add it by "
+                          "hand (tooldeck install json prints it) — nothing was written")  # fmt: skip
+    return merged
 
 
 def _dumps(document: Any) -> str:

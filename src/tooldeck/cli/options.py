@@ -34,6 +34,13 @@ def positive_int(text: str) -> int:
     return value
 
 
+def text(value: str) -> str:
+    """A name or a version: any text but a blank one (it is shown to clients as it is)."""
+    if not value.strip():
+        raise argparse.ArgumentTypeError(f"must not be blank, got {value!r}")
+    return value
+
+
 def _integer(text: str) -> int | None:
     """``text`` as a decimal integer (surrounding spaces allowed), or None."""
     import re  # argparse has loaded it already

@@ -15,7 +15,6 @@ log = logging.getLogger("tooldeck.serve")
 
 
 def serve(args: argparse.Namespace) -> int:
-    from ..loader import load_deck
     from ..server.core import environment_state_key
 
     try:
@@ -39,7 +38,7 @@ def serve(args: argparse.Namespace) -> int:
         from ..server.task_manager import default_store_path
         from ..transports.http.server import run_http
 
-        deck = load_deck(args.target, watch=getattr(args, "watch", False))
+        deck = _load(args)
         _policy(deck, args)
         if deck.http_auth is None and args.host not in _LOOPBACK:
             log.warning("serving %s on %s without authentication: anyone who can reach it can call its tools "
@@ -65,14 +64,14 @@ def serve(args: argparse.Namespace) -> int:
     from ..transports.stdio import claim_stdout, run_stdio
 
     out_fd = claim_stdout()  # before the target is imported: its import-time prints must not reach the client
-    deck = load_deck(args.target, watch=getattr(args, "watch", False))
+    deck = _load(args)
     _policy(deck, args)
     if store is not None and deck.options.task_store is None:
         deck.options.task_store = store
     if not getattr(args, "quiet", False):
         from .banner import stdio_banner, write
 
-        write(stdio_banner(deck, args.target, getattr(args, "policy", None)))
+        write(stdio_banner(deck, args.target, getattr(args, "policy", None), _naming(args)))
     drain = getattr(args, "drain_timeout", None)
     run_stdio(deck, max_message_bytes=args.max_message_bytes, stdout_fd=out_fd,
               **({"drain_timeout": drain} if drain is not None else {}))  # fmt: skip
@@ -80,6 +79,25 @@ def serve(args: argparse.Namespace) -> int:
 
 
 _LOOPBACK = ("127.0.0.1", "::1", "localhost")
+
+
+def _load(args: argparse.Namespace) -> Any:
+    from ..loader import load_deck
+
+    return load_deck(args.target, watch=getattr(args, "watch", False), name=getattr(args, "name", None),
+                     version=getattr(args, "deck_version", None))  # fmt: skip
+
+
+def _naming(args: argparse.Namespace) -> list[str]:
+    """``--name``/``--deck-version`` as given, for the banner's command (the Inspector then serves the same deck)."""
+    words = []
+    for flag, value in (
+        ("--name", getattr(args, "name", None)),
+        ("--deck-version", getattr(args, "deck_version", None)),
+    ):
+        if value is not None:
+            words += [flag, value]
+    return words
 
 
 def _announcer(deck: Any, args: argparse.Namespace) -> Any:

@@ -50,6 +50,9 @@ class Catalog(Generic[T]):
         self._cache_json: Fragment | None = None
         self._older: dict[str, tuple[list[Any], Fragment]] = {}  # listings cut down for older revisions
         self._views: dict[Any, Catalog[T]] = {}  # the items each visibility class may see, with their own caches
+        # Name -> the item it held before its first change since the last take_changes() (None: it held none), so
+        # an announcement can say which items changed and each client hear of it only if it sees one of them.
+        self._before: dict[str, T | None] = {}
 
     def __len__(self) -> int:
         return len(self._items)
@@ -65,6 +68,7 @@ class Catalog(Generic[T]):
 
     def add(self, name: str, item: T) -> None:
         """Register ``item``; the caller has checked that ``name`` is free."""
+        self._note(name)
         seq = self._next_seq
         self._next_seq += 1
         self._items[name] = item
@@ -92,10 +96,12 @@ class Catalog(Generic[T]):
 
     def replace(self, name: str, item: T) -> None:
         """Swap the item registered under ``name``, keeping its place in the order."""
+        self._note(name)
         self._items[name] = item
         self._changed()
 
     def remove(self, name: str) -> T:
+        self._note(name)
         item = self._items.pop(name)
         self._order.pop(bisect.bisect_left(self._order, self._seq.pop(name)))
         self._changed()
@@ -105,6 +111,8 @@ class Catalog(Generic[T]):
         """Several changes as one: ``put`` items replace theirs in place or are added at the end, ``remove`` names
         go. The new state is built aside and swapped in at once, so no listing ever shows half of it, and the
         listeners hear one change."""
+        for name in (*put, *remove):
+            self._note(name)
         items = {name: item for name, item in self._items.items() if name not in remove}
         seq = {name: number for name, number in self._seq.items() if name not in remove}
         for name, item in put.items():
@@ -117,6 +125,26 @@ class Catalog(Generic[T]):
 
     def subscribe(self, listener: Callable[[], None]) -> None:
         self._listeners.append(listener)
+
+    def take_changes(self) -> list[T]:
+        """The items changed since the last call — each the form a name held before and the one it holds now, where
+        they differ: an added item, a removed one, both forms of a replaced one — and a fresh start. A name changed
+        and changed back (added, then removed) is no change."""
+        changed: list[T] = []
+        for name, before in self._before.items():
+            now = self._items.get(name)
+            if now is before:
+                continue
+            if before is not None:
+                changed.append(before)
+            if now is not None:
+                changed.append(now)
+        self._before = {}
+        return changed
+
+    def _note(self, name: str) -> None:
+        if name not in self._before:
+            self._before[name] = self._items.get(name)
 
     def listing(self, revision: str | None = None) -> list[Any]:
         """Every item's wire form, in order, as ``revision`` defines it (cached until the next change)."""

@@ -27,6 +27,12 @@ class Installed:
 def apply_policy(server: Any, policy: Policy) -> None:
     """Serve ``server`` under ``policy``: levels and roles, the stdio principal, HTTP authentication (and RFC 9728
     metadata), rate limits, input limits, the sanitiser and the audit trail."""
+    try:  # first: a policy refused here leaves the server as it was
+        http_auth, http_routes, resource_metadata = authentication(policy, scopes_in_use(server))
+    except ValueError as exc:  # a setting the policy's schema cannot see is wrong (a resource that is not a URI)
+        from .policy import PolicyError
+
+        raise PolicyError(f"{policy.source or 'policy'}: [authentication]: {exc}") from None
     installed: Installed | None = getattr(server, "_security", None)
     pipeline = server.pipeline
     if installed is not None:
@@ -41,7 +47,7 @@ def apply_policy(server: Any, policy: Policy) -> None:
             server.services.remove(installed.service)
     installed = Installed()
     server.use_policy(policy)
-    server.http_auth, server.http_routes, server.resource_metadata = authentication(policy)
+    server.http_auth, server.http_routes, server.resource_metadata = http_auth, http_routes, resource_metadata
     server.access.resource_metadata = server.resource_metadata
 
     sanitise = policy.sanitise
@@ -63,7 +69,13 @@ def apply_policy(server: Any, policy: Policy) -> None:
             MemoryRateLimiter(), policy.limits["http_requests"], policy.limits.get("burst")
         )
     if policy.audit.get("file"):
-        installed.sink = audit_sink(policy.audit)
+        try:
+            installed.sink = audit_sink(policy.audit)
+        except OSError as exc:  # a directory that does not exist, a file that may not be written
+            from .policy import PolicyError
+
+            raise PolicyError(f"{policy.source or 'policy'}: audit.file: {policy.audit['file']}: cannot be opened "
+                              f"({exc.strerror or exc})") from None  # fmt: skip
         installed.auditors.append(CallAuditor(installed.sink, policy.audit.get("redact", ()), server.access))
         server.http_refusal_auditor = HttpRefusalAuditor(installed.sink)
         installed.service = _closer(installed.sink)
@@ -74,9 +86,11 @@ def apply_policy(server: Any, policy: Policy) -> None:
     server._security = installed
 
 
-def authentication(policy: Policy) -> tuple[Any, dict[str, Any], str | None]:
+def authentication(policy: Policy, in_use: Any = None) -> tuple[Any, dict[str, Any], str | None]:
     """The HTTP authentication backend of a policy (None: everyone anonymous), the routes it adds, and the URL of
-    the protected resource metadata (for WWW-Authenticate)."""
+    the protected resource metadata (for WWW-Authenticate). The metadata's ``scopes_supported`` are the scopes the
+    policy's roles grant and those ``in_use()`` gives (what the served tools, resources and prompts need), as they
+    are at each request."""
     auth = policy.authentication
     required = bool(auth.get("required", False))
     jwt = auth.get("jwt")
@@ -87,9 +101,10 @@ def authentication(policy: Policy) -> tuple[Any, dict[str, Any], str | None]:
         from .metadata import metadata_url as url_of
 
         servers = (jwt or {}).get("authorization_servers") or ([jwt["issuer"]] if jwt else [])
-        scopes = sorted({scope for scopes in policy.roles.values() for scope in scopes})
-        document = protected_resource_metadata(resource, servers, scopes_supported=scopes or None)
-        metadata_url, routes = url_of(resource), metadata_routes(document)
+        granted = {scope for scopes in policy.roles.values() for scope in scopes}
+        document = protected_resource_metadata(resource, servers, scopes_supported=sorted(granted) or None)
+        supported = None if in_use is None else (lambda: granted.union(in_use()))
+        metadata_url, routes = url_of(resource), metadata_routes(document, supported)
     backends: list[Any] = []
     if auth.get("tokens"):
         from .tokens import StaticTokens
@@ -103,6 +118,24 @@ def authentication(policy: Policy) -> tuple[Any, dict[str, Any], str | None]:
                                    resource_metadata=metadata_url, **options))  # fmt: skip
     backend = None if not backends else backends[0] if len(backends) == 1 else EitherBackend(*backends)
     return backend, routes or {}, metadata_url
+
+
+def scopes_in_use(server: Any) -> Any:
+    """A function giving the scopes the server's tools, resources, templates and prompts need, worked out again only
+    when one of those registries changed."""
+    catalogs = (server.tools, server.resources, server.templates, server.prompts)
+    known: list[Any] = [None, frozenset()]  # the registries' generations, and the scopes found then
+
+    def scopes() -> frozenset[str]:
+        generations = tuple(catalog._generation for catalog in catalogs)
+        if known[0] != generations:
+            needed = frozenset(
+                scope for catalog in catalogs for item in catalog for scope in getattr(item, "scopes", ())
+            )
+            known[:] = [generations, needed]
+        return known[1]
+
+    return scopes
 
 
 class EitherBackend:

@@ -56,11 +56,9 @@ class KeySet:
         clock: Callable[[], float] = time.time,
     ) -> None:
         self.source = str(source)
-        self.url = self.source if self.source.startswith(("https://", "http://")) else None
+        self.url = self.source if is_url(self.source) else None
         if self.url is not None:
-            parts = urlsplit(self.url)
-            if parts.scheme == "http" and parts.hostname not in LOOPBACK:
-                raise ValueError(f"JWKS {self.url}: use https (plain http is accepted for loopback addresses only)")
+            check_url(self.url)
         self.cache_ttl = cache_ttl
         self.min_refetch_interval = min_refetch_interval
         self.timeout = timeout
@@ -127,6 +125,38 @@ class KeySet:
             raise
         except (OSError, ValueError) as exc:  # URLError and HTTPError are OSErrors; JSONDecodeError a ValueError
             raise JwksError(f"JWKS {self.source}: cannot be read ({exc})") from None
+
+
+def is_url(source: str) -> bool:
+    """Whether a JWKS source is fetched over http(s) (else it is a file)."""
+    return source.startswith(("https://", "http://"))
+
+
+def check_url(url: str) -> None:
+    """ValueError for a JWKS URL that would carry the keys unprotected: plain http to anything but loopback."""
+    parts = urlsplit(url)
+    if parts.scheme == "http" and parts.hostname not in LOOPBACK:
+        raise ValueError(f"JWKS {url}: use https (plain http is accepted for loopback addresses only)")
+
+
+def read_file(path: str | Path) -> dict[str, SigningKey]:
+    """The usable signing keys of a JWKS file, read now: a policy reads its file at start, so that a missing or broken
+    one is refused there rather than answered 503 at each call. JwksError says what is wrong."""
+    try:
+        data = Path(path).read_bytes()
+    except OSError as exc:
+        raise JwksError(f"JWKS {path}: cannot be read ({exc.strerror or exc})") from None
+    if len(data) > MAX_JWKS_BYTES:
+        raise JwksError(f"JWKS {path}: larger than {MAX_JWKS_BYTES} bytes")
+    try:
+        document = json.loads(data)
+    except ValueError as exc:
+        raise JwksError(f"JWKS {path}: not JSON ({exc})") from None
+    keys = parse_jwks(document, str(path))
+    if not keys:
+        raise JwksError(f'JWKS {path}: no usable signing key (each needs a "kid", "kty" RSA, EC or OKP, and no private '
+                        "part)")  # fmt: skip
+    return keys
 
 
 def parse_jwks(document: Any, source: str) -> dict[str, SigningKey]:

@@ -146,6 +146,20 @@ class AccessControl:
             level = self.policy.levels["default"]
         return level >= 8 and self.ask is not None and bool(self.policy.levels["confirm"])
 
+    def sees_any(self, principal: Any, items: list[Any], memo: dict[Any, bool] | None = None) -> bool:
+        """Whether the lists ``principal`` gets show any of ``items`` (what changed: an item's old or new form), so
+        that a change it cannot see is not announced to it. Everything shows when ``hide_unusable`` is off.
+        ``memo``: answers of one announcement by visibility class (authenticated, scopes), shared by its sessions."""
+        if not self.policy.levels["hide_unusable"]:
+            return True
+        key = (principal is not None, self.scopes_of(principal))
+        found = None if memo is None else memo.get(key)
+        if found is None:
+            found = any(self.can_use(principal, item) for item in items)
+            if memo is not None:
+                memo[key] = found
+        return found
+
     def __call__(self, request: Any, call: Any) -> Any:
         """None when the call may go on; a coroutine to await when it needs verification (levels 8-10); raises
         RefusedError otherwise. Sync on purpose: level 0, the common case, costs one attribute read."""

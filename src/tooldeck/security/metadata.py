@@ -90,11 +90,29 @@ def metadata_paths(resource: str) -> list[str]:
 
 
 class ProtectedResourceMetadata:
-    """An ASGI app serving one metadata document as JSON: GET and HEAD get 200, any other method 405."""
+    """An ASGI app serving one metadata document as JSON: GET and HEAD get 200, any other method 405.
 
-    def __init__(self, document: dict[str, Any]) -> None:
+    ``scopes``: a function giving ``scopes_supported`` as it is now (a server's tools, and the scopes they need,
+    change while it serves); the document is encoded again only when its answer changes. Without it the document's
+    own ``scopes_supported`` stands."""
+
+    def __init__(self, document: dict[str, Any], scopes: Callable[[], Iterable[str]] | None = None) -> None:
         self.document = document
+        self.scopes = scopes
+        self._shown: tuple[str, ...] | None = None
         self.body = json.dumps(document, separators=(",", ":")).encode()
+
+    def current(self) -> bytes:
+        """The document's JSON with the scopes of the moment."""
+        if self.scopes is not None:
+            shown = tuple(sorted(set(self.scopes())))
+            if shown != self._shown:
+                document = {key: value for key, value in self.document.items() if key != "scopes_supported"}
+                if shown:  # placed where the RFC lists it, after the authorization servers
+                    document = _with_scopes(document, [check_scope(s) for s in shown])
+                self.document, self._shown = document, shown
+                self.body = json.dumps(document, separators=(",", ":")).encode()
+        return self.body
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -104,12 +122,24 @@ class ProtectedResourceMetadata:
             body = b'{"error":"method_not_allowed","error_description":"use GET"}'
             await _respond(send, 405, body, [(b"allow", b"GET, HEAD")])
             return
-        await _respond(send, 200, b"" if method == "HEAD" else self.body, [], length=len(self.body))
+        body = self.current()
+        await _respond(send, 200, b"" if method == "HEAD" else body, [], length=len(body))
 
 
-def metadata_routes(document: dict[str, Any]) -> dict[str, Any]:
-    """``HttpApp(..., routes=metadata_routes(document))``: the document at every path a client may try."""
-    app = ProtectedResourceMetadata(document)
+def _with_scopes(document: dict[str, Any], scopes: list[str]) -> dict[str, Any]:
+    ordered: dict[str, Any] = {}
+    for key, value in document.items():
+        ordered[key] = value
+        if key == "authorization_servers":
+            ordered["scopes_supported"] = scopes
+    ordered.setdefault("scopes_supported", scopes)
+    return ordered
+
+
+def metadata_routes(document: dict[str, Any], scopes: Callable[[], Iterable[str]] | None = None) -> dict[str, Any]:
+    """``HttpApp(..., routes=metadata_routes(document))``: the document at every path a client may try; ``scopes``
+    keeps its ``scopes_supported`` current (see ``ProtectedResourceMetadata``)."""
+    app = ProtectedResourceMetadata(document, scopes)
     return dict.fromkeys(metadata_paths(document["resource"]), app)
 
 

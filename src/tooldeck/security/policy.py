@@ -195,11 +195,18 @@ def load_policy(path: str | os.PathLike[str]) -> Policy:
         reason = re.sub(r"\s*\(at line \d+, column \d+\)", "", str(exc))
         where = f"{path}:{found.group(1)}" if found else path
         raise PolicyError(f"{where}: not valid TOML: {reason}") from None
-    return check_policy(document, path, data.decode("utf-8"))
+    return check_policy(document, path, data.decode("utf-8"), base=os.path.dirname(os.path.abspath(path)))
 
 
-def check_policy(document: dict[str, Any], path: str = "<policy>", text: str = "") -> Policy:
-    """``document`` (the parsed TOML) checked against the policy's schema and rules."""
+# The keys whose values are paths. A relative one is relative to the policy file's directory (``base``), so a policy
+# means the same files wherever the server is started from; ``~`` is the home directory. ``-`` (stderr) and URLs are
+# not paths.
+PATH_KEYS = (("audit", "file"), ("authentication", "jwt", "jwks"))
+
+
+def check_policy(document: dict[str, Any], path: str = "<policy>", text: str = "", base: str | None = None) -> Policy:
+    """``document`` (the parsed TOML) checked against the policy's schema and rules; ``base``: the directory relative
+    paths are relative to (the policy file's; None: the working directory). A JWKS file is read now."""
     from ..schema.validate import Validator
 
     problems = Validator(SCHEMA).errors(document)
@@ -221,7 +228,44 @@ def check_policy(document: dict[str, Any], path: str = "<policy>", text: str = "
                 where = f"$.authentication.tokens[{index}].roles"
                 raise PolicyError(f"{path}:{_line_of(where, text)}: {_toml_path(where)}: role {role!r} is not "
                                   f"defined in [roles]")  # fmt: skip
+    _resolve_paths(document, base)
+    jwt = document.get("authentication", {}).get("jwt")
+    if jwt is not None:
+        _check_jwt(jwt, path, text)
     return Policy(document, path)
+
+
+def _resolve_paths(document: dict[str, Any], base: str | None) -> None:
+    for *tables, key in PATH_KEYS:
+        table: Any = document
+        for name in tables:
+            table = table.get(name) if isinstance(table, dict) else None
+        value = table.get(key) if isinstance(table, dict) else None
+        if not isinstance(value, str) or value == "-" or value.startswith(("https://", "http://")):
+            continue
+        value = os.path.expanduser(value)
+        table[key] = os.path.join(base, value) if base is not None else value  # an absolute value stays as it is
+
+
+def _check_jwt(jwt: dict[str, Any], path: str, text: str) -> None:
+    """What the JWT backend would refuse when the server starts, refused here with the file's line: an algorithm
+    outside the asymmetric allow-list, a JWKS URL over plain http, a JWKS file that cannot be read or holds no key."""
+    from .jwks import JwksError, check_url, is_url, read_file
+    from .jwt import ALGORITHMS
+
+    for algorithm in jwt.get("algorithms", ()):
+        if algorithm not in ALGORITHMS:
+            where = "$.authentication.jwt.algorithms"
+            raise PolicyError(f"{path}:{_line_of(where, text)}: {_toml_path(where)}: {algorithm!r} is not accepted "
+                              f"(asymmetric signatures only; choose from {', '.join(ALGORITHMS)})")  # fmt: skip
+    where = "$.authentication.jwt.jwks"
+    try:
+        if is_url(jwt["jwks"]):
+            check_url(jwt["jwks"])
+        else:
+            read_file(jwt["jwks"])
+    except (ValueError, JwksError) as exc:
+        raise PolicyError(f"{path}:{_line_of(where, text)}: {_toml_path(where)}: {exc}") from None
 
 
 def _toml_path(json_path: str) -> str:

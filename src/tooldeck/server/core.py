@@ -80,6 +80,8 @@ class Server:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._workers: WorkerPool | None = None
         self._pending_changes: set[str] = set()
+        # kind -> (the items of the list_changed being published, answers by visibility class): see sees_change
+        self._announcing: dict[str, tuple[list[Any], dict[Any, bool]]] = {}
         self._init_results: dict[tuple[Any, ...], dict[str, Any]] = {}
         self._tasks: TaskManager | None = None
         self._request_states: RequestStates | None = None
@@ -276,6 +278,8 @@ class Server:
         """A registry of ``kind`` changed: one list_changed per burst of changes, published on the loop's thread."""
         self._init_results.clear()  # capabilities may change with what is registered
         if not self.bus.subscribers("list_changed"):
+            for catalog in self._catalogs(kind):
+                catalog.take_changes()  # no one to tell: the next announcement counts from here
             return
         loop = self._loop
         if loop is None or loop.is_closed():
@@ -293,7 +297,32 @@ class Server:
     def _announce(self) -> None:
         kinds, self._pending_changes = self._pending_changes, set()
         for kind in sorted(kinds):
-            self.bus.publish("list_changed", kind)
+            changed = [item for catalog in self._catalogs(kind) for item in catalog.take_changes()]
+            if not changed:
+                continue  # changed and changed back within the burst: the lists are as they were
+            self._announcing[kind] = (changed, {})
+            try:
+                self.bus.publish("list_changed", kind)
+            finally:
+                del self._announcing[kind]
+
+    def sees_change(self, kind: str, principal: Any) -> bool:
+        """Whether the ``kind`` list_changed being published changed what ``principal`` is listed: a session or a
+        listen stream that cannot see any of the items that changed (under ``hide_unusable``) is not told. A
+        publication this process did not make (another process's, on a shared bus) is told to everyone."""
+        announcing = self._announcing.get(kind)
+        if announcing is None:
+            return True
+        changed, memo = announcing
+        return self.access.sees_any(principal, changed, memo)
+
+    def _catalogs(self, kind: str) -> tuple[Any, ...]:
+        """The registries a ``kind`` list_changed speaks for (``resources`` covers the resource templates too)."""
+        if kind == "tools":
+            return (self.tools,)
+        if kind == "prompts":
+            return (self.prompts,)
+        return (self.resources, self.templates)
 
 
 def _clean_error(message: str) -> str:

@@ -444,8 +444,9 @@ class Session:
             self.send(message, None)
 
     def list_changed(self, kind: str) -> None:
-        """The server's ``kind`` list changed: tell the client if it negotiated that capability."""
-        if kind in self.state.capabilities:
+        """The server's ``kind`` list changed: tell the client if it negotiated that capability and can see the
+        change (a policy's ``hide_unusable`` leaves out of its lists what its principal can never use)."""
+        if kind in self.state.capabilities and self.server.sees_change(kind, self.state.principal):
             self.notify(f"notifications/{kind}/list_changed")
 
     def resource_updated(self, uri: str) -> None:

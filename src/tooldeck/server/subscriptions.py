@@ -171,7 +171,7 @@ class Listener:
     # --- what the bus delivers ----------------------------------------------------------------------------------
 
     def list_changed(self, kind: str) -> None:
-        if kind in self.kinds:
+        if kind in self.kinds and self.rctx.server.sees_change(kind, self.rctx.principal):
             self._send(f"notifications/{kind}/list_changed", {})
 
     def resource_updated(self, uri: str) -> None:

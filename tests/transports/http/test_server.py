@@ -190,11 +190,19 @@ def test_allow_host_and_allow_origin_flags() -> None:
         assert initialize({"host": f"mcp.example.com:{server.port}"}).status_code == 200
         refused = initialize({"host": f"evil.example.com:{server.port}"})
         assert refused.status_code == 403
-        assert "Host 'evil.example.com" in refused.json()["error"]["message"]
+        assert refused.json()["error"]["message"] == (  # the command-line flag, and the Python option
+            f"Forbidden: Host 'evil.example.com:{server.port}' is not allowed (DNS rebinding protection); allow it "
+            "with --allow-host evil.example.com (tooldeck serve) or allowed_hosts=['evil.example.com'] (deck.run, "
+            "deck.http_app)"
+        )
         assert initialize({"origin": "https://app.example.com"}).status_code == 200
         refused = initialize({"origin": "https://evil.example.com"})
         assert refused.status_code == 403
-        assert "Origin 'https://evil.example.com' is not allowed" in refused.json()["error"]["message"]
+        assert refused.json()["error"]["message"] == (
+            "Forbidden: Origin 'https://evil.example.com' is not allowed; allow it with --allow-origin "
+            "https://evil.example.com (tooldeck serve) or allowed_origins=['https://evil.example.com'] (deck.run, "
+            "deck.http_app)"
+        )
 
 
 def test_stateless_flag() -> None:

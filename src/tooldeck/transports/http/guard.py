@@ -49,11 +49,13 @@ class HostOriginGuard:
         if host is not None and "*" not in self.allowed_hosts:
             name = hostname(host)
             if name not in LOOPBACK and name not in self.allowed_hosts:
-                return (
-                    f"Forbidden: Host {host!r} is not allowed (DNS rebinding protection; allow it with allowed_hosts)"
+                return f"Forbidden: Host {host!r} is not allowed (DNS rebinding protection); " + _allow(
+                    "--allow-host", "allowed_hosts", name
                 )
         if origin is not None and not self._origin_allowed(origin):
-            return f"Forbidden: Origin {origin!r} is not allowed (allow it with allowed_origins)"
+            return f"Forbidden: Origin {origin!r} is not allowed; " + _allow(
+                "--allow-origin", "allowed_origins", origin.lower().rstrip("/")
+            )
         return None
 
     def _origin_allowed(self, origin: str) -> bool:
@@ -67,6 +69,12 @@ class HostOriginGuard:
             return False  # "null" and other opaque origins
         name = hostname(rest)
         return name in LOOPBACK or name in self.allowed_origins  # or its host name was
+
+
+def _allow(flag: str, option: str, value: str) -> str:
+    """How to allow ``value``, both ways a server is started: the guard cannot tell ``tooldeck serve --http`` from
+    ``deck.run(transport="http")`` or a mounted ``deck.http_app()``, so the hint names the flag and the option."""
+    return f"allow it with {flag} {value} (tooldeck serve) or {option}=[{value!r}] (deck.run, deck.http_app)"
 
 
 def names(values: Iterable[str]) -> tuple[str, ...]:
