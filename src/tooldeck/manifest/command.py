@@ -22,20 +22,19 @@ served under a new version.
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import logging
 import os
 import re
 import secrets
 import shutil
 import signal
-import stat
 from collections.abc import Collection
 from typing import TYPE_CHECKING, Any
 
 import orjson
 
 from ..protocol.errors import RegistrationError, ToolError
+from .scripts import file_digest, named_files, stat_key
 
 if TYPE_CHECKING:
     from ..schema.validate import Validator
@@ -89,7 +88,7 @@ class CommandHandler:
         # The files the digest pinned, each with the stat it had when its digest was taken: a call re-reads a file
         # only when its stat changed.
         self.pinned: list[tuple[str, str, tuple[int, ...] | None]] = [
-            (path, sha, None) for path, sha in _named_files(command, self.cwd, base_dir, files or {})
+            (path, sha, None) for path, sha in named_files(command, self.cwd, base_dir, files or {})
         ]
         self.output = output
         self.timeout = float(spec.get("timeout", DEFAULT_TIMEOUT))
@@ -182,7 +181,7 @@ class CommandHandler:
     def _check_files(self) -> None:
         """Refuse to run a file that changed since its digest was taken: the digest is what was approved."""
         for index, (path, pinned, known) in enumerate(self.pinned):
-            now = _stat_key(path)
+            now = stat_key(path)
             if now is not None and now == known:
                 continue
             current = file_digest(path)
@@ -222,71 +221,6 @@ def _refuse_placeholders(command: list[str], parameters: Collection[str], env: s
                     "line (a value starting with '-' would become an option there): the program reads them as one "
                     "JSON object on stdin"
                 )
-
-
-def command_files(document: dict[str, Any], base_dir: str) -> dict[str, str]:
-    """The files the command handlers of ``document`` name, relative to ``base_dir``, each with its SHA-256 (or why
-    it has none: ``missing``, ``not a regular file``): the program when given as a path, and each argument that names
-    a file in the command's working directory."""
-    base_dir = os.path.abspath(base_dir)
-    handlers = [document.get("handler"), *(capability.get("handler") for capability in document["capabilities"])]
-    files: dict[str, str] = {}
-    for handler in handlers:
-        if not isinstance(handler, dict) or not isinstance(handler.get("command"), list):
-            continue
-        cwd = handler.get("cwd")
-        directory = os.path.normpath(os.path.join(base_dir, cwd)) if isinstance(cwd, str) else base_dir
-        for path in _candidates(handler["command"], directory, base_dir):
-            files[os.path.relpath(path, base_dir)] = file_digest(path)
-    return files
-
-
-def _candidates(command: list[Any], cwd: str, base_dir: str) -> list[str]:
-    paths = []
-    for position, word in enumerate(command):
-        if not isinstance(word, str) or not word:
-            continue
-        if position == 0:
-            if "/" in word:
-                paths.append(os.path.normpath(os.path.join(base_dir, word)))
-        elif not word.startswith("-") and os.path.isfile(os.path.join(cwd, word)):
-            paths.append(os.path.normpath(os.path.join(cwd, word)))
-    return paths
-
-
-def _named_files(command: list[str], cwd: str, base_dir: str, files: dict[str, str]) -> list[tuple[str, str]]:
-    named = []
-    for path in _candidates(command, cwd, base_dir):
-        pinned = files.get(os.path.relpath(path, base_dir))
-        if pinned is not None:
-            named.append((path, pinned))
-    return named
-
-
-def file_digest(path: str) -> str:
-    """The SHA-256 of a regular file, read without following it anywhere a regular file is not."""
-    try:
-        found = os.stat(path)
-    except OSError:
-        return "missing"
-    if not stat.S_ISREG(found.st_mode):
-        return "not a regular file"
-    sha = hashlib.sha256()
-    try:
-        with open(path, "rb") as file:
-            while chunk := file.read(READ_CHUNK):
-                sha.update(chunk)
-    except OSError:
-        return "missing"
-    return sha.hexdigest()
-
-
-def _stat_key(path: str) -> tuple[int, ...] | None:
-    try:
-        found = os.stat(path)
-    except OSError:
-        return None
-    return (found.st_dev, found.st_ino, found.st_size, found.st_mtime_ns, found.st_ctime_ns)
 
 
 def resolve_program(prog: str, base_dir: str, where: str) -> str:

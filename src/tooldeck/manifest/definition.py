@@ -65,7 +65,7 @@ class Definition(Record):
         self.base_dir = base_dir if base_dir is not None else (os.path.dirname(source) if source else os.getcwd())
         self.files: dict[str, str] = {}
         if _has_command(document):
-            from .command import command_files
+            from .scripts import command_files
 
             self.files = command_files(document, self.base_dir)
         self.digest = digest(document, self.files)

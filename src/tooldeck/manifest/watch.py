@@ -57,7 +57,7 @@ class DirectoryWatcher:
         return os.path.join(self.directory, os.path.basename(path))
 
     def _is_watched(self, change: object, path: str) -> bool:
-        return _is_definition(path) or self._path(path) in self.named
+        return _is_definition(path) or os.path.normpath(self._path(path)) in self.named
 
     def refresh(self, paths: Iterable[str]) -> list[Problem]:
         """Apply one batch: each path as the directory holds it now (present: read and applied; gone: its definition
@@ -65,8 +65,9 @@ class DirectoryWatcher:
         changed: set[str] = set()
         deleted: list[str] = []
         for path in paths:
-            if path in self.named:  # a command's file: its definitions are read again
-                changed.update(self.named[path])
+            users = self.named.get(os.path.normpath(path))
+            if users:  # a command's file: its definitions are read again
+                changed.update(users)
             if not _is_definition(path):
                 continue
             if os.path.lexists(path):
