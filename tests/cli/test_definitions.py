@@ -166,6 +166,23 @@ def test_validate_json_is_for_ci(served_file: Path) -> None:
     assert (done.returncode, orjson.loads(done.stdout)) == (0, {"valid": True, "files": 1, "problems": []})
 
 
+def test_validate_reads_a_directory_as_serve_does(tmp_path: Path) -> None:
+    (tmp_path / "served").mkdir()
+    write(tmp_path / "secret.json", {"PASSWORD": "hunter2"})
+    os.symlink(tmp_path / "secret.json", tmp_path / "served" / "calc.json")
+    os.mkfifo(tmp_path / "served" / "pipe.json")
+    expected = [
+        f"{tmp_path / 'served' / 'calc.json'}: $: leads outside the directory (a symbolic link); only files inside the "
+        "watched directory are read",
+        f"{tmp_path / 'served' / 'pipe.json'}: $: is a named pipe (FIFO), not a regular file; only regular files are "
+        "read",
+    ]
+    done = run("validate", str(tmp_path / "served"))
+    assert (done.returncode, done.stdout.splitlines()) == (1, expected)
+    served = run("tools", str(tmp_path / "served"))
+    assert (served.returncode, served.stderr) == (2, "tooldeck: " + "\n".join(expected) + "\n")
+
+
 def test_validate_an_empty_directory_is_a_problem(tmp_path: Path) -> None:
     done = run("validate", str(tmp_path))
     assert done.returncode == 1

@@ -398,6 +398,19 @@ def test_load_refuses_the_whole_directory_for_one_bad_file(tmp_path: Path, count
     assert counted.names() == [] and counted.events == 0
 
 
+def test_load_reads_a_directory_by_the_watcher_s_rules(tmp_path: Path, counted: Counted) -> None:
+    (tmp_path / "served").mkdir()
+    (tmp_path / "calc.json").write_text(json.dumps(calc()))
+    (tmp_path / "served" / "calc.json").symlink_to(tmp_path / "calc.json")
+    with pytest.raises(DefinitionError) as caught:
+        counted.manager.load(tmp_path / "served")
+    assert refusal(caught) == [
+        f"{tmp_path / 'served' / 'calc.json'}: $: leads outside the directory (a symbolic link); only files inside "
+        "the watched directory are read"
+    ]
+    assert counted.manager.load(tmp_path / "served" / "calc.json")[0].action == "registered"  # named, it is read
+
+
 def test_applied_lines() -> None:
     assert str(Applied("t", "registered", None, "1.0.0")) == "tool definition t: registered 1.0.0"
     assert str(Applied("t", "unregistered", "1.0.0", None)) == "tool definition t: unregistered 1.0.0"

@@ -288,12 +288,12 @@ async def test_the_watcher_goes_on_after_a_batch_fails(
     monkeypatch.setattr(watcher, "refresh", fail_once)
     task = asyncio.create_task(watcher.watch())
     try:
-        version = 0
-        while not changed.is_set():  # each write a new version, until the watcher (started meanwhile) applies one
-            version += 1
+        for version in range(10):  # each write a new version, until the watcher (started meanwhile) applies one
             write(folder / "calc.json", definition(version=f"1.0.{version}"))
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(changed.wait(), 2.0)
+            if changed.is_set():
+                break
     finally:
         task.cancel()
         with contextlib.suppress(asyncio.CancelledError):
