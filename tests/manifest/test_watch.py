@@ -276,16 +276,16 @@ async def test_the_watcher_goes_on_after_a_batch_fails(
     loop = asyncio.get_running_loop()
     changed = asyncio.Event()
     deck.tools.subscribe(lambda: loop.call_soon_threadsafe(changed.set))
-    refresh = watcher.refresh
+    read = watcher.read
     failures: list[list[str]] = []
 
-    def fail_once(paths: list[str]) -> list[Any]:
+    def fail_once(paths: list[str]) -> Any:
         if not failures:
             failures.append(paths)
             raise RuntimeError("a bug")
-        return refresh(paths)
+        return read(paths)
 
-    monkeypatch.setattr(watcher, "refresh", fail_once)
+    monkeypatch.setattr(watcher, "read", fail_once)
     task = asyncio.create_task(watcher.watch())
     try:
         for version in range(10):  # each write a new version, until the watcher (started meanwhile) applies one

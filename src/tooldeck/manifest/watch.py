@@ -8,7 +8,8 @@ definition is unregistered. A change to a file a command handler names (a script
 definitions again, since that file is part of their digest.
 
 Files are read and parsed off the event loop (in a worker thread), under reading.py's rules: regular files only,
-inside the directory, of bounded size, YAML without aliases. A file that cannot be read, becomes invalid, or whose
+inside the directory, of bounded size, YAML without aliases; what was read is then applied on the loop, as every
+other change of the registry is. A file that cannot be read, becomes invalid, or whose
 change the version rules refuse, is reported on one log line per problem (file, JSON path, what; never the file's
 content) and its previous version keeps serving; the other files of the batch are applied without it. A batch that
 fails for any other reason is logged and the watcher goes on.
@@ -47,7 +48,8 @@ class DirectoryWatcher:
         async for changes in watchfiles.awatch(self.directory, watch_filter=self._is_watched, recursive=False):
             paths = sorted({self._path(path) for _, path in changes})
             try:
-                await asyncio.to_thread(self.refresh, paths)
+                batch = await asyncio.to_thread(self.read, paths)
+                self.apply(batch)
             except Exception as exc:  # one bad batch must not end the watching
                 log.error("watching %s: a batch of %d changed files was not applied (%s); what was served before "
                           "keeps serving", self.directory, len(paths), type(exc).__name__, exc_info=True)  # fmt: skip
@@ -62,6 +64,10 @@ class DirectoryWatcher:
     def refresh(self, paths: Iterable[str]) -> list[Problem]:
         """Apply one batch: each path as the directory holds it now (present: read and applied; gone: its definition
         unregistered); returns (and logs) the problems that kept files from being applied."""
+        return self.apply(self.read(paths))
+
+    def read(self, paths: Iterable[str]) -> Batch:
+        """Read one batch (the part that touches the files: ``watch`` runs it in a worker thread)."""
         changed: set[str] = set()
         deleted: list[str] = []
         for path in paths:
@@ -74,22 +80,30 @@ class DirectoryWatcher:
                 changed.add(path)
             else:
                 deleted.append(path)
-        return self.update(sorted(changed), deleted)
+        return self.read_files(sorted(changed), deleted)
+
+    def read_files(self, changed: Iterable[str], deleted: Iterable[str]) -> Batch:
+        """``changed`` files read and checked, ``deleted`` ones noted: a batch for ``apply``."""
+        batch = Batch(list(deleted))
+        for path in changed:
+            if not os.path.lexists(path):  # gone by the time it is read
+                batch.deleted.append(path)
+                continue
+            try:
+                batch.candidates[path] = load_definition(path, within=self.directory)
+            except DefinitionError as exc:
+                batch.problems.extend(exc.problems)
+        return batch
 
     def update(self, changed: Iterable[str], deleted: Iterable[str]) -> list[Problem]:
         """Apply ``changed`` files and forget ``deleted`` ones in one change; returns (and logs) the problems that
         kept files from being applied. (``refresh`` decides which is which from the directory itself.)"""
-        problems: list[Problem] = []
-        candidates: dict[str, Definition] = {}  # path -> definition
-        deleted = list(deleted)
-        for path in changed:
-            if not os.path.lexists(path):  # gone by the time it is read
-                deleted.append(path)
-                continue
-            try:
-                candidates[path] = load_definition(path, within=self.directory)
-            except DefinitionError as exc:
-                problems.extend(exc.problems)
+        return self.apply(self.read_files(changed, deleted))
+
+    def apply(self, batch: Batch) -> list[Problem]:
+        """Apply what ``read`` found, through the manager in one change; returns (and logs) the problems that kept
+        files from being applied."""
+        problems, candidates, deleted = list(batch.problems), dict(batch.candidates), batch.deleted
         owners = {tool_id: path for path, tool_id in self.files.items() if path not in deleted}
         for path, definition in list(candidates.items()):
             owner = owners.get(definition.id)
@@ -136,6 +150,18 @@ class DirectoryWatcher:
                     return set()  # no one file to blame: the batch waits for the next change
                 pending, remove = kept, still
         return set()
+
+
+class Batch:
+    """One batch of changes as read: the definitions of the files that are there, the problems of those that could
+    not be read, and the files that are gone."""
+
+    __slots__ = ("candidates", "deleted", "problems")
+
+    def __init__(self, deleted: list[str]) -> None:
+        self.candidates: dict[str, Definition] = {}  # path -> definition
+        self.problems: list[Problem] = []
+        self.deleted = deleted
 
 
 def _is_definition(path: str) -> bool:
