@@ -156,8 +156,14 @@ async def test_the_command_handler_example(tmp_path: Path) -> None:
     deck.load_manifest(tmp_path / "ops.json")
     async with client(deck) as c:
         result = await c.call_tool("ops.disk_free", {"path": str(tmp_path)})
+        # A value that looks like an option reaches df as a path (after "--"): an error, and nothing else leaks.
+        option = await c.call_tool("ops.disk_free", {"path": "--output=source"})
     free = result["structuredContent"]["result"]
     assert (isinstance(free, int) and free == shutil.disk_usage(tmp_path).free // 4096 * 4096) or free > 0
+    assert option["isError"] is True and "structuredContent" not in option
+    (block,) = option["content"]
+    assert re.fullmatch(r"command './ops.sh' exited with status 1 \(details in the server log, ref [0-9a-f]{8}\)",
+                        block["text"]), block["text"]  # fmt: skip
 
 
 def test_the_diff_example_prints_what_the_readme_shows(tmp_path: Path) -> None:

@@ -4,17 +4,21 @@ from __future__ import annotations
 
 import asyncio
 import os
+import re
 import select
 import shutil
 import sys
 import textwrap
+import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from tooldeck.manifest.command import CommandHandler
+from tooldeck.manifest.mapping import output_schema_of
 from tooldeck.protocol.errors import RegistrationError, ToolError
+from tooldeck.schema.validate import Validator
 
 WHERE = "calculator.json: $.capabilities[0].handler"
 
@@ -114,6 +118,73 @@ async def test_command_arguments_are_passed_as_written_without_a_shell(tmp_path:
     assert await run() == ["--flag", "two words", "$HOME", "*"]
 
 
+async def test_arguments_never_reach_the_command_line_so_a_dash_is_no_option(tmp_path: Path) -> None:
+    # the command line is the definition's, the same at every call; the values go on stdin only
+    write_script(tmp_path, "argv.py", "import json, sys\nprint(json.dumps([sys.argv[1:], json.load(sys.stdin)]))\n")
+    run = load(tmp_path, ["./argv.py", "--", "fixed"])
+    hostile = {"path": "--output=source", "flags": "-rf", "words": "a b"}
+    assert await run(**hostile) == [["--", "fixed"], hostile]
+    assert run.environment().keys() >= {"TOOLDECK_TOOL", "TOOLDECK_CAPABILITY"}
+    assert not any(value in run.environment().values() for value in hostile.values())
+
+
+@pytest.mark.parametrize("word", ["{path}", "${path}", "$path", "--in={path}", "-i=$path"])
+def test_a_command_word_that_expects_a_parameter_is_refused(tmp_path: Path, word: str) -> None:
+    write_script(tmp_path, "ok.py", "print('ok')\n")
+    with pytest.raises(RegistrationError) as caught:
+        CommandHandler({"command": ["./ok.py", word]}, base_dir=str(tmp_path), tool="calc", capability="add",
+                       where=WHERE, parameters=["path"])  # fmt: skip
+    assert str(caught.value) == (
+        f"{WHERE}: command[1] names parameter 'path', but arguments never reach the command line (a value starting "
+        "with '-' would become an option there): the program reads them as one JSON object on stdin"
+    )
+
+
+@pytest.mark.parametrize("word", ["{other}", "$pathway", "path", "a {path} b", "$REGION"])
+def test_command_words_that_name_no_parameter_pass(tmp_path: Path, word: str) -> None:
+    write_script(tmp_path, "ok.py", "print('ok')\n")
+    spec = {"command": ["./ok.py", word], "env": ["REGION"]}
+    CommandHandler(spec, base_dir=str(tmp_path), tool="calc", capability="add", where=WHERE,
+                   parameters=["path", "REGION"])  # fmt: skip
+
+
+def output_of(schema: dict[str, Any], wraps: bool) -> tuple[Validator, bool]:
+    """The output validator a capability with this return schema gets (see mapping.py)."""
+    output, wrapped = output_schema_of(schema)
+    assert output is not None and wrapped == wraps
+    return Validator(output), wraps
+
+
+@pytest.mark.parametrize(
+    ("schema", "wraps", "written", "logged"),
+    [
+        ({"type": "integer"}, True, "PASSWORD=hunter2", '$.result: expected integer, got "PASSWORD=hunter2"'),
+        ({"type": "object", "required": ["free"]}, False, '{"token": "hunter2"}',
+         "$: missing required property 'free'"),
+    ],
+)  # fmt: skip
+async def test_output_that_breaks_the_output_schema_is_logged_and_the_client_gets_a_reference(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, schema: dict[str, Any], wraps: bool, written: str, logged: str
+) -> None:
+    write_script(tmp_path, "leak.py", f"print({written!r})\n")
+    run = CommandHandler({"command": ["./leak.py"]}, base_dir=str(tmp_path), tool="calc", capability="add",
+                         where=WHERE, output=output_of(schema, wraps))  # fmt: skip
+    with pytest.raises(ToolError) as caught:
+        await run()
+    told, line = failure(caught, caplog)
+    assert told == "command './leak.py' wrote output that does not match the tool's outputSchema"
+    assert "hunter2" not in str(caught.value)
+    assert line.startswith("tool calc.add: command './leak.py' wrote output that does not match the outputSchema")
+    assert line.endswith(f": {logged}")
+
+
+async def test_output_that_fits_the_output_schema_comes_back(tmp_path: Path) -> None:
+    write_script(tmp_path, "ok.py", "print(42)\n")
+    run = CommandHandler({"command": ["./ok.py"]}, base_dir=str(tmp_path), tool="calc", capability="add",
+                         where=WHERE, output=output_of({"type": "integer"}, True))  # fmt: skip
+    assert await run() == 42
+
+
 @pytest.mark.parametrize("closes_stdin_first", [False, True])
 async def test_a_program_that_does_not_read_stdin_still_succeeds(tmp_path: Path, closes_stdin_first: bool) -> None:
     write_script(tmp_path, "deaf.py", f"import os\nif {closes_stdin_first}:\n    os.close(0)\nprint('ok')\n")
@@ -124,27 +195,41 @@ async def test_a_program_that_does_not_read_stdin_still_succeeds(tmp_path: Path,
 # --- failures ----------------------------------------------------------------------------------------------------
 
 
+def failure(caught: pytest.ExceptionInfo[ToolError], caplog: pytest.LogCaptureFixture) -> tuple[str, str]:
+    """What the client is told (without its reference) and the one log line that reference leads to."""
+    match = re.fullmatch(r"(.*) \(details in the server log, ref ([0-9a-f]{8})\)", str(caught.value))
+    assert match is not None, str(caught.value)
+    told, ref = match.groups()
+    logged = [record.getMessage() for record in caplog.records if f"[ref {ref}]" in record.getMessage()]
+    assert len(logged) == 1, caplog.messages
+    return told, logged[0]
+
+
 @pytest.mark.parametrize(
     ("stderr", "shown"),
     [
-        ("", ""),
-        ("\n\n", ""),
-        ("boom\n", ": boom"),
-        ("".join(f"line {n}\n" for n in range(1, 31)), ": " + " | ".join(f"line {n}" for n in range(21, 31))),
-        ("filler\n" * 30_000 + "final error\n", ": " + " | ".join(["filler"] * 9 + ["final error"])),
-        ("x" * 300 + "\n", ": " + "x" * 199 + "…"),
+        ("", "(empty)"),
+        ("\n\n", "(empty)"),
+        ("boom\n", "boom"),
+        ("".join(f"line {n}\n" for n in range(1, 31)), " | ".join(f"line {n}" for n in range(21, 31))),
+        ("filler\n" * 30_000 + "final error\n", " | ".join(["filler"] * 9 + ["final error"])),
+        ("x" * 300 + "\n", "x" * 199 + "…"),
+        ("PASSWORD=hunter2\x1b[2J\rforged\n", "PASSWORD=hunter2\\x1b[2J | forged"),  # control characters escaped
     ],
 )
-async def test_a_non_zero_exit_is_a_tool_error_with_the_last_lines_of_stderr(
-    tmp_path: Path, stderr: str, shown: str
+async def test_a_non_zero_exit_tells_the_client_a_reference_and_logs_the_last_lines_of_stderr(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, stderr: str, shown: str
 ) -> None:
     write_script(tmp_path, "fail.py", f"import sys\nsys.stderr.write({stderr!r})\nsys.exit(3)\n")
     with pytest.raises(ToolError) as caught:
         await load(tmp_path, ["./fail.py"])()
-    assert str(caught.value) == f"command './fail.py' exited with status 3{shown}"
+    told, logged = failure(caught, caplog)
+    assert told == "command './fail.py' exited with status 3"
+    assert logged.startswith("tool calc.add: command './fail.py' exited with status 3 [ref ")
+    assert logged.endswith(f"]; stderr: {shown}")
 
 
-async def test_a_program_killed_by_a_signal_says_which(tmp_path: Path) -> None:
+async def test_a_program_killed_by_a_signal_says_which(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
     write_script(
         tmp_path,
         "die.py",
@@ -152,15 +237,26 @@ async def test_a_program_killed_by_a_signal_says_which(tmp_path: Path) -> None:
     )
     with pytest.raises(ToolError) as caught:
         await load(tmp_path, ["./die.py"])()
-    assert str(caught.value) == "command './die.py' was killed by signal 9 (SIGKILL): bye"
+    told, logged = failure(caught, caplog)
+    assert told == "command './die.py' was killed by signal 9 (SIGKILL)"
+    assert logged.endswith("]; stderr: bye")
 
 
-async def test_a_time_out_kills_the_whole_process_group(tmp_path: Path) -> None:
+async def test_a_time_out_ends_the_call_at_the_time_out_and_kills_the_whole_process_group(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
     hanging_script(tmp_path)
-    run = load(tmp_path, ["./hang.sh"], timeout=0.5)
+    run = load(tmp_path, ["./hang.sh"], timeout=1.0)
+    started = time.monotonic()
     with pytest.raises(ToolError) as caught:
         await run()
-    assert str(caught.value) == "command './hang.sh' timed out after 0.5 s: starting"
+    took = time.monotonic() - started
+    # Not before the time-out, and well before the script's own end (60 s) or twice the time-out: the time-out is
+    # what ended it (the process start and the reaping are the rest).
+    assert 1.0 <= took < 1.9, took
+    told, logged = failure(caught, caplog)
+    assert told == "command './hang.sh' timed out after 1 s"
+    assert logged.endswith("]; stderr: starting")
     child, grandchild = (int(pid) for pid in (tmp_path / "pids").read_text().split())
     assert ended_within(child, 0)  # reaped before the call returned
     assert ended_within(grandchild, 2.0)

@@ -178,6 +178,65 @@ async def test_a_command_handler_end_to_end(here: Path) -> None:
     assert await value(deck, "calc.neg", {"x": 1}) == {"tool": "calc", "capability": "neg", "value": -1}
 
 
+LEAKY = f"""\
+#!{sys.executable}
+import json, os, sys
+json.load(sys.stdin)
+if os.environ["TOOLDECK_CAPABILITY"] == "add":
+    print("PASSWORD=hunter2")  # not the integer the return schema promises
+else:
+    print("PASSWORD=hunter2", file=sys.stderr)
+    sys.exit(1)
+"""
+
+
+async def test_what_a_command_writes_reaches_the_log_not_the_client(
+    here: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    write(here, "leak.py", LEAKY).chmod(0o755)
+    document = calc(handler={"command": ["./leak.py"]}, capability={"return": {"schema": {"type": "integer"}}})
+    deck = Deck("d")
+    deck.load_manifest(definition_file(here, document))
+    async with client(deck) as c:
+        added = await c.call_tool("calc.add", {"a": 1})
+        negated = await c.call_tool("calc.neg", {"x": 1})
+    for result, what in (
+        (added, "wrote output that does not match the tool's outputSchema"),
+        (negated, "exited with status 1"),
+    ):
+        assert result["isError"] is True and "hunter2" not in json.dumps(result)
+        (block,) = result["content"]
+        ref = block["text"].rpartition("ref ")[2].rstrip(")")
+        assert block["text"] == f"command './leak.py' {what} (details in the server log, ref {ref})"
+        (line,) = [message for message in caplog.messages if f"[ref {ref}]" in message]
+        assert "PASSWORD=hunter2" in line
+
+
+SCRIPT = f"#!{sys.executable}\nimport json, sys\njson.load(sys.stdin)\nprint({{answer}})\n"
+
+
+async def test_a_command_changed_since_its_definition_was_loaded_is_refused_until_a_new_version(
+    here: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    script = write(here, "answer.py", SCRIPT.format(answer=1))
+    script.chmod(0o755)
+    path = definition_file(here, calc(handler={"command": ["./answer.py"]}))
+    deck = Deck("d")
+    deck.load_manifest(path)
+    async with client(deck) as c:
+        assert (await c.call_tool("calc.neg", {"x": 1}))["content"] == [{"type": "text", "text": "1"}]
+        script.write_text(SCRIPT.format(answer=2))  # the approved tool now runs other code: refused
+        result = await c.call_tool("calc.neg", {"x": 1})
+        assert result == {"content": [{"type": "text", "text": (
+            "command './answer.py': answer.py changed since tool definition calc@1.0.0 was loaded; the change is "
+            "served once it has a new version")}], "isError": True}  # fmt: skip
+        with pytest.raises(DefinitionError, match=r"calc@1\.0\.0 was served with digest sha256:"):
+            deck.load_manifest(path)  # the same version, another digest: the pin holds
+        definition_file(here, calc(handler={"command": ["./answer.py"]}, version="1.0.1"))
+        assert deck.load_manifest(path)[0].action == "upgraded"
+        assert (await c.call_tool("calc.neg", {"x": 1}))["content"] == [{"type": "text", "text": "2"}]
+
+
 async def test_a_handler_that_takes_a_context_gets_one() -> None:
     deck = Deck("d")
     seen: list[Any] = []

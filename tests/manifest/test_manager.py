@@ -392,10 +392,23 @@ def test_load_refuses_the_whole_directory_for_one_bad_file(tmp_path: Path, count
     with pytest.raises(DefinitionError) as caught:
         counted.manager.load(tmp_path)
     assert refusal(caught) == [
-        f"{tmp_path / 'b.json'}: $.securityLevel: expected a number <= 10, got 11",
+        f"{tmp_path / 'b.json'}: $.securityLevel: expected a number <= 10, got an integer",
         f"{tmp_path / 'c.json'}: $.id: id 'calculator' is also defined in {tmp_path / 'a.json'}",
     ]
     assert counted.names() == [] and counted.events == 0
+
+
+def test_load_reads_a_directory_by_the_watcher_s_rules(tmp_path: Path, counted: Counted) -> None:
+    (tmp_path / "served").mkdir()
+    (tmp_path / "calc.json").write_text(json.dumps(calc()))
+    (tmp_path / "served" / "calc.json").symlink_to(tmp_path / "calc.json")
+    with pytest.raises(DefinitionError) as caught:
+        counted.manager.load(tmp_path / "served")
+    assert refusal(caught) == [
+        f"{tmp_path / 'served' / 'calc.json'}: $: leads outside the directory (a symbolic link); only files inside "
+        "the watched directory are read"
+    ]
+    assert counted.manager.load(tmp_path / "served" / "calc.json")[0].action == "registered"  # named, it is read
 
 
 def test_applied_lines() -> None:
@@ -407,18 +420,63 @@ def test_applied_lines() -> None:
     )
 
 
-def test_history_keeps_the_last_versions_and_ends_with_unregister() -> None:
+def test_history_keeps_the_last_versions_and_survives_unregister() -> None:
     from tooldeck.manifest.manager import HISTORY
 
     manager = Counted().manager
+    with pytest.raises(ManagerError, match="no earlier version was served"):
+        manager.rollback(manager.register(calc("0.9.0")).id)
+    manager.unregister("calculator")
     for patch in range(HISTORY + 3):
         manager.register(calc(f"1.0.{patch}"))
     assert [d.version for d in manager.history("calculator")] == [f"1.0.{p}" for p in range(2, HISTORY + 2)]
     manager.unregister("calculator")
-    manager.register(calc("2.0.0"))
-    assert manager.history("calculator") == []
-    with pytest.raises(ManagerError, match="no earlier version was served"):
-        manager.rollback("calculator")
+    assert [d.version for d in manager.history("calculator")] == [f"1.0.{p}" for p in range(2, HISTORY + 2)]
+    assert manager.get("calculator") is None and manager.last_served("calculator").version == "1.0.12"
+    assert manager.register(calc("2.0.0")).action == "registered"
+    assert [d.version for d in manager.history("calculator")] == [f"1.0.{p}" for p in range(3, HISTORY + 3)]
+    assert manager.rollback("calculator").new_version == "1.0.12"  # only rollback goes back
+
+
+# --- an id keeps its history across unregistering ---------------------------------------------------------------
+
+
+def test_unregistered_and_added_back_lower_is_refused_as_a_downgrade(counted: Counted) -> None:
+    counted.manager.register(calc("2.0.0", securityLevel=9))
+    counted.manager.unregister("calculator")
+    with pytest.raises(DefinitionError) as caught:
+        counted.manager.register(calc("0.0.1", securityLevel=0))
+    assert refusal(caught) == [
+        "calculator: $.version: 2.0.0 -> 0.0.1 is a lower version: calculator@2.0.0 was served until it was "
+        "unregistered, and an id keeps its history across that (only rollback goes back)"
+    ]
+    assert counted.names() == []
+
+
+@pytest.mark.parametrize(
+    ("new", "ok"),
+    [
+        (calc("2.0.0", securityLevel=9), True),  # the same again: welcome back
+        (calc("2.0.1", securityLevel=9), True),  # higher, no change: any bump will do
+        (calc("2.0.1", securityLevel=0), False),  # a lower level is a minor change: 2.0.1 is too small a step
+        (calc("2.1.0", securityLevel=0), True),
+        (calc("2.1.0", "add", securityLevel=9), False),  # a removed capability needs a major bump
+        (calc("3.0.0", "add", securityLevel=9), True),
+        (calc("1.9.9", securityLevel=9), False),
+    ],
+)
+def test_added_back_after_unregister_it_is_judged_as_an_upgrade_of_the_last_version(
+    counted: Counted, new: dict[str, Any], ok: bool
+) -> None:
+    counted.manager.register(calc("2.0.0", securityLevel=9))
+    counted.manager.unregister("calculator")
+    if ok:
+        assert counted.manager.register(new).action == "registered"
+        assert counted.manager.get("calculator").version == new["version"]
+    else:
+        with pytest.raises(DefinitionError, match=r"calculator@2\.0\.0 was served until it was unregistered"):
+            counted.manager.register(new)
+        assert "calculator" not in counted.manager
 
 
 def test_a_handler_serving_many_capabilities_is_read_once(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -173,10 +173,14 @@ def _parser() -> argparse.ArgumentParser:
     serve.set_defaults(command=_command("serve", "serve"))
 
     validate = commands.add_parser(
-        "validate", help="check tool definition files: the format's schema and the registration rules"
+        "validate", help="check tool definition files as serve loads them: schema, rules, handlers, commands"
     )
     validate.add_argument("files", nargs="+", metavar="FILE", help="a .json/.yaml definition, or a directory of them")
     validate.add_argument("--json", action="store_true", help="print the problems as JSON (for CI)")
+    validate.add_argument(
+        "--deck", metavar="TARGET",
+        help="check against this deck's @deck.implements bindings (a Python file or module), as its load_manifest would",
+    )  # fmt: skip
     validate.set_defaults(command=_command("definitions", "validate"))
 
     diff = commands.add_parser(

@@ -1,7 +1,10 @@
 """``tooldeck validate`` and ``tooldeck diff``: tool definition files checked, and two versions compared, for people
 and for CI (``--json``).
 
-validate: exit 0 when every file is valid, 1 when any has a problem (each printed as ``file: $.path: message``).
+validate: exit 0 when every file is valid, 1 when any has a problem (each printed as ``file: $.path: message``). A
+file is checked as ``tooldeck serve`` loads it, through the same code (read, schema and rules, then the manager's
+check, which imports handler modules, checks their signatures and finds commands): what validate passes, serve
+serves. ``--deck TARGET`` checks against that deck's ``@deck.implements`` bindings, as its ``load_manifest`` would.
 diff: exit 0 when NEW's version covers the change from OLD, 1 when it does not, 2 when a file cannot be read.
 """
 
@@ -13,27 +16,31 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
-from ..manifest.definition import DefinitionError, Problem, definition_files, load_definition
-from ..manifest.manager import read_definitions
+from ..manifest.definition import Definition, DefinitionError, Problem, definition_files, load_definition
 from ..protocol.errors import TargetError
 
 if TYPE_CHECKING:
     import argparse
 
+    from ..manifest.manager import ToolManager
+
 
 def validate(args: argparse.Namespace) -> int:
     paths: list[str] = []
     problems: list[Problem] = []
+    definitions: list[Definition] = []
     for path in args.files:
-        if os.path.isdir(path):
-            found = definition_files(path)
-            if not found:
-                problems.append(Problem(path, "$", "no tool definition files (.json, .yaml, .yml) in this directory"))
-            paths.extend(found)
-        else:
-            paths.append(path)
-    definitions, found_problems = read_definitions(paths)
-    problems.extend(found_problems)
+        directory = os.path.isdir(path)
+        found = definition_files(path) if directory else [path]
+        if directory and not found:
+            problems.append(Problem(path, "$", "no tool definition files (.json, .yaml, .yml) in this directory"))
+        for file in found:
+            try:  # read as serve reads it: a file of a directory must stay inside it
+                definitions.append(load_definition(file, within=path if directory else None))
+            except DefinitionError as exc:
+                problems.extend(exc.problems)
+        paths.extend(found)
+    problems.extend(_manager(getattr(args, "deck", None)).check(definitions))
     if args.json:
         report = {"valid": not problems, "files": len(paths), "problems": [p.to_json() for p in problems]}
         sys.stdout.write(orjson.dumps(report, option=orjson.OPT_INDENT_2).decode() + "\n")
@@ -47,6 +54,18 @@ def validate(args: argparse.Namespace) -> int:
             tools = sum(len(d.capabilities) for d in definitions)
             print(f"{_count(len(definitions), 'definition')} valid ({_count(tools, 'tool')})", file=sys.stderr)
     return 1 if problems else 0
+
+
+def _manager(target: str | None) -> ToolManager:
+    """The manager the files are checked against: a new deck's (handlers must then be in the files, as for ``serve
+    DIR``), or TARGET's, with its bindings."""
+    from ..deck import Deck
+
+    if target is None:
+        return Deck("validate").manager
+    from ..loader import load_deck
+
+    return load_deck(target).manager
 
 
 def diff(args: argparse.Namespace) -> int:

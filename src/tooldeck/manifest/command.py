@@ -1,23 +1,45 @@
 """The ``command`` handler of a tool definition: a capability served by an external program, run once per call with
 the arguments as one JSON object on stdin and its stdout as the result.
 
+How arguments reach the program: only on stdin. Its command line is the definition's ``command`` list exactly, the
+same at every call, and its environment is the allow-list below: no value a client sends is ever a command-line
+word, so none can become an option (``--output=source``) or a second file name. A ``command`` word that looks like
+it expects a parameter to be put there (``{path}``, ``$path``, ``${path}``) is refused at load, saying so.
+
 Everything that can be checked before a call is checked at load (the program exists and is executable, the working
 directory exists), so a definition that loads never yields a tool that cannot start. A call runs the program without
 a shell, in its own session, with an allow-listed environment; on a time-out, an oversized output or a cancelled
 call the whole process group is killed, so a grandchild the program started does not outlive the call.
+
+What the program writes is its own business: a failure (non-zero exit, signal, time-out) or output that breaks the
+tool's outputSchema reaches the client as one short line with a reference; the program's stderr and the mismatch go
+to the server log under that reference (a script's stderr may hold anything, a ``PASSWORD=`` line included). The
+files a command names (its program given as a path, and arguments naming files in its working directory) are part of
+the definition's digest; a file changed since its definition was loaded is refused at the call, until the change is
+served under a new version.
 """
 
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
+import re
+import secrets
 import shutil
 import signal
-from typing import Any
+from collections.abc import Collection
+from typing import TYPE_CHECKING, Any
 
 import orjson
 
 from ..protocol.errors import RegistrationError, ToolError
+from .scripts import file_digest, named_files, stat_key
+
+if TYPE_CHECKING:
+    from ..schema.validate import Validator
+
+log = logging.getLogger("tooldeck.manifest.command")
 
 DEFAULT_TIMEOUT = 30.0
 DEFAULT_MAX_OUTPUT_BYTES = 4 * 1024 * 1024
@@ -33,9 +55,24 @@ REAP_GRACE = 5.0
 
 
 class CommandHandler:
-    """Runs one command per call."""
+    """Runs one command per call. ``parameters``: the capability's parameter names (none may be written into the
+    command); ``files``: the digests of the files the command names, as the definition's digest took them
+    (``command_files``); ``output``: the tool's output validator and whether results are wrapped as ``{"result":
+    ...}``, so that output breaking it is reported here, without echoing it to the client."""
 
-    def __init__(self, spec: dict[str, Any], *, base_dir: str, tool: str, capability: str, where: str) -> None:
+    def __init__(
+        self,
+        spec: dict[str, Any],
+        *,
+        base_dir: str,
+        tool: str,
+        capability: str,
+        where: str,
+        parameters: Collection[str] = (),
+        files: dict[str, str] | None = None,
+        output: tuple[Validator, bool] | None = None,
+        label: str = "",
+    ) -> None:
         command = spec["command"]
         if not command or not all(isinstance(part, str) and part for part in command):
             raise RegistrationError(f"{where}: command must be a non-empty list of non-empty strings")
@@ -43,9 +80,17 @@ class CommandHandler:
         self.args: list[str] = list(command[1:])
         self.tool = tool
         self.capability = capability
+        self.label = label or tool
         base_dir = os.path.abspath(base_dir)
+        _refuse_placeholders(command, parameters, set(spec.get("env", ())), where)
         self.program = resolve_program(self.display, base_dir, where)
         self.cwd = resolve_cwd(spec.get("cwd"), base_dir, self.display, where)
+        # The files the digest pinned, each with the stat it had when its digest was taken: a call re-reads a file
+        # only when its stat changed.
+        self.pinned: list[tuple[str, str, tuple[int, ...] | None]] = [
+            (path, sha, None) for path, sha in named_files(command, self.cwd, base_dir, files or {})
+        ]
+        self.output = output
         self.timeout = float(spec.get("timeout", DEFAULT_TIMEOUT))
         if not self.timeout > 0 or self.timeout == float("inf"):
             raise RegistrationError(f"{where}: command {self.display!r}: timeout must be a positive number of seconds")
@@ -65,6 +110,7 @@ class CommandHandler:
         return env
 
     async def __call__(self, **arguments: Any) -> Any:
+        self._check_files()
         payload = orjson.dumps(arguments)
         try:
             process = await asyncio.create_subprocess_exec(
@@ -96,17 +142,85 @@ class CommandHandler:
         if status is None:
             kill_group(process.pid)
             await _reap(work)
-            raise ToolError(f"command {self.display!r} timed out after {self.timeout:g} s{stderr.tail()}")
+            raise self._failure(f"timed out after {self.timeout:g} s", stderr)
         if stdout.overflowed:
             raise ToolError(
                 f"command {self.display!r} was killed: its output exceeded {self.max_output_bytes} bytes "
                 "(max_output_bytes)"
             )
         if status < 0:
-            raise ToolError(f"command {self.display!r} was killed by signal {describe_signal(-status)}{stderr.tail()}")
+            raise self._failure(f"was killed by signal {describe_signal(-status)}", stderr)
         if status != 0:
-            raise ToolError(f"command {self.display!r} exited with status {status}{stderr.tail()}")
-        return parse_output(bytes(stdout.data))
+            raise self._failure(f"exited with status {status}", stderr)
+        result = parse_output(bytes(stdout.data))
+        if self.output is not None:
+            self._check_output(result, *self.output)
+        return result
+
+    def _failure(self, what: str, stderr: _Output) -> ToolError:
+        """The client's short line, with a reference to the log line that holds the stderr tail."""
+        ref = new_reference()
+        tail = stderr.tail()
+        log.error("tool %s.%s: command %r %s [ref %s]%s", self.tool, self.capability, self.display, what, ref,
+                  f"; stderr: {tail}" if tail else "; stderr: (empty)")  # fmt: skip
+        return ToolError(f"command {self.display!r} {what} (details in the server log, ref {ref})")
+
+    def _check_output(self, result: Any, validator: Validator, wraps: bool) -> None:
+        structured = {"result": result} if wraps else result
+        if validator.is_valid(structured):
+            return
+        ref = new_reference()
+        problems = "; ".join(validator.errors(structured))
+        log.error("tool %s.%s: command %r wrote output that does not match the outputSchema [ref %s]: %s",
+                  self.tool, self.capability, self.display, ref, escape(problems))  # fmt: skip
+        raise ToolError(
+            f"command {self.display!r} wrote output that does not match the tool's outputSchema (details in the "
+            f"server log, ref {ref})"
+        )
+
+    def _check_files(self) -> None:
+        """Refuse to run a file that changed since its digest was taken: the digest is what was approved."""
+        for index, (path, pinned, known) in enumerate(self.pinned):
+            now = stat_key(path)
+            if now is not None and now == known:
+                continue
+            current = file_digest(path)
+            if current != pinned:
+                shown = os.path.basename(path)
+                log.error("tool %s.%s: %s changed since tool definition %s was loaded (sha256 %s… now %s…)",
+                          self.tool, self.capability, path, self.label, pinned[:12], current[:12])  # fmt: skip
+                raise ToolError(
+                    f"command {self.display!r}: {shown} changed since tool definition {self.label} was loaded; the "
+                    "change is served once it has a new version"
+                )
+            self.pinned[index] = (path, pinned, now)
+
+
+def new_reference() -> str:
+    """A short random id that ties a client's error line to the log line with the details."""
+    return secrets.token_hex(4)
+
+
+def escape(text: str) -> str:
+    """``text`` with control characters written as escapes, so a program's output cannot forge log lines."""
+    return "".join(char if char.isprintable() else repr(char)[1:-1] for char in text)
+
+
+# A whole word that is a template of a parameter (or an option set to one): `{path}`, `${path}`, `$path`, `--in={path}`
+_PLACEHOLDER = r"(?:-[^=\s]*=)?(?:\{{{0}\}}|\$\{{{0}\}}|\${0})"
+
+
+def _refuse_placeholders(command: list[str], parameters: Collection[str], env: set[str], where: str) -> None:
+    for position, word in enumerate(command):
+        for name in parameters:
+            if name in env:  # $NAME is an environment variable the definition passes through
+                continue
+            if re.fullmatch(_PLACEHOLDER.format(re.escape(name)), word):
+                raise RegistrationError(
+                    f"{where}: command[{position}] names parameter {name!r}, but arguments never reach the command "
+                    "line (a value starting with '-' would become an option there): the program reads them as one "
+                    "JSON object on stdin"
+                )
 
 
 def resolve_program(prog: str, base_dir: str, where: str) -> str:
@@ -188,13 +302,11 @@ class _Output:
                     kill_group(pgid)
 
     def tail(self) -> str:
-        """``": "`` and the last lines, one line, each cut short; empty when nothing (but blanks) was written."""
+        """The last lines, on one line, each cut short and escaped; empty when nothing (but blanks) was written."""
         text = self.data.decode("utf-8", errors="replace")
         lines = [line.strip() for line in text.splitlines() if line.strip()][-STDERR_LINES:]
-        if not lines:
-            return ""
         cut = [line if len(line) <= STDERR_LINE_CHARS else line[: STDERR_LINE_CHARS - 1] + "…" for line in lines]
-        return ": " + " | ".join(cut)
+        return " | ".join(escape(line) for line in cut)
 
 
 async def _feed(stdin: asyncio.StreamWriter | None, payload: bytes) -> None:

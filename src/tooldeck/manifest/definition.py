@@ -1,5 +1,7 @@
-"""Reading tool definition files: JSON or YAML, checked against the format's JSON Schema and the registration rules,
-pinned by a digest. Every problem names its file and JSON path: ``calc.json: $.capabilities[1].name: ...``.
+"""Tool definitions: a JSON or YAML document (read by reading.py) checked against the format's JSON Schema and the
+registration rules, pinned by a digest. Every problem names its file and JSON path: ``calc.json:
+$.capabilities[1].name: ...``, and none repeats a value of the file (a file that is not a definition may hold
+anything): once the document has the format's shape, its id and capability names may be named.
 
 The registration rules (beyond the schema): the version is a semantic version; capability names are unique within a
 tool and parameter names within a capability; ``<id>.<capability>`` is a valid MCP tool name; a return schema is a
@@ -18,57 +20,55 @@ from typing import Any
 import orjson
 
 from ..model.metadata import NAME_PATTERN
-from ..protocol.errors import SchemaError, TooldeckError
-from ..protocol.paths import find, format_path, preview
+from ..protocol.errors import SchemaError
+from ..protocol.paths import find, format_path
 from ..protocol.record import Record
 from ..schema.validate import Validator
+from .problems import DefinitionError, Problem
+from .reading import YAML_SUFFIXES, read_document
+
+__all__ = [
+    "SUFFIXES",
+    "Definition",
+    "DefinitionError",
+    "Problem",
+    "check_document",
+    "check_unique_ids",
+    "definition_files",
+    "digest",
+    "format_schema",
+    "load_definition",
+    "parse_definition",
+]  # fmt: skip
 
 SUFFIXES = (".json", ".yaml", ".yml")
 _SCHEMA_FILE = os.path.join(os.path.dirname(__file__), "definition.schema.json")
 _PATH_PREFIX = re.compile(r'\$(?:\.[A-Za-z_][A-Za-z0-9_]*|\[\d+\]|\["(?:[^"\\]|\\.)*"\])*(?=: )')
 _schema_validator: Validator | None = None
+_format_names: frozenset[str] | None = None
 _INT_MIN, _INT_MAX = -(2**63), 2**64 - 1
 
 
-class Problem(Record):
-    """One thing wrong with a definition file: where (file, JSON path) and what."""
-
-    __slots__ = ("file", "path", "message")
-
-    def __init__(self, file: str, path: str, message: str) -> None:
-        self.file = file
-        self.path = path
-        self.message = message
-
-    def __str__(self) -> str:
-        return f"{self.file}: {self.path}: {self.message}"
-
-    def to_json(self) -> dict[str, str]:
-        return {"file": self.file, "path": self.path, "message": self.message}
-
-
-class DefinitionError(TooldeckError):
-    """A definition (or a set of them) that cannot be served as given; ``problems`` lists every reason."""
-
-    def __init__(self, problems: list[Problem]) -> None:
-        super().__init__("\n".join(str(problem) for problem in problems))
-        self.problems = problems
-
-
 class Definition(Record):
-    """A checked tool definition: the document as written, its id and version, and its digest (the SHA-256 of its
-    canonical JSON), which pins what a version means. ``source`` is the file it came from (None: built in code);
-    command handlers and ``cwd`` are relative to ``base_dir``."""
+    """A checked tool definition: the document as written, its id and version, and its digest, which pins what a
+    version means: the SHA-256 of its canonical JSON and, when command handlers name files (``files``: their paths
+    relative to ``base_dir`` and the SHA-256 of each), of those files too. ``source`` is the file it came from
+    (None: built in code); command handlers and ``cwd`` are relative to ``base_dir``."""
 
-    __slots__ = ("document", "id", "version", "digest", "source", "base_dir")
+    __slots__ = ("document", "id", "version", "digest", "files", "source", "base_dir")
 
     def __init__(self, document: dict[str, Any], source: str | None = None, base_dir: str | None = None) -> None:
         self.document = document
         self.id: str = document["id"]
         self.version: str = document["version"]
-        self.digest = digest(document)
         self.source = source
         self.base_dir = base_dir if base_dir is not None else (os.path.dirname(source) if source else os.getcwd())
+        self.files: dict[str, str] = {}
+        if _has_command(document):
+            from .scripts import command_files
+
+            self.files = command_files(document, self.base_dir)
+        self.digest = digest(document, self.files)
 
     @property
     def label(self) -> str:
@@ -86,22 +86,34 @@ class Definition(Record):
         return f"<Definition {self.label} {self.digest[:12]}>"
 
 
-def digest(document: Any) -> str:
+def digest(document: Any, files: dict[str, str] | None = None) -> str:
     """SHA-256 of the canonical JSON (keys sorted, no whitespace, UTF-8): the same definition in JSON or YAML, in any
-    key order or layout, has the same digest."""
-    return hashlib.sha256(orjson.dumps(document, option=orjson.OPT_SORT_KEYS)).hexdigest()
+    key order or layout, has the same digest. ``files`` (path -> SHA-256, from ``command_files``) follow the
+    document after a NUL byte, as canonical JSON, so that changing a command's script changes the digest."""
+    canonical = orjson.dumps(document, option=orjson.OPT_SORT_KEYS)
+    if files:
+        canonical += b"\0" + orjson.dumps(files, option=orjson.OPT_SORT_KEYS)
+    return hashlib.sha256(canonical).hexdigest()
+
+
+def _has_command(document: dict[str, Any]) -> bool:
+    handlers = [document.get("handler"), *(capability.get("handler") for capability in document["capabilities"])]
+    return any(isinstance(handler, dict) for handler in handlers)
 
 
 # --- reading --------------------------------------------------------------------------------------------------------
 
 
-def load_definition(path: str | os.PathLike[str], label: str | None = None) -> Definition:
-    """The checked definition in ``path``; DefinitionError lists every problem."""
+def load_definition(
+    path: str | os.PathLike[str], label: str | None = None, *, within: str | os.PathLike[str] | None = None
+) -> Definition:
+    """The checked definition in ``path``; DefinitionError lists every problem. ``within``: the directory it is
+    served from, which the file must not lead out of (see reading.py for what else a file must be)."""
     path = os.fspath(path)
     label = label or path
-    document = read_document(path, label)
+    document = read_document(path, label, within=os.fspath(within) if within is not None else None)
     # orjson reads nothing JSON cannot hold, so only YAML (and documents built in code) need that walk
-    return parse_definition(document, label, source=path, json_only=not path.endswith((".yaml", ".yml")))
+    return parse_definition(document, label, source=path, json_only=not path.endswith(YAML_SUFFIXES))
 
 
 def parse_definition(
@@ -115,43 +127,6 @@ def parse_definition(
     return Definition(document, source)
 
 
-def read_document(path: str, label: str) -> Any:
-    """The JSON or YAML value in ``path`` (by its suffix; other files are read as JSON)."""
-    try:
-        with open(path, "rb") as file:
-            data = file.read()
-    except IsADirectoryError:
-        raise DefinitionError([Problem(label, "$", "is a directory, not a definition file")]) from None
-    except FileNotFoundError:
-        raise DefinitionError([Problem(label, "$", "no such file")]) from None
-    except OSError as exc:
-        raise DefinitionError([Problem(label, "$", f"cannot be read: {exc.strerror or exc}")]) from None
-    if path.endswith((".yaml", ".yml")):
-        return _read_yaml(data, label)
-    try:
-        return orjson.loads(data)
-    except orjson.JSONDecodeError as exc:
-        raise DefinitionError([Problem(label, "$", f"not valid JSON: {_json_reason(exc, data)}")]) from None
-
-
-def _json_reason(exc: orjson.JSONDecodeError, data: bytes) -> str:
-    # exc.pos counts characters of the decoded text, not bytes: lineno/colno are computed on that text
-    return f"{exc.msg} at line {exc.lineno}, column {exc.colno}"
-
-
-def _read_yaml(data: bytes, label: str) -> Any:
-    import yaml
-
-    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # safe loading only: no Python objects from a file
-    try:
-        return yaml.load(data, Loader=loader)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
-        problem = getattr(exc, "problem", None) or str(exc)
-        raise DefinitionError([Problem(label, "$", f"not valid YAML: {problem}{where}")]) from None
-
-
 # --- checking -------------------------------------------------------------------------------------------------------
 
 
@@ -161,17 +136,19 @@ def check_document(document: Any, label: str, *, json_only: bool = False) -> lis
     if found is not None:
         path, value = found
         if isinstance(value, dict):
-            key = next(key for key in value if not isinstance(key, str))
-            message = f"key {preview(key)} is a YAML {type(key).__name__}, not a string; quote it"
+            keys = list(value)
+            index, key = next((i, key) for i, key in enumerate(keys) if not isinstance(key, str))
+            message = f"key {index + 1} of {len(keys)} is a YAML {type(key).__name__}, not a string; quote it"
             return [Problem(label, format_path(path), message)]
         if isinstance(value, float):
-            message = f"{value!r} is not a JSON number; quote it to make it a string"
+            message = "NaN or an infinity is not a JSON number; quote it to make it a string"
         elif isinstance(value, int):
-            message = f"{value} does not fit in 64 bits, as JSON numbers must here; quote it to make it a string"
+            message = "an integer that does not fit in 64 bits, as JSON numbers must here; quote it to make it a string"
         else:
             message = f"a YAML {type(value).__name__} is not a JSON value; quote it to make it a string"
         return [Problem(label, format_path(path), message)]
-    problems = [Problem(label, *_split(line)) for line in _validator().errors(document)]
+    lines = _validator().errors(document, values=False, names=_names())
+    problems = [Problem(label, *_split(line)) for line in lines]
     if problems:
         version = document.get("version") if isinstance(document, dict) else None
         if isinstance(version, int | float) and not isinstance(version, bool):
@@ -207,6 +184,25 @@ def _validator() -> Validator:
     return _schema_validator
 
 
+def _names() -> frozenset[str]:
+    """Every property name of the format: an unexpected property close to one of them is shown as a misspelling."""
+    global _format_names
+    if _format_names is None:
+        names: set[str] = set()
+        pending: list[Any] = [format_schema()]
+        while pending:
+            value = pending.pop()
+            if isinstance(value, dict):
+                properties = value.get("properties")
+                if isinstance(properties, dict):
+                    names.update(properties)
+                pending.extend(value.values())
+            elif isinstance(value, list):
+                pending.extend(value)
+        _format_names = frozenset(names)
+    return _format_names
+
+
 def format_schema() -> dict[str, Any]:
     """The JSON Schema (2020-12) of the definition format, as shipped in the package."""
     return _validator().schema
@@ -215,14 +211,11 @@ def format_schema() -> dict[str, Any]:
 def _rule_problems(document: dict[str, Any], label: str) -> Iterable[Problem]:
     import semver
 
-    version = document["version"]
-    if not semver.Version.is_valid(version):
-        yield Problem(
-            label, "$.version", f"{preview(version)} is not a semantic version (MAJOR.MINOR.PATCH, like 1.0.0)"
-        )
+    if not semver.Version.is_valid(document["version"]):
+        yield Problem(label, "$.version", "is not a semantic version (MAJOR.MINOR.PATCH, like 1.0.0)")
     tool_id = document["id"]
     if not NAME_PATTERN.fullmatch(tool_id):
-        yield Problem(label, "$.id", f"{preview(tool_id)} cannot start an MCP tool name: use A-Z a-z 0-9 _ - . only")
+        yield Problem(label, "$.id", "cannot start an MCP tool name: use 1-128 characters of A-Z a-z 0-9 _ - . only")
     seen: dict[str, int] = {}
     for index, capability in enumerate(document["capabilities"]):
         where = f"$.capabilities[{index}]"
@@ -238,7 +231,8 @@ def _rule_problems(document: dict[str, Any], label: str) -> Iterable[Problem]:
             yield Problem(
                 label,
                 f"{where}.name",
-                f"{tool_name!r} is not a valid MCP tool name: 1-128 characters of A-Z a-z 0-9 _ - .",
+                f"with the id it forms a tool name ({len(tool_name)} characters) that is not a valid MCP tool name: "
+                "1-128 characters of A-Z a-z 0-9 _ - .",
             )
         params: dict[str, int] = {}
         for p_index, parameter in enumerate(capability.get("parameters", ())):
@@ -254,7 +248,7 @@ def _rule_problems(document: dict[str, Any], label: str) -> Iterable[Problem]:
         schema = capability.get("return", {}).get("schema")
         if isinstance(schema, dict):
             try:
-                Validator(schema)
+                Validator(schema, values=False)
             except SchemaError as exc:
                 yield Problem(label, f"{where}.return.schema", str(exc))
 

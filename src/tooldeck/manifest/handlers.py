@@ -14,13 +14,16 @@ import importlib
 import sys
 import weakref
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..model.metadata import is_async
 from ..protocol.errors import RegistrationError, SchemaError
 from ..schema.generate import inspect_function
 from ..schema.parameters import NO_DEFAULT, VAR_KEYWORD, read_parameters
 from .definition import Definition
+
+if TYPE_CHECKING:
+    from ..schema.validate import Validator
 
 CAPABILITY = "capability"  # the keyword a tool-wide handler receives the capability's name as
 
@@ -42,9 +45,11 @@ def bind(
     index: int,
     bindings: dict[str, Callable[..., Any]],
     injectable: tuple[type, ...],
+    output: tuple[Validator, bool] | None = None,
 ) -> Handler:
     """The handler of capability ``index`` of ``definition``; RegistrationError (with the file and JSON path) if it
-    has none or the one it has cannot serve it."""
+    has none or the one it has cannot serve it. ``output``: the tool's output validator and whether it wraps results,
+    for a command to check its own output against (see command.py)."""
     document = definition.document
     capability = document["capabilities"][index]
     name = capability["name"]
@@ -68,8 +73,10 @@ def bind(
     if isinstance(handler, dict):
         from .command import CommandHandler
 
+        parameters = [parameter["name"] for parameter in capability.get("parameters", ())]
         command = CommandHandler(handler, base_dir=definition.base_dir, tool=definition.id, capability=name,
-                                 where=location)  # fmt: skip
+                                 where=location, parameters=parameters, files=definition.files, output=output,
+                                 label=definition.label)  # fmt: skip
         return Handler(command, True, {})
     fn = _import(handler, definition.base_dir, location) if isinstance(handler, str) else handler
     label = getattr(fn, "__qualname__", None) or repr(fn)

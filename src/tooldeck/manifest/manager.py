@@ -5,7 +5,10 @@ Its rules, checked before anything changes:
 - a higher version replaces the served one only if its bump covers the change (changes.py classifies it);
 - the same version is accepted only if the definition is identical (same digest); a lower one only by ``rollback``;
 - a digest once served pins its ``id@version`` for the manager's lifetime: the same version with other content is
-  refused, even after the definition was unregistered (the "rug pull": an approved tool changing under its version).
+  refused, even after the definition was unregistered (the "rug pull": an approved tool changing under its version);
+- an id keeps its history when it is unregistered: registered again, it is judged against the version served last,
+  as an upgrade of it (deleting a file and adding its id back at 0.0.1 and level 0 is a downgrade, refused, not a
+  fresh start), and ``history`` goes on from where it was.
 
 Every change of a set is applied in one swap of the tool registry: clients never see half of it, one
 ``notifications/tools/list_changed`` goes out, and each definition changed is logged on one line. A call already
@@ -84,6 +87,7 @@ class ToolManager:
         self.bindings: dict[str, Callable[..., Any]] = {}
         self._served: dict[str, _Served] = {}
         self._history: dict[str, list[_Served]] = {}  # earlier served versions, oldest first
+        self._retired: dict[str, _Served] = {}  # id -> what it served when it was unregistered (and is judged against)
         self._pins: dict[tuple[str, str], str] = {}  # (id, version) -> digest
         self._lock = threading.Lock()
 
@@ -102,8 +106,13 @@ class ToolManager:
 
     def history(self, tool_id: str) -> list[Definition]:
         """The versions served before the current one, oldest first (what ``rollback`` goes back through: the last
-        ``HISTORY``, since the definition was last registered)."""
+        ``HISTORY``); for an unregistered id, those before the version it served last."""
         return [served.definition for served in self._history.get(tool_id, ())]
+
+    def last_served(self, tool_id: str) -> Definition | None:
+        """The definition served now, or (unregistered) the one served last: what a new version is judged against."""
+        served = self._served.get(tool_id) or self._retired.get(tool_id)
+        return served.definition if served is not None else None
 
     # --- binding code -------------------------------------------------------------------------------------------
 
@@ -128,8 +137,9 @@ class ToolManager:
     def load(self, path: str | os.PathLike[str]) -> list[Applied]:
         """Register or upgrade the definitions in a file, or in every JSON/YAML file of a directory, as one change."""
         path = os.fspath(path)
-        paths = definition_files(path) if os.path.isdir(path) else [path]
-        definitions, problems = read_definitions(paths)
+        directory = os.path.isdir(path)
+        paths = definition_files(path) if directory else [path]
+        definitions, problems = read_definitions(paths, within=path if directory else None)
         if problems:
             raise DefinitionError(problems)
         return self.apply(definitions)
@@ -159,6 +169,12 @@ class ToolManager:
             if problems:
                 raise DefinitionError(problems)
             return self._commit(plan, remove)
+
+    def check(self, definitions: Iterable[Definition]) -> list[Problem]:
+        """Every problem ``apply`` would refuse ``definitions`` for — handlers imported and their signatures checked,
+        commands found, names and versions judged — with nothing changed: what ``tooldeck validate`` reports."""
+        with self._lock:
+            return self._plan(list(definitions), [])[1]
 
     def rollback(self, tool_id: str) -> Applied:
         """Serve the version that was served before the current one again (no version rules: it was served)."""
@@ -234,18 +250,24 @@ class ToolManager:
                 f"{definition.label} was served with digest sha256:{pinned[:12]}…; this definition differs "
                 f"(sha256:{definition.digest[:12]}…): a changed definition needs a new version"))])  # fmt: skip
         current = self._served.get(definition.id)
-        if current is None:
+        last = current or self._retired.get(definition.id)  # unregistered, an id is judged against its last version
+        if last is None:
             return "registered", ""
-        if current.definition.digest == definition.digest:
-            return None
+        action = "upgraded" if current is not None else "registered"
+        if last.definition.digest == definition.digest:
+            return None if current is not None else (action, "")
         from .changes import check_upgrade
 
-        verdict = check_upgrade(current.definition.document, definition.document)
+        verdict = check_upgrade(last.definition.document, definition.document)
         if not verdict.ok:
-            raise DefinitionError([Problem(file, "$.version", verdict.message)])
+            message = verdict.message
+            if current is None:
+                message = (f"{message.removesuffix('; use rollback')}: {last.definition.label} was served until it "
+                           "was unregistered, and an id keeps its history across that (only rollback goes back)")  # fmt: skip
+            raise DefinitionError([Problem(file, "$.version", message)])
         first = verdict.changes[0] if verdict.changes else None
         change = f"{verdict.required}: {first.message}" if first is not None else ""
-        return "upgraded", change
+        return action, change
 
     def _commit(self, plan: list[tuple[Applied, _Served]], remove: list[str]) -> list[Applied]:
         old_tools: list[Tool] = []
@@ -254,10 +276,13 @@ class ToolManager:
             if applied.action == "unchanged":
                 continue
             current = self._served.get(applied.id)
+            retired = self._retired.pop(applied.id, None)
             if current is not None:
                 old_tools.extend(current.tools)
+            before = current or retired
+            if before is not None and before.definition.digest != served.definition.digest:
                 earlier = self._history.setdefault(applied.id, [])
-                earlier.append(current)
+                earlier.append(before)
                 del earlier[:-HISTORY]  # each keeps its Tools (and handlers) alive: a long-lived server keeps a few
             new_tools.extend(served.tools)
             self._served[applied.id] = served
@@ -265,7 +290,7 @@ class ToolManager:
         done = [applied for applied, _ in plan]
         for tool_id in remove:
             served = self._served.pop(tool_id)
-            self._history.pop(tool_id, None)  # a definition registered again later starts a history of its own
+            self._retired[tool_id] = served  # what it comes back judged against; its history stays too
             old_tools.extend(served.tools)
             done.append(Applied(tool_id, "unregistered", served.definition.version, None))
         self._swap(old_tools, new_tools)
@@ -286,13 +311,14 @@ class ToolManager:
         return f"tool definition {definition.label!r}" if definition is not None else "a Python tool"
 
 
-def read_definitions(paths: Iterable[str]) -> tuple[list[Definition], list[Problem]]:
-    """The definitions in ``paths`` and every problem found in any of them (ids unique across the set)."""
+def read_definitions(paths: Iterable[str], within: str | None = None) -> tuple[list[Definition], list[Problem]]:
+    """The definitions in ``paths`` and every problem found in any of them (ids unique across the set); ``within``:
+    the directory they are read from, which none may lead out of."""
     definitions: list[Definition] = []
     problems: list[Problem] = []
     for path in paths:
         try:
-            definitions.append(load_definition(path))
+            definitions.append(load_definition(path, within=within))
         except DefinitionError as exc:
             problems.extend(exc.problems)
     problems.extend(check_unique_ids(definitions))

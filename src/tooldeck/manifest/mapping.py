@@ -56,10 +56,13 @@ def _tool(
     capability = definition.capabilities[index]
     name = f"{definition.id}.{capability['name']}"
     owner = f"{definition.source or definition.id}: $.capabilities[{index}]"
-    handler = bind(definition, index, bindings, injectable)
     before = previous.get(name)
     input_schema = input_schema_of(capability.get("parameters", ()))
     output_schema, wraps = output_schema_of(capability.get("return", {}).get("schema"))
+    output_validator = (
+        _validator(output_schema, name, "outputSchema", before, "output") if output_schema is not None else None
+    )
+    handler = bind(definition, index, bindings, injectable, (output_validator, wraps) if output_validator else None)
     annotations = {**document.get("annotations", {}), **capability.get("annotations", {})} or None
     level = capability.get("securityLevel", document.get("securityLevel"))
     scopes = capability.get("scopes", document.get("scopes"))
@@ -72,9 +75,7 @@ def _tool(
         output_schema=output_schema,
         wraps_output=wraps,
         input_validator=_validator(input_schema, name, "inputSchema", before, "input"),
-        output_validator=(
-            _validator(output_schema, name, "outputSchema", before, "output") if output_schema is not None else None
-        ),
+        output_validator=output_validator,
         title=capability.get("title") or f"{document.get('title') or document['name']}: {capability['name']}",
         annotations=normalize_annotations(annotations, name),
         icons=normalize_icons(capability.get("icons", document.get("icons")), owner),

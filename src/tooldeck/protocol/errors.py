@@ -28,7 +28,7 @@
     ├── TaskStoreError            a task store cannot be opened, or is used after ``close()``
     ├── HttpError                 an HTTP request refused before it reached the protocol (status, code, message)
     ├── TargetError               the command line cannot load what it was pointed at
-    ├── DefinitionError           (manifest/definition.py) tool definition files with problems (file, JSON path)
+    ├── DefinitionError           (manifest/problems.py)   tool definition files with problems (file, JSON path)
     ├── ManagerError              (manifest/manager.py) a tool manager operation that cannot be done
     ├── PolicyError               (security/policy.py) a policy file that cannot be used (file:line)
     └── AuditError                (security/audit_chain.py) an audit trail that cannot be continued or written
