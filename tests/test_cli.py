@@ -143,7 +143,7 @@ def test_the_log_level_may_follow_the_command(args: tuple[str, ...]) -> None:
 @pytest.mark.parametrize(
     "args",
     [
-        ("validate", "src/tooldeck/calculator.json", "--log-level", "debug"),
+        ("validate", "src/tooldeck/calculator.json", "--deck", "tooldeck.demo", "--log-level", "debug"),
         ("diff", "--log-level", "debug", "src/tooldeck/calculator.json", "src/tooldeck/calculator.json"),
         ("audit", "verify", "--log-level", "error", "/nonexistent/audit.jsonl"),
         ("inspect", "--log-level", "debug", "tooldeck.demo"),
