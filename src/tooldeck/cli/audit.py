@@ -1,7 +1,8 @@
 """``tooldeck audit verify``: check an audit trail's hash chain, across its rotated files.
 
-Exit 0 when the chain holds ("ok: N records in K files, chain intact"), 1 at the first problem (printed as
-``file:line: what``), 2 when a file cannot be read.
+Exit 0 when the chain holds ("ok: N records in K files, chain intact", and a note on a last line cut short by an
+interrupted write, which is not counted), 1 at the first problem (printed as ``file:line: what``), 2 when a file
+cannot be read.
 """
 
 from __future__ import annotations
@@ -37,6 +38,8 @@ def verify(args: argparse.Namespace) -> int:
             line += f"; {_count(len(report.breaks), 'break')} allowed: " + ", ".join(
                 note.split(": ", 1)[0] for note in report.breaks
             )
+        if report.torn:
+            line += f"; {report.torn} (the server removes it when it reopens the trail)"
         print(line)
     return 0 if report.ok else 1
 

@@ -254,7 +254,8 @@ class TaskStoreError(TooldeckError):
 
 
 class HttpError(TooldeckError):
-    """An HTTP request refused before anything was sent: its status, JSON-RPC error code, message and headers."""
+    """An HTTP request refused before anything was sent: its status, JSON-RPC error code, message and headers;
+    ``session``, the key of the session it named, when that is known (for the audit trail)."""
 
     def __init__(self, status: int, code: int, message: str, headers: list[Any] | None = None) -> None:
         super().__init__(message)
@@ -262,6 +263,7 @@ class HttpError(TooldeckError):
         self.code = code
         self.message = message
         self.headers = headers
+        self.session: str | None = None
 
 
 class TargetError(TooldeckError):

@@ -17,6 +17,7 @@ class Installed:
     """What ``apply_policy`` added to a server, so that applying another policy can take it out again."""
 
     def __init__(self) -> None:
+        self.authorizers: list[Any] = []
         self.limiters: list[Any] = []
         self.sanitisers: list[Any] = []
         self.auditors: list[Any] = []
@@ -30,7 +31,7 @@ def apply_policy(server: Any, policy: Policy) -> None:
     installed: Installed | None = getattr(server, "_security", None)
     pipeline = server.pipeline
     if installed is not None:
-        for attribute in ("limiters", "sanitisers", "auditors"):
+        for attribute in ("authorizers", "limiters", "sanitisers", "auditors"):
             steps = getattr(pipeline, attribute)
             for step in getattr(installed, attribute):
                 if step in steps:
@@ -64,10 +65,12 @@ def apply_policy(server: Any, policy: Policy) -> None:
         )
     if policy.audit.get("file"):
         installed.sink = audit_sink(policy.audit)
+        installed.authorizers.append(AuditGate(installed.sink))
         installed.auditors.append(CallAuditor(installed.sink, policy.audit.get("redact", ()), server.access))
         server.http_refusal_auditor = HttpRefusalAuditor(installed.sink)
         installed.service = _closer(installed.sink)
         server.services.append(installed.service)
+    pipeline.authorizers[:0] = installed.authorizers  # first: nothing is asked or counted for a call refused anyway
     pipeline.limiters[:0] = installed.limiters  # before the deck's own limit steps
     pipeline.sanitisers.extend(installed.sanitisers)
     pipeline.auditors.extend(installed.auditors)
@@ -221,7 +224,8 @@ class Sanitiser:
 
 
 def audit_sink(audit: dict[str, Any]) -> Any:
-    from .audit_sinks import FileAuditSink, StderrAuditSink
+    from .audit_file import FileAuditSink
+    from .audit_sinks import StderrAuditSink
 
     if audit["file"] == "-":
         return StderrAuditSink()
@@ -229,24 +233,45 @@ def audit_sink(audit: dict[str, Any]) -> Any:
     return FileAuditSink(audit["file"], **options)
 
 
+class AuditGate:
+    """The admission step of an audit trail: while the trail cannot be written, every call is refused before it runs
+    (an isError result for tools/call; 503 elsewhere), and each refusal first tries the trail again, so calls run
+    again as soon as it can be written."""
+
+    def __init__(self, sink: Any) -> None:
+        self.sink = sink
+
+    def __call__(self, request: Any, call: Any) -> None:
+        sink = self.sink
+        if sink.problem is not None:  # one attribute read while the trail works
+            problem = sink.admit()
+            if problem is not None:
+                from .audit_chain import AuditUnavailableError
+
+                raise AuditUnavailableError(problem)
+
+
 class CallAuditor:
     """One audit record per tools/call and per refused call of any kind. When the call ends it notes the facts (the
     arguments as JSON); the sink makes the record from them (redaction, digest, encoding) together with the others
-    of the moment."""
+    of the loop turn, and the call awaits what ``write`` returns: the record is written before the answer leaves."""
 
     def __init__(self, sink: Any, redact: Any, access: Any) -> None:
-        from .audit import CallRecords, canonical_arguments
+        from .audit import AuditUnavailableError, CallRecords, canonical_arguments
 
+        self.unavailable = AuditUnavailableError  # the gate's refusal: counted there, not recorded
         self.canonical = canonical_arguments  # noted as JSON: a tool still running in a thread cannot change them
         self.sink = sink
         self.records = CallRecords(redact, access.level_of)
 
-    def __call__(self, request: Any, call: Any, result: dict[str, Any] | None) -> None:
+    def __call__(self, request: Any, call: Any, result: dict[str, Any] | None) -> Any:
         refusal = call.refusal
         kind = call.kind
         if refusal is None and kind != "tool":
-            return  # resources and prompts are recorded when refused; their reads are not calls
+            return None  # resources and prompts are recorded when refused; their reads are not calls
         if refusal is not None:
+            if type(refusal) is self.unavailable:
+                return None  # the gate counted it: the trail could not take its record
             decision, reason, outcome = "refused", str(refusal), "refused"
         else:
             decision, reason = "allowed", None
@@ -257,28 +282,32 @@ class CallAuditor:
         facts = (time.time(), request.request_id, getattr(request.peer, "key", None), request.principal,
                  call.name if kind == "tool" else f"{kind}:{call.name}", call.item, decision, reason, outcome,
                  (time.monotonic() - call.started) * 1000, self.canonical(call.arguments))  # fmt: skip
-        self.sink.write(functools.partial(self.records.encode, facts))
+        return self.sink.write(functools.partial(self.records.encode, facts), refusal=refusal is not None)
 
 
 class HttpRefusalAuditor:
-    """One audit record per HTTP request refused before it reached the protocol (no or bad credentials)."""
+    """One audit record per HTTP request refused before it reached the protocol: no or bad credentials (401), and a
+    session named by another principal than the one that opened it (403). Returns what the sink's ``write`` does:
+    the refusal is answered once its record is written."""
 
     def __init__(self, sink: Any) -> None:
         self.sink = sink
 
-    def __call__(self, scope: Any, refusal: Any) -> None:
+    def __call__(self, scope: Any, refusal: Any, principal: Any = None, session: Any = None) -> Any:
         client = scope.get("client")
         facts = (time.time(), scope.get("method"), scope.get("path"), client[0] if client else None, refusal.status,
-                 refusal.message)  # fmt: skip
-        self.sink.write(functools.partial(self._record, facts))
+                 refusal.message, principal, session)  # fmt: skip
+        return self.sink.write(functools.partial(self._record, facts), refusal=True)
 
     @staticmethod
     def _record(facts: tuple[Any, ...]) -> dict[str, Any]:
         from .audit_chain import format_time
 
-        now, method, path, address, status, message = facts
+        now, method, path, address, status, message, principal, session = facts
         return {"time": format_time(now), "event": "http-refused", "method": method, "path": path,
-                "client": address, "status": status, "decision": "refused", "reason": message}  # fmt: skip
+                "client": address, "principal": principal.subject if principal is not None else None,
+                "auth": principal.method if principal is not None else None, "session": session, "status": status,
+                "decision": "refused", "reason": message}  # fmt: skip
 
 
 def _closer(sink: Any) -> Any:

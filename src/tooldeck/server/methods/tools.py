@@ -7,6 +7,7 @@ from typing import Any
 
 from ...protocol import revisions
 from ...protocol.errors import InvalidParamsError, MethodNotFoundError
+from ..pipeline import Call
 from ..request import RequestContext, Work
 from .listing import listing
 
@@ -24,7 +25,7 @@ def call_tool(rctx: RequestContext) -> Work:
     server = rctx.server
     tool = server.tools.get(name)
     if tool is None:
-        raise InvalidParamsError(f"Unknown tool: {name}")
+        return _unknown(rctx, name)
     arguments = params.get("arguments")
     if arguments is None:
         arguments = {}
@@ -54,6 +55,17 @@ def call_tool(rctx: RequestContext) -> Work:
     if rctx.revision in revisions.CUTS_CALL_RESULTS:
         work = _for_revision(work, rctx.revision)
     return Work(work, streams=bool(tool.injected))
+
+
+def _unknown(rctx: RequestContext, name: str) -> Work:
+    """-32602 for a name that is not a tool — with an audit trail, once the refusal is recorded."""
+    refusal = InvalidParamsError(f"Unknown tool: {name}")
+    pipeline = rctx.server.pipeline
+    if not pipeline.auditors:
+        raise refusal
+    arguments = rctx.params.get("arguments")
+    call = Call("tool", name, None, arguments if type(arguments) is dict else {})
+    return Work(pipeline.unknown(rctx, call, refusal), own=True)
 
 
 async def _for_revision(work: Coroutine[Any, Any, dict[str, Any]], revision: str | None) -> dict[str, Any]:
