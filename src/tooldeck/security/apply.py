@@ -236,7 +236,8 @@ def audit_sink(audit: dict[str, Any]) -> Any:
 class AuditGate:
     """The admission step of an audit trail: while the trail cannot be written, every call is refused before it runs
     (an isError result for tools/call; 503 elsewhere), and each refusal first tries the trail again, so calls run
-    again as soon as it can be written."""
+    again as soon as it can be written. (The refusal reaches the call auditor like any other, which, the trail
+    being down, has it counted rather than kept.)"""
 
     def __init__(self, sink: Any) -> None:
         self.sink = sink
@@ -257,9 +258,8 @@ class CallAuditor:
     of the loop turn, and the call awaits what ``write`` returns: the record is written before the answer leaves."""
 
     def __init__(self, sink: Any, redact: Any, access: Any) -> None:
-        from .audit import AuditUnavailableError, CallRecords, canonical_arguments
+        from .audit import CallRecords, canonical_arguments
 
-        self.unavailable = AuditUnavailableError  # the gate's refusal: counted there, not recorded
         self.canonical = canonical_arguments  # noted as JSON: a tool still running in a thread cannot change them
         self.sink = sink
         self.records = CallRecords(redact, access.level_of)
@@ -270,8 +270,6 @@ class CallAuditor:
         if refusal is None and kind != "tool":
             return None  # resources and prompts are recorded when refused; their reads are not calls
         if refusal is not None:
-            if type(refusal) is self.unavailable:
-                return None  # the gate counted it: the trail could not take its record
             decision, reason, outcome = "refused", str(refusal), "refused"
         else:
             decision, reason = "allowed", None

@@ -52,7 +52,7 @@ class AuditSink(Protocol):
 
     def admit(self) -> str | None:
         """Whether a call may run: None when records can be written (after trying once more to write what is
-        waiting, if they could not); else why not, and the call is counted as refused."""
+        waiting, if they could not); else why not."""
 
     def flush(self) -> None:
         """Return once every record written before is in the trail (on disk, for a file sink that fsyncs); raises
@@ -179,8 +179,6 @@ class BatchedSink:
         with self._lock:
             if not self._closed:
                 self._commit()
-            if self._outage is not None:
-                self._outage.refused += 1
             return self.problem
 
     def flush(self) -> None:
