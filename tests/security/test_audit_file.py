@@ -246,6 +246,35 @@ async def test_fsync_each_syncs_off_the_loop_before_the_batch_is_done(
     audit.close()
 
 
+async def test_with_fsync_each_a_call_cancelled_while_its_batch_syncs_leaves_the_others_theirs(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    started, release = threading.Event(), threading.Event()
+    real = os.fsync
+
+    def slow(fd: int) -> None:
+        started.set()
+        assert release.wait(10)
+        real(fd)
+
+    monkeypatch.setattr(os, "fsync", slow)
+    audit = FileAuditSink(tmp_path / "audit.jsonl", fsync="each")
+
+    async def call(n: int) -> str:
+        await audit.write(rec(n))  # type: ignore[misc]
+        return "answered"
+
+    first, second = asyncio.ensure_future(call(0)), asyncio.ensure_future(call(1))
+    assert await asyncio.get_running_loop().run_in_executor(None, started.wait, 10)
+    assert not first.done() and not second.done()  # both wait for the fsync
+    first.cancel()
+    release.set()
+    assert await second == "answered"
+    with pytest.raises(asyncio.CancelledError):
+        await first
+    audit.close()
+
+
 async def test_fsync_interval_syncs_off_the_loop_when_it_falls_due(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

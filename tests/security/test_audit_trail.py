@@ -171,6 +171,22 @@ async def test_an_unknown_tool_of_the_2026_07_28_era_is_recorded_too(tmp_path: P
 # --- over HTTP: a session named by another principal, and refusals before the protocol -----------------------------
 
 
+class TrailAtAnswer:
+    """The HTTP app, noting how many records the trail holds at the moment each response begins to leave."""
+
+    def __init__(self, app: Any, trail: Path) -> None:
+        self.app, self.trail = app, trail
+        self.seen: list[tuple[int, int]] = []  # (status, records in the file then)
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        async def noting(message: dict[str, Any]) -> None:
+            if message["type"] == "http.response.start":
+                self.seen.append((message["status"], len(records(self.trail)) if self.trail.exists() else 0))
+            await send(message)
+
+        await self.app(scope, receive, noting)
+
+
 def http_deck(tmp_path: Path) -> tuple[Deck, Path]:
     trail = tmp_path / "audit.jsonl"
     deck = Deck("http-audited")
@@ -189,7 +205,8 @@ def http_deck(tmp_path: Path) -> tuple[Deck, Path]:
 
 async def test_another_principals_session_is_refused_403_and_recorded_before_the_answer(tmp_path: Path) -> None:
     deck, trail = http_deck(tmp_path)
-    http = AsgiClient(HttpApp(deck))
+    app = TrailAtAnswer(HttpApp(deck), trail)
+    http = AsgiClient(app)
     alice = {"authorization": "Bearer alice-key"}
     reply = await http.post({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
         "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}},
@@ -216,8 +233,11 @@ async def test_another_principals_session_is_refused_403_and_recorded_before_the
     ]  # fmt: skip
     unknown = await http.post(call, headers={"authorization": "Bearer wrong"}, session=session)
     assert unknown.status == 401
-    assert [(r["status"], r["principal"]) for r in records(trail)][-1] == (401, None)  # before the answer, too
+    assert [(r["status"], r["principal"]) for r in records(trail)][-1] == (401, None)
     await unknown.body()
+    ok = await http.post(call, session=session, headers=alice)
+    await ok.body()
+    assert app.seen == [(200, 0), (403, 1), (403, 2), (401, 3), (200, 4)]  # each record written before its answer
     assert verify([trail]).ok
 
 

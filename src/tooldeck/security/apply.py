@@ -37,7 +37,7 @@ def apply_policy(server: Any, policy: Policy) -> None:
                 if step in steps:
                     steps.remove(step)
         if installed.sink is not None:
-            installed.sink.close()
+            _close(installed.sink)
         if installed.service in server.services:
             server.services.remove(installed.service)
     installed = Installed()
@@ -315,6 +315,18 @@ def _closer(sink: Any) -> Any:
         try:
             await asyncio.Event().wait()  # until the server stops and cancels its services
         finally:
-            sink.close()
+            _close(sink)
 
     return close_on_shutdown
+
+
+def _close(sink: Any) -> None:
+    """Close a trail; records it could not write are logged (the sink says how many and why), not raised."""
+    from .audit_chain import AuditError
+
+    try:
+        sink.close()
+    except AuditError as exc:
+        import logging
+
+        logging.getLogger("tooldeck.audit").error("%s", exc)

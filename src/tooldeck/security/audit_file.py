@@ -32,8 +32,8 @@ import stat
 import time
 from typing import Any
 
-from .audit_chain import INTERRUPTED_WRITE, AuditError, AuditUnavailableError, Chain, format_time, read_tail
-from .audit_sinks import FSYNC_MODES, Batch, BatchedSink, _retrieved, log
+from .audit_chain import INTERRUPTED_WRITE, AuditError, Chain, format_time, read_tail
+from .audit_sinks import FSYNC_MODES, Batch, BatchedSink, log
 
 _OPEN_FLAGS = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC
 
@@ -137,6 +137,15 @@ class FileAuditSink(BatchedSink):
     # --- writing ----------------------------------------------------------------------------------------------------
 
     def _emit(self, lines: list[bytes]) -> tuple[int, BaseException | None]:
+        if self.max_bytes is None and not self._cut_pending:  # the usual case: the whole batch in one system call
+            lines.append(b"")
+            data = b"\n".join(lines)
+            lines.pop()
+            try:
+                self._write_all(data)
+            except OSError as exc:
+                return 0, exc
+            return len(lines), None
         done = 0
         try:
             if self._cut_pending:
@@ -147,13 +156,7 @@ class FileAuditSink(BatchedSink):
                 if count == 0:
                     self._rotate()
                     continue
-                if done == 0 and count == len(lines):  # the usual case: the whole batch in one system call
-                    lines.append(b"")
-                    data = b"\n".join(lines)
-                    lines.pop()
-                else:
-                    data = b"\n".join(lines[done : done + count]) + b"\n"
-                self._write_all(data)
+                self._write_all(b"\n".join(lines[done : done + count]) + b"\n")
                 done += count
         except OSError as exc:
             return done, exc
@@ -219,7 +222,7 @@ class FileAuditSink(BatchedSink):
     def _sync_batch(self, batch: Batch) -> None:
         self._sync_waiting.append(batch)
         if self._sync_job is None:
-            self._start_sync(batch.get_loop())
+            self._start_sync(batch.loop)
 
     def _sync_later(self, loop: asyncio.AbstractEventLoop) -> None:
         if self._sync_timer is None and self._sync_job is None:
@@ -237,7 +240,7 @@ class FileAuditSink(BatchedSink):
             fd = -1 if self._closed else os.dup(self._fd)
         if fd < 0:  # closed meanwhile: close fsynced
             for batch in waiting:
-                batch.set_result(None)
+                batch.settle(None)
             return
         self._sync_job = job = loop.run_in_executor(None, _fsync_and_close, fd)
         job.add_done_callback(functools.partial(self._synced, waiting, loop))
@@ -251,11 +254,7 @@ class FileAuditSink(BatchedSink):
             with self._lock:
                 self._fail(error)
         for batch in waiting:
-            if error is None:
-                batch.set_result(None)
-            else:
-                batch.add_done_callback(_retrieved)
-                batch.set_exception(AuditUnavailableError(self.problem or "fsync failed"))
+            batch.settle(None if error is None else self.problem or "fsync failed")
         if self._sync_waiting:
             self._start_sync(loop)
 

@@ -2,13 +2,13 @@
 file sinks (``audit_file``), which writes a record before the call it describes is answered, and fails closed.
 
 Write before answer, one loop turn at a time (a group commit). On an event loop, ``write`` queues the record (a
-dict, or a function that makes it) and returns the *batch* future of this loop turn; the first record of a turn
-schedules one callback for the next turn, which makes, stamps and encodes every record queued meanwhile and hands
-them to the operating system with one ``os.write`` (on the loop: a write to the page cache takes microseconds, a
-thread hop per batch would cost more). The pipeline awaits the batch before the call's answer leaves, so a process
-killed at any moment leaves no answered call without its record; the file sink's ``fsync`` setting decides what a
-power loss can take ("each": the batch is also on disk before its calls are answered). One future per batch, one
-callback per batch, nothing per call but a list append. Without a running loop, ``write`` writes at once.
+dict, or a function that makes it) and returns the ``Batch`` of this loop turn; the first record of a turn
+schedules one callback, which makes, stamps and encodes every record queued meanwhile and hands them to the
+operating system with one ``os.write`` (on the loop: a write to the page cache takes microseconds, a thread hop per
+batch would cost more). The pipeline awaits the batch before the call's answer leaves, so a process killed at any
+moment leaves no answered call without its record; the file sink's ``fsync`` setting decides what a power loss can
+take ("each": the batch is also on disk before its calls are answered). Per batch: one callback (and a future only
+while an fsync runs); per call: a list append and one loop turn. Without a running loop, ``write`` writes at once.
 
 Fail closed. A batch that cannot be written (a full disk, a file size limit, an I/O error) is taken back out of the
 trail — the file is cut back to its last complete record, and the chain's head stays at the last record written —
@@ -27,7 +27,7 @@ import logging
 import sys
 import threading
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Generator
 from typing import Any, Protocol, TextIO
 
 import orjson
@@ -95,16 +95,46 @@ class MemoryAuditSink:
         return self._chain.head
 
 
-class Batch(asyncio.Future[None]):
-    """The future of one loop turn's records, awaited by every call among them. Cancelling a call that awaits it
-    must not cancel the others' batch: a cancelled task still waits for the write, then sees its cancellation."""
+class Batch:
+    """The records of one loop turn, awaited by every call among them: done once they are written (and, with fsync
+    "each", on disk); raises ``AuditUnavailableError`` in each call awaiting it if they could not be.
+
+    Awaiting it yields once, bare: the call resumes on the next loop turn, behind the callback that writes the batch
+    (scheduled when its first record came), so the common case needs no future at all. Only a call that finds its
+    batch still pending then (an fsync running off the loop) waits on a future, one per batch, which a cancelled
+    call cannot cancel for the others."""
+
+    __slots__ = ("loop", "done", "problem", "_future")
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self.loop = loop
+        self.done = False
+        self.problem: str | None = None
+        self._future: asyncio.Future[None] | None = None
+
+    def __await__(self) -> Generator[Any, None, None]:
+        if not self.done:
+            yield  # one loop turn: the batch is written before this call resumes
+            while not self.done:
+                if self._future is None:
+                    self._future = _Uncancellable(loop=self.loop)
+                yield from self._future.__await__()
+        if self.problem is not None:
+            raise AuditUnavailableError(self.problem)
+
+    def settle(self, problem: str | None) -> None:
+        """The batch is written (``problem`` None) or could not be (why not)."""
+        self.done, self.problem = True, problem
+        if self._future is not None and not self._future.done():
+            self._future.set_result(None)
+
+
+class _Uncancellable(asyncio.Future[None]):
+    """A future every call of a batch awaits: cancelling one of them must not cancel the others' wait. The cancelled
+    call still waits for the write, then sees its cancellation."""
 
     def cancel(self, msg: Any = None) -> bool:
         return False
-
-
-def _retrieved(batch: asyncio.Future[None]) -> None:
-    batch.exception()  # a failed batch nobody awaited is not a "never retrieved" error
 
 
 class Outage:
@@ -162,7 +192,7 @@ class BatchedSink:
                 return batch
             loop = asyncio._get_running_loop()
             if loop is not None:
-                batch = self._batch = Batch(loop=loop)
+                batch = self._batch = Batch(loop)
                 loop.call_soon(self._write_batch)
                 return batch
             self._commit()  # no event loop: at once
@@ -222,17 +252,14 @@ class BatchedSink:
             if not self._closed:
                 self._commit()
             problem = self.problem if self._unwritten else None
-        if batch is None or batch.done():
+        if batch is None:
             return
-        if problem is not None:
-            batch.add_done_callback(_retrieved)
-            batch.set_exception(AuditUnavailableError(problem))
-        elif self.fsync == "each":
+        if problem is None and self.fsync == "each":
             self._sync_batch(batch)
-        else:
-            batch.set_result(None)
-            if self.fsync == "interval":
-                self._sync_later(batch.get_loop())
+            return
+        batch.settle(problem)
+        if problem is None and self.fsync == "interval":
+            self._sync_later(batch.loop)
 
     def _commit(self) -> None:
         """Encode what is queued and write every line not yet written — while the trail is down, first the lines
@@ -279,7 +306,10 @@ class BatchedSink:
 
     def _written(self, lines: list[bytes], done: int) -> None:
         """The first ``done`` of ``lines`` are in the trail now."""
-        if done:
+        if done == len(lines):  # all of them (the usual case): the chain knows the last one's hash
+            self._head = self._chain.head
+            lines.clear()
+        elif done:
             self._head = (self._head[0] + done, line_hash(lines[done - 1]))
             del lines[:done]
 
@@ -293,9 +323,9 @@ class BatchedSink:
     # --- durability -------------------------------------------------------------------------------------------------
 
     def _sync_batch(self, batch: Batch) -> None:
-        """Resolve ``batch`` once an fsync that began after its write has ended (off the loop; batches written while
+        """Settle ``batch`` once an fsync that began after its write has ended (off the loop; batches written while
         one runs share the next)."""
-        batch.set_result(None)
+        batch.settle(None)
 
     def _sync_later(self, loop: asyncio.AbstractEventLoop) -> None:
         """An "interval" sink: schedule the fsync that falls due."""
