@@ -290,6 +290,17 @@ def test_every_sink_writes_a_hash_chain(sink: tuple[Any, Callable[[], list[bytes
     }  # fmt: skip
 
 
+async def test_on_a_loop_every_sink_has_a_record_written_once_what_write_returns_is_done(
+    sink: tuple[Any, Callable[[], list[bytes]]],
+) -> None:
+    audit, lines = sink
+    assert (audit.problem, audit.admit()) == (None, None)  # a sink that can write admits calls
+    written = audit.write(record(0))
+    if written is not None:  # the memory sink writes at once; the others with the loop turn's batch
+        await written
+    assert [orjson.loads(line)["request_id"] for line in lines()] == [0]
+
+
 def test_every_sink_refuses_records_after_close(sink: tuple[Any, Callable[[], list[bytes]]]) -> None:
     audit, _ = sink
     audit.close()

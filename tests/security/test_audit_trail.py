@@ -277,7 +277,7 @@ async def test_over_http_an_unavailable_trail_is_an_is_error_result_for_tools_an
     tmp_path: Path,
 ) -> None:
     deck, trail, ran = audited(tmp_path)
-    fill_the_disk(deck)
+    sink = fill_the_disk(deck)
     http = AsgiClient(HttpApp(deck))
     session = await http.initialize()
     call = await http.call(session, 2, "tools/call", {"name": "work", "arguments": {"n": 1}}, accept="application/json")
@@ -292,3 +292,6 @@ async def test_over_http_an_unavailable_trail_is_an_is_error_result_for_tools_an
     assert (await task.json())["error"] == {"code": -32000, "message": UNAVAILABLE}
     assert ran == [1]  # the first call ran before the trail was known to be down; nothing since
     assert trail.read_bytes() == b""
+    sink._os_write = os.write
+    sink.close()
+    assert [r["event"] for r in records(trail)] == ["call", "audit-unavailable"]
