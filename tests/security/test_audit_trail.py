@@ -295,3 +295,50 @@ async def test_over_http_an_unavailable_trail_is_an_is_error_result_for_tools_an
     sink._os_write = os.write
     sink.close()
     assert [r["event"] for r in records(trail)] == ["call", "audit-unavailable"]
+
+
+async def test_a_call_that_ends_in_a_json_rpc_error_or_a_question_is_refused_too_when_its_record_cannot_be_written(
+    tmp_path: Path,
+) -> None:
+    from server.test_stateless import Driver
+
+    deck, trail, _ = audited(tmp_path)
+
+    @deck.tool
+    async def greet(ctx: Context) -> str:
+        answer = await ctx.elicit("Your name?", {"type": "object", "properties": {"name": {"type": "string"}}})
+        return f"Hello, {(answer.content or {}).get('name')}!"
+
+    sink = fill_the_disk(deck)
+    async with client(deck) as c:
+        visited = await c.request_raw("tools/call", {"name": "visit", "arguments": {}})  # a -32042 of its own
+        assert visited["result"] == {"content": [{"type": "text", "text": UNAVAILABLE}], "isError": True}
+    sink._os_write = os.write
+    assert sink.admit() is None  # written again: the kept record, and the outage's
+    fill_the_disk(deck)
+    asked = await Driver(deck).request(1, "tools/call", {"name": "greet", "arguments": {}},
+                                       capabilities={"elicitation": {}})  # fmt: skip
+    assert asked["result"]["resultType"] == "complete"  # not input_required: the question is taken back
+    assert (asked["result"]["content"], asked["result"]["isError"]) == ([{"type": "text", "text": UNAVAILABLE}], True)
+    sink._os_write = os.write
+    sink.close()
+    shown = [(r["event"], r.get("tool"), r.get("outcome")) for r in records(trail)]
+    assert shown == [
+        ("call", "visit", "error"), ("audit-unavailable", None, None),
+        ("call", "greet", "input_required"), ("audit-unavailable", None, None),
+    ]  # fmt: skip
+
+
+async def test_http_refusals_while_the_trail_is_down_are_counted_not_kept(tmp_path: Path) -> None:
+    deck, trail = http_deck(tmp_path)
+    sink = fill_the_disk(deck)
+    http = AsgiClient(HttpApp(deck))
+    for _ in range(3):
+        refused = await http.post({"jsonrpc": "2.0", "id": 1, "method": "tools/list"},
+                                  headers={"authorization": "Bearer wrong"})  # fmt: skip
+        assert refused.status == 401
+        await refused.body()
+    sink._os_write = os.write
+    sink.close()  # the first refusal was kept (the trail was not known to be down yet), the others counted
+    shown = [(r["event"], r.get("status"), r.get("late"), r.get("refused")) for r in records(trail)]
+    assert shown == [("http-refused", 401, None, None), ("audit-unavailable", None, 1, 2)]

@@ -12,7 +12,7 @@ while an fsync runs); per call: a list append and one loop turn. Without a runni
 
 Fail closed. A batch that cannot be written (a full disk, a file size limit, an I/O error) is taken back out of the
 trail — the file is cut back to its last complete record, and the chain's head stays at the last record written —
-and kept; its future fails with ``AuditUnavailableError``, so the calls it recorded are answered with that refusal
+and kept; awaiting it raises ``AuditUnavailableError``, so the calls it recorded are answered with that refusal
 instead of their results. From then on ``problem`` says why, and the call pipeline refuses every call before it
 runs (``admit``, its admission step). Every later batch and every ``admit`` tries again; once a write succeeds, the
 kept records are written, then one ``audit-unavailable`` record saying since when, why, how many records were

@@ -133,7 +133,7 @@ class Pipeline:
             except InputRequired:  # a level 8-10 confirmation asked in a 2026-07-28 round
                 problem = await self._audit(rctx, call, INPUT_REQUIRED)
                 if problem is not None:
-                    return problem
+                    return _withdrawn(rctx, problem)
                 raise
             except ToolError as exc:
                 call.refusal = exc  # refused with an isError result (a rate limit, say): audited as a refusal
@@ -158,7 +158,7 @@ class Pipeline:
         except InputRequired:  # the run stopped at a question: this round of a 2026-07-28 call ends input-required
             problem = await self._audit(rctx, call or Call("tool", tool.name, tool, arguments), INPUT_REQUIRED)
             if problem is not None:
-                return problem
+                return _withdrawn(rctx, problem)
             raise
         except TimeoutError as exc:
             if timeout is None:  # the tool's own time-out, not ours
@@ -290,6 +290,14 @@ class Pipeline:
         if refusal is not None:
             result["_meta"] = refusal.data
         return result
+
+
+def _withdrawn(rctx: RequestContext, refusal: dict[str, Any]) -> dict[str, Any]:
+    """``refusal`` answers a round that stopped at questions: they are taken back (see ``RoundTrip.withdraw``)."""
+    withdraw = getattr(rctx, "withdraw", None)
+    if withdraw is not None:
+        withdraw()
+    return refusal
 
 
 def _errored(exc: ProtocolError) -> dict[str, Any]:
