@@ -113,7 +113,9 @@ def test_without_an_event_loop_a_record_is_written_at_once(tmp_path: Path) -> No
 # --- failing closed -----------------------------------------------------------------------------------------------
 
 
-async def test_a_batch_that_cannot_be_written_is_cut_back_out_of_the_file_and_awaiting_it_raises(tmp_path: Path) -> None:
+async def test_a_batch_that_cannot_be_written_is_cut_back_out_of_the_file_and_awaiting_it_raises(
+    tmp_path: Path,
+) -> None:
     path = tmp_path / "audit.jsonl"
     sink = FileAuditSink(path)
     disk = Disk(sink)
