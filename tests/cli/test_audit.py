@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import hashlib
 import subprocess
 from pathlib import Path
 
 import orjson
 
 from stdio_client import ROOT, TOOLDECK
-from tooldeck.security.audit import FileAuditSink, line_hash
+from tooldeck.security.audit import FileAuditSink, MemoryAuditSink, line_hash
 
 
 def run(*args: str) -> subprocess.CompletedProcess[str]:
@@ -26,7 +27,7 @@ def write_trail(tmp_path: Path, records: int, max_bytes: int | None = None) -> P
 
 def test_an_intact_rotated_trail_given_in_any_order(tmp_path: Path) -> None:
     path = write_trail(tmp_path, 7, max_bytes=300)
-    files = sorted(str(p) for p in tmp_path.iterdir())
+    files = sorted(str(p) for p in tmp_path.glob("audit.jsonl*"))
     assert len(files) == 4
     head = line_hash(path.read_bytes().splitlines()[-1])
     done = run(*reversed(files))
@@ -38,7 +39,16 @@ def test_an_intact_rotated_trail_given_in_any_order(tmp_path: Path) -> None:
     done = run("--json", *files)
     assert (done.returncode, orjson.loads(done.stdout)) == (
         0,
-        {"ok": True, "records": 7, "files": 4, "problem": None, "breaks": [], "first_seq": 0, "head": head},
+        {
+            "ok": True,
+            "records": 7,
+            "files": 4,
+            "problem": None,
+            "breaks": [],
+            "first_seq": 0,
+            "head": head,
+            "torn": None,
+        },
     )
 
 
@@ -51,10 +61,29 @@ def test_the_first_problem_on_one_line_and_exit_1(tmp_path: Path) -> None:
     assert done.stdout == f"{path}:2: record was edited (its hash does not match the next record's prev)\n"
 
 
-def test_expect_head_and_allowed_breaks(tmp_path: Path) -> None:
+def test_a_torn_last_line_is_noted_and_the_trail_reopened_without_it(tmp_path: Path) -> None:
     path = write_trail(tmp_path, 2)
-    path.write_bytes(path.read_bytes()[:-5])  # a write cut short ...
-    FileAuditSink(path).close()  # ... and the chain-break record of the next writer
+    path.write_bytes(path.read_bytes()[:-5])  # the writer was killed in the middle of a write
+    done = run(str(path))
+    assert (done.returncode, done.stdout.splitlines()[0]) == (
+        0,
+        f"ok: 1 record in 1 file, chain intact; {path}:2: a record cut short by an interrupted write (116 bytes) is not "
+        "counted (the server removes it when it reopens the trail)",
+    )
+    FileAuditSink(path).close()  # the next writer cuts it off, and records that it did
+    done = run(str(path))
+    assert (done.returncode, done.stdout.splitlines()[0]) == (0, "ok: 2 records in 1 file, chain intact")
+
+
+def test_expect_head_and_allowed_breaks(tmp_path: Path) -> None:
+    path = tmp_path / "audit.jsonl"
+    sink = MemoryAuditSink()  # a trail as writers before this one left it after a torn write
+    sink.write({"event": "call", "n": 0})
+    torn = b'{"seq":1,"prev":"'
+    sink.write({"event": "chain-break", "line": 2, "lost_bytes": len(torn),
+                "lost_sha256": hashlib.sha256(torn).hexdigest()})  # fmt: skip
+    path.write_bytes(sink.lines[0] + b"\n" + torn + b"\n" + sink.lines[1] + b"\n")
+    assert run(str(path)).stdout.startswith(f"{path}:2: truncated record (17 bytes) left by an interrupted write;")
     done = run("--allow-breaks", "--expect-head", "f" * 64, str(path))
     assert done.returncode == 1
     assert done.stdout.startswith(f"{path}:3: no record has the expected head {'f' * 64}: ")

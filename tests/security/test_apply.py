@@ -13,8 +13,9 @@ import pytest
 
 from helpers import client
 from tooldeck import Context, Deck, ResourceLink
-from tooldeck.security.apply import CallAuditor, InputStep, Sanitiser
+from tooldeck.security.apply import AuditGate, CallAuditor, InputStep, Sanitiser
 from tooldeck.security.audit_verify import verify
+from tooldeck.security.levels import AccessControl
 from tooldeck.security.principal import Principal
 
 LOGIN_SCHEMA = {
@@ -191,11 +192,13 @@ def test_applying_a_policy_again_replaces_its_steps(tmp_path: Path) -> None:
         assert len(pipeline.limiters) == 3 and pipeline.limiters[-1] is own_limit
         assert [type(step) for step in pipeline.sanitisers] == [Sanitiser]
         assert [type(step) for step in pipeline.auditors] == [CallAuditor]
-        assert pipeline.authorizers == [deck.access]
+        assert [type(step) for step in pipeline.authorizers] == [AuditGate, AccessControl]  # the trail's gate first
+        assert pipeline.authorizers[1] is deck.access
     first_sink = deck._security.sink
     deck.apply_policy(policy(tmp_path, "[sanitise]\nenabled = false\n", "off.toml"))
     assert deck.pipeline.limiters == [own_limit]
     assert deck.pipeline.sanitisers == [] and deck.pipeline.auditors == []
+    assert deck.pipeline.authorizers == [deck.access]
     assert first_sink._closed
     deck.apply_policy(policy(tmp_path, "", "empty.toml"))
     assert [type(step) for step in deck.pipeline.limiters] == [InputStep, type(own_limit)]

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import jwt
+import orjson
 import pytest
 
 from asgi_client import AsgiClient
@@ -353,3 +354,28 @@ async def test_anonymous_callers_are_limited_by_address_across_sessions_and_eras
     message = modern(7, "completion/complete", open_prompt)
     response = await elsewhere.post(message, version=None, accept="application/json", headers=headers_for(message))
     assert response.status == 200
+
+
+# --- the audit trail --------------------------------------------------------------------------------------------
+
+
+async def test_completions_are_audited_allowed_and_refused_with_the_full_identity(
+    tmp_path: Path, signer: tuple[Any, Path]
+) -> None:
+    key, jwks = signer
+    path = policy(tmp_path, jwks, hide=False)
+    path.write_text(path.read_text() + f'\n[audit]\nfile = "{tmp_path / "audit.jsonl"}"\n')
+    guarded = Guarded(path)
+    assert (await complete(guarded, "2026", completion(PROMPT), "reader-key"))[0] == 200
+    assert (await complete(guarded, "2025", completion(TEMPLATE), "nobody-key"))[0] == 403
+    assert (await complete(guarded, "2026", completion(PROMPT), bearer_jwt(key, "reader", scope="secrets:read")))[
+        0
+    ] == 200
+    records = [orjson.loads(line) for line in (tmp_path / "audit.jsonl").read_bytes().splitlines()]
+    calls = [r for r in records if r.get("event") == "call"]
+    assert [(r["tool"], r["principal"], r["auth"], r.get("issuer"), r["decision"], r["outcome"]) for r in calls] == [
+        ("completion:prompt:secret_prompt", "reader", "token", None, "allowed", "ok"),
+        ("completion:resource:vault://{name}", "nobody", "token", None, "refused", "refused"),
+        ("completion:prompt:secret_prompt", "reader", "jwt", ISSUER, "allowed", "ok"),
+    ]
+    assert calls[0]["arguments"] == {"topic": "p"} and calls[0]["security_level"] == 5

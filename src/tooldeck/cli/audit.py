@@ -1,7 +1,8 @@
 """``tooldeck audit verify``: check an audit trail's hash chain, across its rotated files.
 
-Exit 0 when the chain holds ("ok: N records in K files, chain intact", then "head: HASH", the newest record's hash,
-which is what a later ``--expect-head`` takes), 1 at the first problem (printed as ``file:line: what``), 2 when a file
+Exit 0 when the chain holds ("ok: N records in K files, chain intact", with a note on a last line cut short by an
+interrupted write, which is not counted; then "head: HASH", the newest record's hash, which is what a later
+``--expect-head`` takes), 1 at the first problem (printed as ``file:line: what``), 2 when a file
 cannot be read.
 """
 
@@ -38,6 +39,8 @@ def verify(args: argparse.Namespace) -> int:
             line += f"; {_count(len(report.breaks), 'break')} allowed: " + ", ".join(
                 note.split(": ", 1)[0] for note in report.breaks
             )
+        if report.torn:
+            line += f"; {report.torn} (the server removes it when it reopens the trail)"
         print(line)
         if report.head is not None:
             print(f"head: {report.head}")

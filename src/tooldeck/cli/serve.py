@@ -115,9 +115,10 @@ def _policy(deck: Any, args: argparse.Namespace) -> None:
     path = getattr(args, "policy", None)
     if path is None:
         return
+    from ..security.audit_chain import AuditError
     from ..security.policy import PolicyError
 
     try:
         deck.apply_policy(path)
-    except PolicyError as exc:
+    except (PolicyError, AuditError) as exc:  # an audit trail another server writes, or that cannot be opened
         raise TargetError(str(exc)) from None

@@ -19,7 +19,9 @@
     │       └── MissingClientCapabilityError  -32021  the request needs a client capability it did not declare: 400
     ├── ToolError                 raised by a tool: becomes a result with ``isError: true``
     │   ├── ClientRequestError    a request to the client (elicitation, sampling) failed, was refused or timed out
-    │   └── RateLimitedError      (security/limits.py) a tools/call over a rate limit, with ``retry_after``
+    │   ├── RateLimitedError      (security/limits.py) a tools/call over a rate limit, with ``retry_after``
+    │   └── AuditUnavailableError (security/audit_chain.py) a call refused because its audit record cannot be
+    │                                 written (``http_status`` 503 where there is no isError result)
     ├── RegistrationError         a tool (or other item) cannot be registered as given
     ├── SchemaError               a type or JSON Schema that tooldeck cannot use
     ├── ConversionError           a JSON value that passed the schema but cannot become the declared Python type
@@ -254,7 +256,8 @@ class TaskStoreError(TooldeckError):
 
 
 class HttpError(TooldeckError):
-    """An HTTP request refused before anything was sent: its status, JSON-RPC error code, message and headers."""
+    """An HTTP request refused before anything was sent: its status, JSON-RPC error code, message and headers;
+    ``session``, the key of the session it named, when that is known (for the audit trail)."""
 
     def __init__(self, status: int, code: int, message: str, headers: list[Any] | None = None) -> None:
         super().__init__(message)
@@ -262,6 +265,7 @@ class HttpError(TooldeckError):
         self.code = code
         self.message = message
         self.headers = headers
+        self.session: str | None = None
 
 
 class TargetError(TooldeckError):

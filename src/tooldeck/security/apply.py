@@ -17,6 +17,7 @@ class Installed:
     """What ``apply_policy`` added to a server, so that applying another policy can take it out again."""
 
     def __init__(self) -> None:
+        self.authorizers: list[Any] = []
         self.limiters: list[Any] = []
         self.sanitisers: list[Any] = []
         self.auditors: list[Any] = []
@@ -36,13 +37,13 @@ def apply_policy(server: Any, policy: Policy) -> None:
     installed: Installed | None = getattr(server, "_security", None)
     pipeline = server.pipeline
     if installed is not None:
-        for attribute in ("limiters", "sanitisers", "auditors"):
+        for attribute in ("authorizers", "limiters", "sanitisers", "auditors"):
             steps = getattr(pipeline, attribute)
             for step in getattr(installed, attribute):
                 if step in steps:
                     steps.remove(step)
         if installed.sink is not None:
-            installed.sink.close()
+            _close(installed.sink)
         if installed.service in server.services:
             server.services.remove(installed.service)
     installed = Installed()
@@ -76,10 +77,12 @@ def apply_policy(server: Any, policy: Policy) -> None:
 
             raise PolicyError(f"{policy.source or 'policy'}: audit.file: {policy.audit['file']}: cannot be opened "
                               f"({exc.strerror or exc})") from None  # fmt: skip
+        installed.authorizers.append(AuditGate(installed.sink))
         installed.auditors.append(CallAuditor(installed.sink, policy.audit.get("redact", ()), server.access))
         server.http_refusal_auditor = HttpRefusalAuditor(installed.sink)
         installed.service = _closer(installed.sink)
         server.services.append(installed.service)
+    pipeline.authorizers[:0] = installed.authorizers  # first: nothing is asked or counted for a call refused anyway
     pipeline.limiters[:0] = installed.limiters  # before the deck's own limit steps
     pipeline.sanitisers.extend(installed.sanitisers)
     pipeline.auditors.extend(installed.auditors)
@@ -262,18 +265,46 @@ class Sanitiser:
 
 
 def audit_sink(audit: dict[str, Any]) -> Any:
-    from .audit_sinks import FileAuditSink, StderrAuditSink
+    from .audit_file import FileAuditSink
+    from .audit_sinks import StderrAuditSink
 
     if audit["file"] == "-":
         return StderrAuditSink()
     options = {key: audit[key] for key in ("max_bytes", "backups", "fsync") if key in audit}
+    import os
+
+    if not os.path.isdir(os.path.dirname(audit["file"]) or "."):  # said of the trail, not of its lock file
+        import errno
+
+        raise FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT), audit["file"])
     return FileAuditSink(audit["file"], **options)
 
 
+class AuditGate:
+    """The admission step of an audit trail: while the trail cannot be written, every call is refused before it runs
+    (an isError result for tools/call; 503 elsewhere), and each refusal first tries the trail again, so calls run
+    again as soon as it can be written. (The refusal reaches the call auditor like any other, which, the trail
+    being down, has it counted rather than kept.)"""
+
+    def __init__(self, sink: Any) -> None:
+        self.sink = sink
+
+    def __call__(self, request: Any, call: Any) -> None:
+        sink = self.sink
+        if sink.problem is not None:  # one attribute read while the trail works
+            problem = sink.admit()
+            if problem is not None:
+                from .audit_chain import AuditUnavailableError
+
+                raise AuditUnavailableError(problem)
+
+
 class CallAuditor:
-    """One audit record per tools/call and per refused call of any kind. When the call ends it notes the facts (the
-    arguments as JSON); the sink makes the record from them (redaction, digest, encoding) together with the others
-    of the moment."""
+    """One audit record per tools/call, per completion (a completer is user code) and per refused call of any kind
+    (``tool`` is ``<kind>:<name>`` for all but tools: ``completion:prompt:review``, ``resource:notes://a``). When the
+    call ends it notes the facts (the arguments as JSON); the sink makes the record from them (redaction, digest,
+    encoding) together with the others of the loop turn, and the call awaits what ``write`` returns: the record is
+    written before the answer leaves."""
 
     def __init__(self, sink: Any, redact: Any, access: Any) -> None:
         from .audit import CallRecords, canonical_arguments
@@ -282,11 +313,11 @@ class CallAuditor:
         self.sink = sink
         self.records = CallRecords(redact, access.level_of)
 
-    def __call__(self, request: Any, call: Any, result: dict[str, Any] | None) -> None:
+    def __call__(self, request: Any, call: Any, result: dict[str, Any] | None) -> Any:
         refusal = call.refusal
         kind = call.kind
-        if refusal is None and kind != "tool":
-            return  # resources and prompts are recorded when refused; their reads are not calls
+        if refusal is None and kind != "tool" and kind != "completion":
+            return None  # resources, prompts and subscriptions are recorded when refused; their reads are not calls
         if refusal is not None:
             decision, reason, outcome = "refused", str(refusal), "refused"
         else:
@@ -298,28 +329,32 @@ class CallAuditor:
         facts = (time.time(), request.request_id, getattr(request.peer, "key", None), request.principal,
                  call.name if kind == "tool" else f"{kind}:{call.name}", call.item, decision, reason, outcome,
                  (time.monotonic() - call.started) * 1000, self.canonical(call.arguments))  # fmt: skip
-        self.sink.write(functools.partial(self.records.encode, facts))
+        return self.sink.write(functools.partial(self.records.encode, facts), refusal=refusal is not None)
 
 
 class HttpRefusalAuditor:
-    """One audit record per HTTP request refused before it reached the protocol (no or bad credentials)."""
+    """One audit record per HTTP request refused before it reached the protocol: no or bad credentials (401), and a
+    session named by another principal than the one that opened it (403). Returns what the sink's ``write`` does:
+    the refusal is answered once its record is written."""
 
     def __init__(self, sink: Any) -> None:
         self.sink = sink
 
-    def __call__(self, scope: Any, refusal: Any) -> None:
+    def __call__(self, scope: Any, refusal: Any, principal: Any = None, session: Any = None) -> Any:
         client = scope.get("client")
         facts = (time.time(), scope.get("method"), scope.get("path"), client[0] if client else None, refusal.status,
-                 refusal.message)  # fmt: skip
-        self.sink.write(functools.partial(self._record, facts))
+                 refusal.message, principal, session)  # fmt: skip
+        return self.sink.write(functools.partial(self._record, facts), refusal=True)
 
     @staticmethod
     def _record(facts: tuple[Any, ...]) -> dict[str, Any]:
         from .audit_chain import format_time
 
-        now, method, path, address, status, message = facts
+        now, method, path, address, status, message, principal, session = facts
         return {"time": format_time(now), "event": "http-refused", "method": method, "path": path,
-                "client": address, "status": status, "decision": "refused", "reason": message}  # fmt: skip
+                "client": address, "principal": principal.subject if principal is not None else None,
+                "auth": principal.method if principal is not None else None, "session": session, "status": status,
+                "decision": "refused", "reason": message}  # fmt: skip
 
 
 def _closer(sink: Any) -> Any:
@@ -329,6 +364,18 @@ def _closer(sink: Any) -> Any:
         try:
             await asyncio.Event().wait()  # until the server stops and cancels its services
         finally:
-            sink.close()
+            _close(sink)
 
     return close_on_shutdown
+
+
+def _close(sink: Any) -> None:
+    """Close a trail; records it could not write are logged (the sink says how many and why), not raised."""
+    from .audit_chain import AuditError
+
+    try:
+        sink.close()
+    except AuditError as exc:
+        import logging
+
+        logging.getLogger("tooldeck.audit").error("%s", exc)

@@ -3,18 +3,19 @@ chain, and checked by ``verify``.
 
 Arguments are never written as the client sent them. Each record holds ``arguments`` with every secret value
 replaced by ``"[redacted]"`` — a property the tool's inputSchema marks ``writeOnly: true`` or ``format: "password"``
-(found through nested objects, arrays, ``$ref`` and ``anyOf``/``oneOf``/``allOf``), or a key named in
-``redact_names`` at any depth, case-insensitively — and ``arguments_digest``, the SHA-256 of those redacted
+(found through nested objects, arrays, ``$ref`` and ``anyOf``/``oneOf``/``allOf``), or a key at any depth whose name
+contains one of ``redact_names``, case-insensitively ("token" redacts ``api_token``, ``X-Token`` and
+``max_tokens`` alike) — and ``arguments_digest``, the SHA-256 of those redacted
 arguments as canonical JSON (sorted keys). The digest is of the redacted form on purpose: a digest of a password
 would let anyone holding the trail test guesses against it.
 
     {"seq":7,"prev":"9f2c…","time":"2025-06-18T09:30:00.125Z","event":"call","request_id":3,"session":"s-1",
-     "principal":"alice","auth":"jwt","tool":"deploy","version":"1.2.0","security_level":7,"decision":"allowed",
+     "principal":"alice","auth":"jwt","issuer":"https://auth.example.com","tool":"deploy","version":"1.2.0","security_level":7,"decision":"allowed",
      "reason":null,"outcome":"ok","duration_ms":12.5,"arguments_digest":"sha256:…",
      "arguments":{"service":"web","token":"[redacted]"}}
 
-The chain, its sinks and ``verify`` live in ``audit_chain``, ``audit_sinks`` and ``audit_verify``; their public
-names are re-exported here.
+The chain, its sinks and ``verify`` live in ``audit_chain``, ``audit_sinks`` (with ``audit_file``) and
+``audit_verify``; their public names are re-exported here.
 """
 
 from __future__ import annotations
@@ -26,8 +27,9 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
-from .audit_chain import GENESIS, AuditError, format_time_bytes, line_hash
-from .audit_sinks import FSYNC_MODES, AuditSink, FileAuditSink, MemoryAuditSink, StderrAuditSink
+from .audit_chain import GENESIS, AuditError, AuditUnavailableError, format_time_bytes, line_hash
+from .audit_file import FileAuditSink
+from .audit_sinks import FSYNC_MODES, AuditSink, MemoryAuditSink, StderrAuditSink
 from .audit_verify import VerifyReport, verify
 
 if TYPE_CHECKING:
@@ -41,6 +43,7 @@ __all__ = [
     "REDACTED",
     "AuditError",
     "AuditSink",
+    "AuditUnavailableError",
     "CallRecords",
     "FileAuditSink",
     "MemoryAuditSink",
@@ -162,9 +165,10 @@ class CallRecords:
             "session": session,
             "principal": principal.subject if principal is not None else None,
             "auth": principal.method if principal is not None else None,
+            **({"issuer": principal.issuer} if getattr(principal, "issuer", None) is not None else {}),
             "tool": tool,
             "version": getattr(item, "version", None),
-            "security_level": self.level_of(item),
+            "security_level": self.level_of(item) if item is not None else None,  # None: no such tool
         }
         encoded = orjson.dumps(members, default=repr)[1:-1]
         if len(self._shared) >= self._LIMIT:
@@ -194,12 +198,21 @@ def _digest(canonical: bytes) -> str:
 
 def redact(value: Any, schema: dict[str, Any] | None, names: Iterable[str] = ()) -> Any:
     """A copy of ``value`` with every secret replaced by ``REDACTED``: values whose schema (in ``schema``, a tool's
-    inputSchema) says ``writeOnly: true`` or ``format: "password"``, and values under a key in ``names`` (any
-    depth, any case). The walk follows the value, so a recursive schema costs no more than the value's size."""
+    inputSchema) says ``writeOnly: true`` or ``format: "password"``, and values under a key whose name contains one
+    of ``names`` (any depth, any case). The walk follows the value, so a recursive schema costs no more than the
+    value's size."""
     if not _may_redact(schema, names):
         return value  # nothing can be secret: no copy, no walk (the common case)
-    lowered = frozenset(name.lower() for name in names)
+    lowered = tuple(name.lower() for name in names)
     return _redact(value, [schema] if schema else [], schema or {}, lowered)
+
+
+def _secret_name(key: Any, names: tuple[str, ...]) -> bool:
+    """Whether ``key`` contains one of ``names`` (lower case), in any case."""
+    if not isinstance(key, str) or not names:
+        return False
+    key = key.lower()
+    return any(name in key for name in names)
 
 
 def _may_redact(schema: dict[str, Any] | None, names: Iterable[str]) -> bool:
@@ -230,15 +243,13 @@ def _marks_secrets(schema: dict[str, Any]) -> bool:
     return found
 
 
-def _redact(value: Any, schemas: list[Any], root: dict[str, Any], names: frozenset[str]) -> Any:
+def _redact(value: Any, schemas: list[Any], root: dict[str, Any], names: tuple[str, ...]) -> Any:
     schemas = _expand(schemas, root)
     if any(schema.get("writeOnly") is True or schema.get("format") == "password" for schema in schemas):
         return REDACTED
     if isinstance(value, dict):
         return {
-            key: REDACTED
-            if isinstance(key, str) and key.lower() in names
-            else _redact(item, _property_schemas(schemas, key), root, names)
+            key: REDACTED if _secret_name(key, names) else _redact(item, _property_schemas(schemas, key), root, names)
             for key, item in value.items()
         }
     if isinstance(value, list):

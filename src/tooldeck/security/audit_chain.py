@@ -15,14 +15,26 @@ from typing import Any
 
 import orjson
 
-from ..protocol.errors import TooldeckError
+from ..protocol.errors import TooldeckError, ToolError
 
 GENESIS = "0" * 64
-CHAIN_BREAK = "chain-break"
+CHAIN_BREAK = "chain-break"  # what writers before the trail was truncated back wrote after a cut-short line
+INTERRUPTED_WRITE = "interrupted-write"
+AUDIT_UNAVAILABLE = "audit-unavailable"
 
 
 class AuditError(TooldeckError):
     """An audit trail that cannot be opened, written or read."""
+
+
+class AuditUnavailableError(ToolError):
+    """A call refused because its audit record cannot be written: an isError result for tools/call, and for
+    everything else a -32000 error that an HTTP transport answers with ``http_status`` 503."""
+
+    http_status = 503
+
+    def __init__(self, problem: str) -> None:
+        super().__init__(f"the audit trail is unavailable ({problem}): the call was refused; try again later")
 
 
 _second: tuple[int, bytes] = (-1, b"")  # the last whole second formatted, and its text (swapped whole: thread-safe)
@@ -86,31 +98,43 @@ class Chain:
         and then, since an edit of the records after the last copied head cannot be proven by the chain alone."""
         return self.seq - 1, self.prev
 
+    def mark(self) -> tuple[int, bytes]:
+        """Where the chain is now, for ``back_to``."""
+        return self.seq, self._prev
+
+    def back_to(self, mark: tuple[int, bytes]) -> None:
+        """Undo the records encoded since ``mark`` (they were never written)."""
+        self.seq, self._prev = mark
+
 
 class Tail:
     """The end of an existing trail file: the chain to continue, and the truncated line left by an interrupted write,
-    if its last line has no newline (``partial`` is its bytes, ``partial_line`` its 1-based number)."""
+    if its last line has no newline (``partial`` is its bytes, ``partial_line`` its 1-based number); ``end`` is the
+    offset just past the last complete line."""
 
-    __slots__ = ("chain", "partial", "partial_line")
+    __slots__ = ("chain", "partial", "partial_line", "end")
 
-    def __init__(self, chain: Chain | None, partial: bytes | None = None, partial_line: int = 0) -> None:
+    def __init__(self, chain: Chain | None, partial: bytes | None = None, partial_line: int = 0, end: int = 0) -> None:
         self.chain = chain  # None: the file holds no complete record
         self.partial = partial
         self.partial_line = partial_line
+        self.end = end
 
 
 def read_tail(path: str | os.PathLike[str]) -> Tail:
     """Where ``path`` ends. Raises ``AuditError`` when its last complete line is not an audit record (the file is
     something else, or was edited: ``tooldeck audit verify`` says where) and ``OSError`` when it cannot be read."""
     with open(path, "rb") as file:
-        data = _read_back(file, file.seek(0, os.SEEK_END))
+        size = file.seek(0, os.SEEK_END)
+        data = _read_back(file, size)
         head, newline, rest = data.rpartition(b"\n")
         last, partial, line_number = head if newline else b"", rest or None, 0
         if partial is not None:  # only now is the number of lines worth counting
             file.seek(0)
             line_number = sum(chunk.count(b"\n") for chunk in iter(lambda: file.read(1 << 20), b"")) + 1
+    end = size - len(rest)
     if not last:
-        return Tail(None, partial, line_number)
+        return Tail(None, partial, line_number, end)
     try:
         record = orjson.loads(last)
     except orjson.JSONDecodeError:
@@ -121,7 +145,7 @@ def read_tail(path: str | os.PathLike[str]) -> Tail:
             f"{os.fspath(path)}: the last complete line is not an audit record; run `tooldeck audit verify` on it, "
             "and move it aside to start a new trail"
         )
-    return Tail(Chain(seq + 1, line_hash(last)), partial, line_number)
+    return Tail(Chain(seq + 1, line_hash(last)), partial, line_number, end)
 
 
 def _read_back(file: Any, size: int, block: int = 1 << 16) -> bytes:

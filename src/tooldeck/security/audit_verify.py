@@ -22,13 +22,13 @@ from .audit_chain import CHAIN_BREAK, GENESIS, AuditError, line_hash
 
 class VerifyReport(Record):
     """What ``verify`` found: ``ok``, the number of ``records`` and ``files``, the first ``problem`` (``file:line:
-    what``) or None, the chain ``breaks`` it allowed, the ``first_seq`` present (0 unless older files are gone) and
-    the ``head`` (the last record's hash)."""
+    what``) or None, the chain ``breaks`` it allowed, the ``first_seq`` present (0 unless older files are gone), the
+    ``head`` (the last record's hash) and ``torn``, a note on a cut-short last line that was not counted."""
 
-    __slots__ = ("ok", "records", "files", "problem", "breaks", "first_seq", "head")
+    __slots__ = ("ok", "records", "files", "problem", "breaks", "first_seq", "head", "torn")
 
     def __init__(self, *, records: int, files: int, problem: str | None = None, breaks: list[str] | None = None,
-                 first_seq: int | None = None, head: str | None = None) -> None:  # fmt: skip
+                 first_seq: int | None = None, head: str | None = None, torn: str | None = None) -> None:  # fmt: skip
         self.ok = problem is None
         self.records = records
         self.files = files
@@ -36,6 +36,7 @@ class VerifyReport(Record):
         self.breaks = breaks or []
         self.first_seq = first_seq
         self.head = head
+        self.torn = torn
 
     def to_json(self) -> dict[str, Any]:
         return {name: getattr(self, name) for name in self.__slots__}
@@ -55,23 +56,26 @@ def verify(paths: Iterable[str | os.PathLike[str]], *, expect_head: str | None =
            allow_breaks: bool = False) -> VerifyReport:  # fmt: skip
     """Check the chain of the trail in ``paths`` (one file, or a rotated set given in any order: files are taken in
     the order of their first ``seq``). Problems are reported, not raised; a file that cannot be read raises
-    ``AuditError``. A chain-break record (written when a trail with a cut-short last line was reopened) is a
-    problem unless ``allow_breaks``; then it is listed in ``breaks``. ``expect_head``: a record hash copied earlier,
-    which must be the hash of some record in the trail. The last record's own edits are not detectable without it.
+    ``AuditError``. The newest file's last line may lack its newline: a record cut short because its writer was
+    stopped in the middle of writing it (so before its call was answered). It is not counted, and noted in
+    ``torn``; the writer cuts it off when it reopens the trail. Anywhere else a cut-short line is a problem. A
+    chain-break record (what writers before that wrote after a cut-short line, leaving it in place) is a problem
+    unless ``allow_breaks``; then it is listed in ``breaks``. ``expect_head``: a record hash copied earlier, which
+    must be the hash of some record in the trail. The last record's own edits are not detectable without it.
     """
     files = [_read(os.fspath(path)) for path in paths]
     files.sort(key=_first_seq)
     seqs = {line.record["seq"] for lines, _ in files for line in lines if line.record is not None}
     breaks: list[str] = []
-    count, first_seq, last, found_head = 0, None, None, expect_head is None
+    count, first_seq, last, found_head, torn = 0, None, None, expect_head is None, None
     expect_head = expect_head.lower() if expect_head is not None else None
 
     def report(problem: str | None = None) -> VerifyReport:
         head = line_hash(last.raw) if last is not None else None
         return VerifyReport(records=count, files=len(files), problem=problem, breaks=breaks, first_seq=first_seq,
-                            head=head)  # fmt: skip
+                            head=head, torn=torn)  # fmt: skip
 
-    for lines, ended in files:
+    for number, (lines, ended) in enumerate(files, 1):
         for index, line in enumerate(lines):
             where = f"{line.file}:{line.number}"
             following = lines[index + 1] if index + 1 < len(lines) else None
@@ -85,7 +89,10 @@ def verify(paths: Iterable[str | os.PathLike[str]], *, expect_head: str | None =
                 breaks.append(note)
                 continue
             if index == len(lines) - 1 and not ended:
-                return report(f"{where}: truncated last line")
+                if number < len(files):  # a rotated file was complete when it was moved aside
+                    return report(f"{where}: truncated last line")
+                torn = f"{where}: a record cut short by an interrupted write ({len(line.raw)} bytes) is not counted"
+                break
             record = line.record
             if record is None:
                 return report(f"{where}: {_not_a_record(line.raw)}")

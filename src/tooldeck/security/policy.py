@@ -31,6 +31,7 @@ rate limits, the sanitiser and the audit trail — read once at start, checked, 
 
     [sanitise]                       # on by default
     [audit]                          # off by default; file = "audit.jsonl" or "-" for stderr
+    redact = ["token"]               # arguments whose names contain one of these, in any case: api_token, X-Token
 """
 
 from __future__ import annotations

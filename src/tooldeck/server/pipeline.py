@@ -11,8 +11,10 @@ authorize and limit steps: each is an async-capable callable ``step(request, cal
 rate limiter, a confirmation) and refuses by raising (``RefusedError`` carries the HTTP status a transport answers
 with; any ``ProtocolError`` is answered as itself; a ``ToolError`` becomes an isError result). ``_run`` is the one
 place a ``Context`` is made and finished, sync functions go to the worker pool, and time-outs apply. Sanitisers
-``(request, call, result) -> result`` and auditors ``(request, call, result)`` see every result. A step list that is
-empty costs one truth test.
+``(request, call, result) -> result`` and auditors ``(request, call, result)`` see every result, refusals too
+(``result`` None). What an auditor returns to await (the audit trail's batch) is awaited before the call is
+answered — the record is written first — and if it raises ``ToolError`` (the trail could not take the record), a
+call that ran is answered with that error instead of its result. A step list that is empty costs one truth test.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ import functools
 import logging
 from collections.abc import Callable
 from time import monotonic
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from ..protocol.errors import (
     InternalError,
@@ -74,7 +76,6 @@ class Pipeline:
         self.limiters: list[Step] = []
         self.sanitisers: list[Sanitiser] = []
         self.auditors: list[Auditor] = []
-        self._background: set[Any] = set()  # async auditors of refusals, kept until they finish
 
     # --- authorize, limits --------------------------------------------------------------------------------------
 
@@ -98,17 +99,19 @@ class Pipeline:
 
     async def admit_or_refuse(self, rctx: RequestContext, call: Call) -> None:
         """``admit`` for a call that has no isError result to carry a step's ``ToolError`` (a resource, a prompt, a
-        task being created): the refusal is the error response."""
+        task being created): the refusal is the error response, with the HTTP status the ``ToolError`` names (a
+        rate limit's 429, an unavailable audit trail's 503; else 403)."""
         try:
             pending = self.admit(rctx, call)
             if pending is not None:
                 await pending
         except ToolError as exc:
-            refusal = _as_refusal(exc) or RefusedError(str(exc) or f"{call.kind} {call.name!r} was refused")
-            self._refused(rctx, call, refusal)
+            refusal = _as_refusal(exc) or RefusedError(str(exc) or f"{call.kind} {call.name!r} was refused",
+                                                       http_status=getattr(exc, "http_status", 403))  # fmt: skip
+            await self.refuse(rctx, call, refusal)
             raise refusal from None
         except ProtocolError as exc:
-            self._refused(rctx, call, exc)
+            await self.refuse(rctx, call, exc)
             raise
 
     @property
@@ -128,13 +131,15 @@ class Pipeline:
                 if pending is not None:
                     await pending
             except InputRequired:  # a level 8-10 confirmation asked in a 2026-07-28 round
-                await self._audit(rctx, call, INPUT_REQUIRED)
+                problem = await self._audit(rctx, call, INPUT_REQUIRED)
+                if problem is not None:
+                    return _withdrawn(rctx, problem)
                 raise
             except ToolError as exc:
                 call.refusal = exc  # refused with an isError result (a rate limit, say): audited as a refusal
                 return await self.finish(rctx, call, self._refusal_result(tool, exc))
             except ProtocolError as exc:
-                self._refused(rctx, call, exc)
+                await self.refuse(rctx, call, exc)
                 raise
         timeout = tool.timeout if tool.timeout is not None else self.options.tool_timeout
         try:
@@ -146,10 +151,14 @@ class Pipeline:
         except ToolError as exc:  # raised by the tool, or invalid arguments
             result = error_result(str(exc) or f"Tool {tool.name!r} failed")
         except ProtocolError as exc:  # the tool's own JSON-RPC error (-32042/-32021 from its questions, too)
-            await self._audit(rctx, call or Call("tool", tool.name, tool, arguments), _errored(exc))
+            problem = await self._audit(rctx, call or Call("tool", tool.name, tool, arguments), _errored(exc))
+            if problem is not None:
+                return problem
             raise
         except InputRequired:  # the run stopped at a question: this round of a 2026-07-28 call ends input-required
-            await self._audit(rctx, call or Call("tool", tool.name, tool, arguments), INPUT_REQUIRED)
+            problem = await self._audit(rctx, call or Call("tool", tool.name, tool, arguments), INPUT_REQUIRED)
+            if problem is not None:
+                return _withdrawn(rctx, problem)
             raise
         except TimeoutError as exc:
             if timeout is None:  # the tool's own time-out, not ours
@@ -160,10 +169,10 @@ class Pipeline:
         except Exception as exc:  # the tool's own bug or failure; BaseException (cancellation, exit) passes through
             result = error_result(describe_failure(f"tool {tool.name!r}", exc, self.options.mask_errors))
         if self.sanitisers or self.auditors:
-            result, pending = self._finish(rctx, call or Call("tool", tool.name, tool, arguments), result)
-            if pending:  # an async auditor (the built-in ones are not: they hand records to a writer thread)
-                for outcome in pending:
-                    await outcome
+            call = call or Call("tool", tool.name, tool, arguments)
+            result, pending = self._finish(rctx, call, result)
+            if pending:  # the audit trail's batch (written before the answer leaves), or an async auditor's work
+                result = await self._recorded(call, result, pending)
         return result
 
     # --- resources and prompts ----------------------------------------------------------------------------------
@@ -211,8 +220,8 @@ class Pipeline:
     async def finish(self, rctx: RequestContext, call: Call, result: dict[str, Any]) -> dict[str, Any]:
         """The sanitise and audit steps of a result (resources and prompts call it; tools/call calls it itself)."""
         result, pending = self._finish(rctx, call, result)
-        for outcome in pending:
-            await outcome
+        if pending:
+            result = await self._recorded(call, result, pending)
         return result
 
     def _finish(
@@ -220,31 +229,58 @@ class Pipeline:
     ) -> tuple[dict[str, Any], tuple[Any, ...]]:
         for sanitise in self.sanitisers:
             result = sanitise(rctx, call, result)
-        pending: tuple[Any, ...] = ()  # the auditors to await (the built-in ones are sync: none)
+        pending: tuple[Any, ...] = ()  # what the auditors return to await: the audit trail's batch
         for audit in self.auditors:
             outcome = audit(rctx, call, result)
             if outcome is not None and hasattr(outcome, "__await__"):
                 pending += (outcome,)
         return result, pending
 
-    async def _audit(self, rctx: RequestContext, call: Call, result: dict[str, Any]) -> None:
-        """Auditors hear of a call that ended without a result of its own (a JSON-RPC error, an input-required round)."""
-        for audit in self.auditors:
-            outcome = audit(rctx, call, result)
-            if hasattr(outcome, "__await__"):
+    @staticmethod
+    async def _recorded(call: Call, result: dict[str, Any], pending: tuple[Any, ...]) -> dict[str, Any]:
+        """``result`` once every auditor's awaitable is done: a call is answered only after its record is written.
+        An auditor that raises ``ToolError`` (the audit trail could not take the record) withholds the result of a
+        call that ran: a tools/call gets that error as an isError result, anything else the error (its HTTP status
+        too). A refused call keeps its own refusal."""
+        refused: ToolError | None = None
+        for outcome in pending:
+            try:
                 await outcome
+            except ToolError as exc:
+                refused = refused or exc
+        if refused is None or call.refusal is not None:
+            return result
+        if call.kind == "tool":
+            return error_result(str(refused))
+        raise RefusedError(str(refused), http_status=getattr(refused, "http_status", 503))
 
-    def _refused(self, rctx: RequestContext, call: Call, refusal: ProtocolError) -> None:
-        """Auditors hear of a refused call too: ``call.refusal`` says why, and there is no result (None)."""
+    async def _audit(self, rctx: RequestContext, call: Call, result: dict[str, Any]) -> dict[str, Any] | None:
+        """Auditors hear of a call that ended without a result of its own (a JSON-RPC error, an input-required round).
+        None once its record is written; else the isError result that answers the call instead (the record could
+        not be written)."""
+        pending = tuple(
+            outcome for audit in self.auditors if hasattr(outcome := audit(rctx, call, result), "__await__")
+        )
+        if pending:
+            answer = await self._recorded(call, result, pending)
+            if answer is not result:
+                return answer
+        return None
+
+    async def refuse(self, rctx: RequestContext, call: Call, refusal: ProtocolError) -> None:
+        """Auditors hear of a refused call too (``call.refusal`` says why; there is no result, None); returns once its
+        record is written, so the refusal is answered after it. A record that cannot be written does not change the
+        refusal."""
         call.refusal = refusal
-        for audit in self.auditors:
-            outcome = audit(rctx, call, None)
-            if hasattr(outcome, "__await__"):
-                import asyncio
+        pending = tuple(outcome for audit in self.auditors if hasattr(outcome := audit(rctx, call, None), "__await__"))
+        if pending:
+            await self._recorded(call, {}, pending)
 
-                task = asyncio.ensure_future(outcome)  # the refusal is answered now; the record follows
-                self._background.add(task)
-                task.add_done_callback(self._background.discard)
+    async def unknown(self, rctx: RequestContext, call: Call, refusal: ProtocolError) -> NoReturn:
+        """Refuse a call of a name that is not registered (``call.item`` is None) with ``refusal``, once the auditors
+        have recorded it: the answer is the same as without them."""
+        await self.refuse(rctx, call, refusal)
+        raise refusal
 
     @staticmethod
     def _refusal_result(tool: Tool, exc: ToolError) -> dict[str, Any]:
@@ -254,6 +290,14 @@ class Pipeline:
         if refusal is not None:
             result["_meta"] = refusal.data
         return result
+
+
+def _withdrawn(rctx: RequestContext, refusal: dict[str, Any]) -> dict[str, Any]:
+    """``refusal`` answers a round that stopped at questions: they are taken back (see ``RoundTrip.withdraw``)."""
+    withdraw = getattr(rctx, "withdraw", None)
+    if withdraw is not None:
+        withdraw()
+    return refusal
 
 
 def _errored(exc: ProtocolError) -> dict[str, Any]:

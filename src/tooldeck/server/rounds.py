@@ -55,6 +55,12 @@ class RoundTrip(RequestContext):
         found = self._rounds
         return found is not None and bool(found.asked)
 
+    def withdraw(self) -> None:
+        """Take back the questions this run asked: the request is answered otherwise (its audit record could not be
+        written, so the call is refused)."""
+        if self._rounds is not None:
+            self._rounds.asked.clear()
+
     @property
     def retry(self) -> bool:
         found = self._rounds

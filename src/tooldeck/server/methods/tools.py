@@ -7,6 +7,7 @@ from typing import Any
 
 from ...protocol import revisions
 from ...protocol.errors import InvalidParamsError, MethodNotFoundError
+from ..pipeline import Call
 from ..request import RequestContext, Work
 from .listing import listing
 
@@ -24,7 +25,7 @@ def call_tool(rctx: RequestContext) -> Work:
     server = rctx.server
     tool = server.tools.get(name)
     if tool is None:
-        raise InvalidParamsError(f"Unknown tool: {name}")
+        return _unknown(rctx, name)
     arguments = params.get("arguments")
     if arguments is None:
         arguments = {}
@@ -56,6 +57,17 @@ def call_tool(rctx: RequestContext) -> Work:
     # A call that may stop to ask for a level 8-10 confirmation streams like one with a Context: the question must
     # reach the client while the call waits for its answer.
     return Work(work, streams=bool(tool.injected) or server.access.asks(tool))
+
+
+def _unknown(rctx: RequestContext, name: str) -> Work:
+    """-32602 for a name that is not a tool — with an audit trail, once the refusal is recorded."""
+    refusal = InvalidParamsError(f"Unknown tool: {name}")
+    pipeline = rctx.server.pipeline
+    if not pipeline.auditors:
+        raise refusal
+    arguments = rctx.params.get("arguments")
+    call = Call("tool", name, None, arguments if type(arguments) is dict else {})
+    return Work(pipeline.unknown(rctx, call, refusal), own=True)
 
 
 async def _for_revision(work: Coroutine[Any, Any, dict[str, Any]], revision: str | None) -> dict[str, Any]:

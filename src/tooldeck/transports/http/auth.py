@@ -25,7 +25,8 @@ class AuthenticationBackend(Protocol):
 
 
 class AuthenticationLayer:
-    """``on_refused(scope, refusal)``, if given, hears of every request the backend refused (the audit trail)."""
+    """``on_refused(scope, refusal)``, if given, hears of every request the backend refused (the audit trail); what it
+    returns to await (the record being written) is awaited before the refusal is answered."""
 
     def __init__(self, app: App, backend: AuthenticationBackend, on_refused: Any = None) -> None:
         self.app = app
@@ -41,7 +42,16 @@ class AuthenticationLayer:
                 scope[PRINCIPAL] = principal
             except HttpError as refusal:
                 if self.on_refused is not None:
-                    self.on_refused(scope, refusal)
+                    await settled(self.on_refused(scope, refusal))
                 await error(send, refusal.status, refusal.code, refusal.message, refusal.headers)
                 return
         await self.app(scope, receive, send)
+
+
+async def settled(outcome: Any) -> None:
+    """Await what a refusal's auditor returned, if anything: the refusal stands whether or not it was recorded."""
+    if outcome is not None and hasattr(outcome, "__await__"):
+        try:
+            await outcome
+        except Exception:  # the trail could not take it (the sink logged why): the request is refused all the same
+            pass

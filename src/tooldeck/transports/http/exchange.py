@@ -28,7 +28,7 @@ from ...protocol.errors import (
 from ...protocol.jsonrpc import Invalid, Notification, Request
 from ...server.session import batch_problem
 from . import eras, listen
-from .auth import PRINCIPAL
+from .auth import PRINCIPAL, settled
 from .channels import Channel, HttpSession
 from .guard import HEADERS
 from .responses import JSON, NO_HEADERS, SSE, Headers, Receive, Scope, Send, error, respond, respond_json, start
@@ -76,7 +76,14 @@ class Endpoint:
                     405, INVALID_REQUEST, f"Method not allowed: {method}", [(b"allow", b"GET, POST, DELETE")]
                 )
         except HttpError as refusal:  # raised only before anything was sent
+            if refusal.status == 403:  # a session named by another principal than its opener's: audited
+                await self._audit_refusal(scope, refusal)
             await error(send, refusal.status, refusal.code, refusal.message, refusal.headers)
+
+    async def _audit_refusal(self, scope: Scope, refusal: HttpError) -> None:
+        auditor = self.registry.server.http_refusal_auditor
+        if auditor is not None:
+            await settled(auditor(scope, refusal, scope.get(PRINCIPAL), refusal.session))
 
     # --- POST ---------------------------------------------------------------------------------------------------
 

@@ -123,7 +123,9 @@ class SessionRegistry:
         if http_session is None or http_session.closed:
             http_session = await self._rebuild(key)
         if not _bound_to(http_session, principal):
-            raise HttpError(403, INVALID_REQUEST, "Forbidden: this session belongs to another principal")
+            refusal = HttpError(403, INVALID_REQUEST, "Forbidden: this session belongs to another principal")
+            refusal.session = http_session.session.key  # for the audit record
+            raise refusal
         if principal is not None:
             http_session.session.state.principal = principal
         self._start_reaper()
