@@ -48,8 +48,8 @@ class Context:
     the request (``RequestContext.cancelled``), which is the one place it is set.
     """
 
-    __slots__ = ("_last_progress", "_loop", "_loop_thread", "finished", "progress_token", "request", "task",
-                 "tool_name")  # fmt: skip
+    __slots__ = ("_last_progress", "_loop", "_loop_thread", "_sanitise", "finished", "progress_token", "request",
+                 "task", "tool_name")  # fmt: skip
 
     def __init__(self, request: RequestContext, tool_name: str, task: tuple[Any, str] | None = None) -> None:
         self.request = request
@@ -60,6 +60,8 @@ class Context:
         self._last_progress: float | None = None
         self.finished = False
         self.task = task  # (TaskManager, task id) when the call runs as a task
+        # The output sanitiser of what the tool sends (security/apply.py), None when the policy turned it off.
+        self._sanitise = request.server.pipeline.message_sanitiser
 
     @property
     def request_id(self) -> jsonrpc.RequestId:
@@ -291,10 +293,8 @@ class Context:
 
     async def _ask(self, method: str, params: dict[str, Any], timeout: float, rounds: Any = None,
                    key: str | None = None, *, keyed: bool = False) -> dict[str, Any]:  # fmt: skip
-        if method == "elicitation/create" and self.request.server.pipeline.sanitisers:
-            from ..security.sanitise import clean_text  # the user reads it: no escape sequences, no hidden text
-
-            params["message"] = clean_text(params["message"])
+        if self._sanitise is not None:  # the user (or the model) reads it: no escape sequences, no hidden text
+            params = self._sanitise(method, params)
         if rounds is not None:
             if not keyed:
                 key = rounds.key(key)
@@ -350,6 +350,8 @@ class Context:
     def _emit(self, message: dict[str, Any]) -> None:
         if self.task is not None and versions.is_modern(self.request.revision):
             return  # a task of the 2026-07-28 tasks extension has no channel for progress or logs (SEP-2663)
+        if self._sanitise is not None:  # in the worker thread for a sync tool: the loop does not pay for it
+            message["params"] = self._sanitise(message["method"], message["params"])
         if threading.get_ident() == self._loop_thread:
             self.request.peer.send(message, self.request.request_id)
         else:

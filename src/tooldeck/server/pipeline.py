@@ -12,7 +12,8 @@ rate limiter, a confirmation) and refuses by raising (``RefusedError`` carries t
 with; any ``ProtocolError`` is answered as itself; a ``ToolError`` becomes an isError result). ``_run`` is the one
 place a ``Context`` is made and finished, sync functions go to the worker pool, and time-outs apply. Sanitisers
 ``(request, call, result) -> result`` and auditors ``(request, call, result)`` see every result. A step list that is
-empty costs one truth test.
+empty costs one truth test. What a running function sends besides its result (logs, progress, its questions) goes
+through ``message_sanitiser`` ``(method, params) -> params``, set with the output sanitiser (None: sent as it is).
 """
 
 from __future__ import annotations
@@ -74,6 +75,8 @@ class Pipeline:
         self.limiters: list[Step] = []
         self.sanitisers: list[Sanitiser] = []
         self.auditors: list[Auditor] = []
+        # Cleans the params of each notification or request a running function sends (the Context calls it).
+        self.message_sanitiser: Callable[[str, dict[str, Any]], dict[str, Any]] | None = None
         self._background: set[Any] = set()  # async auditors of refusals, kept until they finish
 
     # --- authorize, limits --------------------------------------------------------------------------------------
