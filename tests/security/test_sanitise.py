@@ -299,6 +299,17 @@ def test_log_data_that_is_not_json_is_still_walked() -> None:
 # weakened by one step (a key or a depth not walked, a pre-check that misses a class), fails here by name.
 
 
+def _json(hostile: str) -> str:
+    """JSON text holding ``hostile``: controls escaped (\\u001b), the rest as it is."""
+    return json.dumps({"k": [hostile]}, ensure_ascii=False)
+
+
+def _parsed(result: dict[str, Any]) -> Any:
+    """The value a client parses from the one text of a resource read or an embedded resource."""
+    (item,) = result["contents"] if "contents" in result else [block["resource"] for block in result["content"]]
+    return json.loads(item["text"])
+
+
 def _prompt_and_tools(params: dict[str, Any]) -> dict[str, Any]:
     return {"systemPrompt": params["systemPrompt"], "tools": params["tools"]}
 
@@ -312,6 +323,7 @@ def _structured(hostile: str) -> Any:
 CHANNELS: dict[str, Any] = {
     "log data, a string": lambda h: sanitise_message("notifications/message", log(h))["data"],
     "log data, keys and values nested": lambda h: sanitise_message("notifications/message", log(nested(h)))["data"],
+    "log data, an array": lambda h: sanitise_message("notifications/message", log([h, [h]]))["data"],
     "log logger name": lambda h: sanitise_message("notifications/message", log("x", h))["logger"],
     "progress message": lambda h: sanitise_message("notifications/progress", progress(h))["message"],
     "elicitation message": lambda h: sanitise_message("elicitation/create", question(h, form("f")))["message"],
@@ -324,6 +336,10 @@ CHANNELS: dict[str, Any] = {
     ),
     "tool result text": lambda h: sanitise_result({"content": [text(h)], "isError": False})["content"],
     "resource text": lambda h: sanitise_result({"contents": [{"uri": "file:///a", "text": h}]})["contents"],
+    "resource JSON text": lambda h: _parsed(sanitise_result({"contents": [{"uri": "file:///a", "text": _json(h)}]})),
+    "embedded resource JSON text": lambda h: _parsed(
+        sanitise_result({"content": [{"type": "resource", "resource": {"uri": "file:///a", "text": _json(h)}}]})
+    ),
     "prompt message and description": lambda h: sanitise_result(
         {"description": h, "messages": [{"role": "user", "content": text(h)}]}
     ),
@@ -334,6 +350,7 @@ CHANNELS: dict[str, Any] = {
 EXPECTED: dict[str, Any] = {
     "log data, a string": lambda e: e,
     "log data, keys and values nested": nested,
+    "log data, an array": lambda e: [e, [e]],
     "log logger name": lambda e: e,
     "progress message": lambda e: e,
     "elicitation message": lambda e: e,
@@ -342,6 +359,8 @@ EXPECTED: dict[str, Any] = {
     "sampling system prompt and tools": lambda e: {"systemPrompt": e, "tools": sampling(e, e, e)["tools"]},
     "tool result text": lambda e: [text(e)],
     "resource text": lambda e: [{"uri": "file:///a", "text": e}],
+    "resource JSON text": lambda e: {"k": [e]},
+    "embedded resource JSON text": lambda e: {"k": [e]},
     "prompt message and description": lambda e: {"description": e, "messages": [{"role": "user", "content": text(e)}]},
     "listing": lambda e: {
         "name": "t",

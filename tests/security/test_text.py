@@ -164,6 +164,7 @@ def test_json_inside_a_json_string_is_cleaned_too() -> None:
     ("text", "expected"),
     [
         ('{"a":\r1}', '{"a":\n1}'),  # a lone CR between tokens is JSON whitespace: a LF keeps it JSON
+        ('{"a":\r"\\u001b"}\r', '{"a":\n""}\n'),
         ('"\\r overwrite"', '"\\n overwrite"'),
         ('"\\u2028"', '"\\n"'),
         ("[1, 2, 3]", "[1, 2, 3]"),
