@@ -63,6 +63,7 @@ _SEPARATORS = "\u2028\u2029"  # Zl, Zp: not printable either
 # a lone CR.
 _UNSAFE = re.compile(f"[{_DROPPED}\u200d{_SEPARATORS}\ud800-\udfff]|\r(?!\n)")
 _HIDDEN = re.compile(f"[{_PRINTABLE_HIDDEN}]")
+_SHORT = 256  # below this length one regex search is the fastest way to look for the fillers; above it, seven finds
 _LONE_CR = re.compile("\r(?!\n)")
 _LINE_BREAK = re.compile(f"\r(?!\n)|[{_SEPARATORS}]")
 _SEQUENCE = re.compile(
@@ -82,11 +83,11 @@ _MAX_NESTING = 256  # deeper than orjson will encode: such a value fails at the 
 def clean_text(text: str) -> str:
     """``text`` without escape sequences, controls and invisible characters (see the module docstring)."""
     if text.isprintable():  # stops at the first newline, so this costs little when it fails
-        if text.isascii() or _HIDDEN.search(text) is None:  # isascii() is a flag, not a scan
+        if text.isascii() or not _has_hidden(text):  # isascii() is a flag, not a scan
             return text
-    elif text.isascii():  # two C loops: copy the bytes, delete the plain ones; a CR must be before a LF
+    elif text.isascii():  # C loops: copy the bytes, delete the plain ones; count CRs and CRLFs
         if not text.encode("ascii").translate(None, _PLAIN_ASCII) and (
-            "\r" not in text or _LONE_CR.search(text) is None
+            "\r" not in text or text.count("\r") == text.count("\r\n")
         ):
             return text
     elif _UNSAFE.search(text) is None:
@@ -97,6 +98,14 @@ def clean_text(text: str) -> str:
     if _SURROGATE.search(out) is not None:
         out = _SURROGATE.sub("\ufffd", out)
     return out
+
+
+def _has_hidden(text: str) -> bool:
+    """Whether printable ``text`` holds one of the fillers str.isprintable() accepts."""
+    if len(text) < _SHORT:
+        return _HIDDEN.search(text) is not None
+    return ("\u034f" in text or "\u115f" in text or "\u1160" in text or "\u17b4" in text or "\u17b5" in text
+            or "\u3164" in text or "\uffa0" in text)  # fmt: skip
 
 
 def clean_error(message: str, limit: int = ERROR_CHARS) -> str:
@@ -193,14 +202,19 @@ def clean_json(value: Any, _depth: int = 0) -> Any:
 # In a value encoded by orjson (UTF-8, controls escaped), what may begin something clean_string changes: DEL, or the
 # lead byte of a C1 control or U+00AD (C2), of U+061C (D8), of U+2000-U+2FFF (E2), of U+F000-U+FFFF (EF) or of the
 # tags (F3); an escaped C0 control (\u00XX, \b, \f, a \r not before \n), or a string holding an escape of its own
-# (\\u, \\r: JSON text inside a string). The fillers under other lead bytes (U+034F, U+115F, U+1160, U+17B4, U+17B5,
-# U+180E, U+3164, the shorthand and musical ones) are looked for as whole sequences, in text that is not ASCII. None
-# of these: nothing in the value needs cleaning. A false alarm only sends the value the long way round.
+# (\\u, \\r: JSON text inside a string). The fillers under other lead bytes (U+034F: CD; U+115F, U+1160, U+17B4,
+# U+17B5, U+180E: E1; U+3164: E3; the shorthand and musical ones: F0) are looked for by their first bytes, only where
+# such a lead byte is (Latin, Greek, Cyrillic, CJK ideographs and Hangul syllables have none). None of these: nothing
+# in the value needs cleaning. A false alarm only sends the value the long way round.
 _NOT_LEAD = bytes(byte for byte in range(256) if byte not in b"\x7f\xc2\xd8\xe2\xef\xf3")
 _ESCAPED = re.compile(rb"\\[bfu]|\\r(?!\\n)")
-_OTHER_LEADS = [chr(c) for c in (0x34F, 0x115F, 0x1160, 0x17B4, 0x17B5, 0x180E, 0x3164)]
-_OTHER_LEADS += [chr(c) for c in (*range(0x1BCA0, 0x1BCA4), *range(0x1D173, 0x1D17B))]
-_HIDDEN_BYTES = re.compile(b"|".join(re.escape(char.encode()) for char in _OTHER_LEADS))
+_NOT_OTHER_LEAD = bytes(byte for byte in range(256) if byte not in b"\xcd\xe1\xe3\xf0")
+_OTHER_STARTS = {  # lead byte -> the first bytes of the fillers under it (F0: of the two blocks that hold them)
+    0xCD: (b"\xcd\x8f",),
+    0xE1: (b"\xe1\x85\x9f", b"\xe1\x85\xa0", b"\xe1\x9e\xb4", b"\xe1\x9e\xb5", b"\xe1\xa0\x8e"),
+    0xE3: (b"\xe3\x85\xa4",),
+    0xF0: (b"\xf0\x9b\xb2", b"\xf0\x9d\x85"),
+}
 
 
 def may_need_cleaning(encoded: bytes) -> bool:
@@ -209,4 +223,7 @@ def may_need_cleaning(encoded: bytes) -> bool:
         return True
     if b"\\" in encoded and _ESCAPED.search(encoded) is not None:
         return True
-    return not encoded.isascii() and _HIDDEN_BYTES.search(encoded) is not None
+    if encoded.isascii():
+        return False
+    leads = encoded.translate(None, _NOT_OTHER_LEAD)
+    return bool(leads) and any(start in encoded for lead in set(leads) for start in _OTHER_STARTS[lead])
