@@ -45,25 +45,59 @@ def form(text: str) -> dict[str, Any]:
     }
 
 
+def as_json_text(hostile: str) -> str:
+    """JSON text holding ``hostile`` as json.dumps writes it: printable ASCII, every other character escaped."""
+    return json.dumps({"k": [hostile]})
+
+
+def as_parsed(hostile: str, expected: str) -> dict[str, Any]:
+    """What a client parses from ``as_json_text(hostile)`` once cleaned (as escapes, the corpus's two surrogates are
+    the emoji they encode)."""
+    return {"k": ["\U0001f600" if hostile == "\ud83d\ude00" else expected]}
+
+
 def expected_notifications(every: int = 1) -> list[tuple[str, dict[str, Any]]]:
-    """(method, params without the progress token) of what ``chatter`` sends, cleaned, in order."""
+    """(method, params without the progress token) of what ``chatter`` sends, cleaned, in order; its JSON text
+    parsed, under "parsed" (see ``parse_json_text``)."""
     found: list[tuple[str, dict[str, Any]]] = []
-    cases = CLEAN[::every]
-    for index, clean in enumerate(cases, 1):
+    cases = CASES[::every]
+    total = 2 * len(cases)
+    for index, (hostile, clean) in enumerate(cases, 1):
         found.append(("notifications/message", {"level": "info", "data": clean}))
         found.append(("notifications/message", {"level": "warning", "data": nested(clean), "logger": clean}))
-        found.append(("notifications/progress", {"progress": index, "total": len(cases), "message": clean}))
+        found.append(("notifications/message", {"level": "debug", "data": [clean, [clean]]}))
+        found.append(("notifications/message", {"level": "error", "data": "a plain line", "logger": clean}))
+        found.append(("notifications/message", {"level": "notice", "parsed": as_parsed(hostile, clean)}))
+        found.append(("notifications/progress", {"progress": 2 * index - 1, "total": total, "message": clean}))
+        found.append(("notifications/progress", {"progress": 2 * index, "total": total,
+                                                 "parsed": as_parsed(hostile, clean)}))  # fmt: skip
     return found
 
 
+def parse_json_text(params: dict[str, Any]) -> dict[str, Any]:
+    """A notification's params with the JSON text ``chatter`` sends (a notice, an even progress) parsed."""
+    if params.get("level") == "notice":
+        return {"level": "notice", "parsed": json.loads(params["data"])}
+    if params.get("progress", 1) % 2 == 0:
+        return {**{k: v for k, v in params.items() if k != "message"}, "parsed": json.loads(params["message"])}
+    return params
+
+
 def send_everything(ctx: Context, every: int) -> list[Any]:
-    """The messages of ``chatter``, through the context's methods (what they return: awaited by async callers)."""
+    """The messages of ``chatter``, through the context's methods (what they return: awaited by async callers).
+    Each path of the context's pre-check is taken: a string, an object, an array, plain text under a hostile logger
+    name, JSON text that is printable ASCII (escapes only), a progress message plain and as JSON text."""
     cases = HOSTILE[::every]
+    total = 2 * len(cases)
     sent = []
     for index, hostile in enumerate(cases, 1):
         sent.append(ctx.log("info", hostile))
         sent.append(ctx.log("warning", nested(hostile), logger=hostile))
-        sent.append(ctx.report_progress(index, len(cases), hostile))
+        sent.append(ctx.log("debug", [hostile, [hostile]]))
+        sent.append(ctx.log("error", "a plain line", logger=hostile))
+        sent.append(ctx.log("notice", as_json_text(hostile)))
+        sent.append(ctx.report_progress(2 * index - 1, total, hostile))
+        sent.append(ctx.report_progress(2 * index, total, as_json_text(hostile)))
     return sent
 
 

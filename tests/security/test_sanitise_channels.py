@@ -26,6 +26,7 @@ from security.hostile_deck import (
     expected_report,
     form,
     hostile_deck,
+    parse_json_text,
 )
 from security.hostile_strings import dirty_strings
 from server.test_stateless import Driver
@@ -38,8 +39,8 @@ EVERY = 29  # questions over a real transport: every 29th case of the corpus (ea
 
 
 def notifications(messages: list[Any]) -> list[tuple[str, dict[str, Any]]]:
-    """(method, params without the progress token) of the notifications among ``messages``, in order."""
-    return [(m["method"], {k: v for k, v in m["params"].items() if k != "progressToken"})
+    """(method, params without the progress token, JSON text parsed) of the notifications among ``messages``."""
+    return [(m["method"], parse_json_text({k: v for k, v in m["params"].items() if k != "progressToken"}))
             for m in messages if "method" in m and "id" not in m]  # fmt: skip
 
 
@@ -100,8 +101,10 @@ async def test_with_the_sanitiser_off_every_channel_carries_the_tools_text(tmp_p
         await c.request("logging/setLevel", {"level": "debug"})
         c.on_request("elicitation/create", lambda params: {"action": "decline"})
         await c.call_tool("chatter", {"every": len(HOSTILE)}, progressToken="p")
-        assert [params.get("data", params.get("message")) for _, params in notifications(c.notifications)] == [
-            first, {"nested": [{first: {"deeper": [first, 1, None]}}]}, first]  # fmt: skip
+        sent = [params.get("data", params.get("message")) for _, params in notifications(c.notifications)]
+        assert sent[:4] == [first, {"nested": [{first: {"deeper": [first, 1, None]}}]}, [first, [first]],
+                            "a plain line"]  # fmt: skip
+        assert sent[-2] == first and notifications(c.notifications)[3][1]["logger"] == first
         await c.call_tool("ask_once")
         assert c.requests[0]["params"] == {"mode": "form", "message": ESC_SAMPLE, "requestedSchema": form(ESC_SAMPLE)}
     on = tmp_path / "on.toml"

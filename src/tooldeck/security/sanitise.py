@@ -249,14 +249,12 @@ def sanitise_message(method: str, params: dict[str, Any]) -> dict[str, Any]:
     reads cleaned (see the module docstring); other methods, and params with nothing to clean, are returned
     themselves. ``params`` is never modified."""
     if method == "notifications/message":
-        out = params
         data = params.get("data")
-        new = _clean_data(data)
-        if new is not data:
-            out = {**params, "data": new}
-        return _clean_members(out, ("logger",))
+        new = clean_string(data) if type(data) is str else _clean_data(data)
+        out = params if new is data else {**params, "data": new}
+        return out if "logger" not in params else _clean_members(out, ("logger",))
     if method == "notifications/progress":
-        return _clean_members(params, ("message",), clean_string)
+        return params if "message" not in params else _clean_members(params, ("message",), clean_string)
     if method == "elicitation/create":
         return _elicitation(params)
     if method == "sampling/createMessage":
@@ -265,10 +263,8 @@ def sanitise_message(method: str, params: dict[str, Any]) -> dict[str, Any]:
 
 
 def _clean_data(data: Any) -> Any:
-    """A log notification's ``data``: a string cleaned; an object or array walked only when its encoding shows
+    """A log notification's ``data`` other than a string: an object or array walked only when its encoding shows
     something to clean (one C encoding and a few C scans, against a walk in Python)."""
-    if type(data) is str:
-        return clean_string(data)
     if type(data) is dict or type(data) is list:
         try:
             if not may_need_cleaning(orjson.dumps(data)):

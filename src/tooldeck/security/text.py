@@ -26,8 +26,9 @@ What ``clean_text`` removes, and how:
   U+E007F: the flag of Scotland).
 
 The output has no ESC and none of the characters above (outside those two emoji forms and CRLF), and cleaning it
-again changes nothing. Text with nothing to remove is returned as the same object, after ``isprintable()`` (and
-``isascii()``; for text with line breaks, a byte ``translate`` if it is ASCII, one regex search if not).
+again changes nothing. Text with nothing to remove is returned as the same object, after ``isprintable()`` and
+``isascii()`` (printable text that is not ASCII: seven finds for the printable fillers; text with line breaks: a
+byte ``translate`` and two counts if it is ASCII, one regex search if not).
 
 JSON text (a structured result's text block, a dict a tool returned, JSON a tool wrote itself) escapes controls as
 ``\\u001b``: ``clean_string`` reads such text as JSON and cleans each string in it as decoded, so a client that
@@ -51,7 +52,8 @@ _EMOJI = (
     "\u3030\u303d\u3297\u3299\U0001f000-\U0001faff"
 )
 _TAG_TEXT = "\U000e0030-\U000e0039\U000e0061-\U000e007a"  # tag digits and lower-case tag letters
-# Fillers that str.isprintable() accepts (Mn, Lo): the only characters removed from text that passes it.
+# Fillers that str.isprintable() accepts (Mn, Lo): the only characters removed from text that passes it (_has_hidden
+# looks for each by name).
 _PRINTABLE_HIDDEN = "\u034f\u115f\u1160\u17b4\u17b5\u3164\uffa0"
 # The characters that are removed wherever they are. All but _PRINTABLE_HIDDEN are Cc, Cf or Cs characters.
 _DROPPED = (
@@ -62,8 +64,6 @@ _SEPARATORS = "\u2028\u2029"  # Zl, Zp: not printable either
 # What makes a string need cleaning: a character removed, a ZWJ (kept only in an emoji), a separator, a surrogate,
 # a lone CR.
 _UNSAFE = re.compile(f"[{_DROPPED}\u200d{_SEPARATORS}\ud800-\udfff]|\r(?!\n)")
-_HIDDEN = re.compile(f"[{_PRINTABLE_HIDDEN}]")
-_SHORT = 256  # below this length one regex search is the fastest way to look for the fillers; above it, seven finds
 _LONE_CR = re.compile("\r(?!\n)")
 _LINE_BREAK = re.compile(f"\r(?!\n)|[{_SEPARATORS}]")
 _SEQUENCE = re.compile(
@@ -101,9 +101,8 @@ def clean_text(text: str) -> str:
 
 
 def _has_hidden(text: str) -> bool:
-    """Whether printable ``text`` holds one of the fillers str.isprintable() accepts."""
-    if len(text) < _SHORT:
-        return _HIDDEN.search(text) is not None
+    """Whether printable ``text`` holds one of the fillers str.isprintable() accepts: seven C searches cost a third
+    of one regex search on short text, and far less on long text."""
     return ("\u034f" in text or "\u115f" in text or "\u1160" in text or "\u17b4" in text or "\u17b5" in text
             or "\u3164" in text or "\uffa0" in text)  # fmt: skip
 
@@ -128,6 +127,8 @@ def clean_string(text: str) -> str:
     """``clean_text`` for a string that may be JSON text: a JSON document is cleaned string by string (keys too),
     as decoded, so it stays valid JSON and parsing it gives clean strings; anything else is ``clean_text(text)``.
     The same object when nothing changed."""
+    if text.isascii() and "\\" not in text and text.isprintable():  # the common case, without a call
+        return text
     cleaned = clean_text(text)
     if cleaned is text and ("\\" not in text or _JSON_ESCAPE.search(text) is None):
         return text  # nothing to remove, and no escape that could decode to something to remove
@@ -158,7 +159,7 @@ def _clean_json_text(text: str) -> str:
         gap = text[last : match.start()]
         out.append(_LONE_CR.sub("\n", gap) if "\r" in gap else gap)
         token = match[0]
-        value = _decode(token)
+        value = _decode(token) if "\\" in token else token[1:-1]  # no escape: the token's inside is its value
         cleaned = clean_string(value)
         out.append(token if cleaned is value else orjson.dumps(cleaned).decode())
         last = match.end()
@@ -201,29 +202,32 @@ def clean_json(value: Any, _depth: int = 0) -> Any:
 
 # In a value encoded by orjson (UTF-8, controls escaped), what may begin something clean_string changes: DEL, or the
 # lead byte of a C1 control or U+00AD (C2), of U+061C (D8), of U+2000-U+2FFF (E2), of U+F000-U+FFFF (EF) or of the
-# tags (F3); an escaped C0 control (\u00XX, \b, \f, a \r not before \n), or a string holding an escape of its own
-# (\\u, \\r: JSON text inside a string). The fillers under other lead bytes (U+034F: CD; U+115F, U+1160, U+17B4,
-# U+17B5, U+180E: E1; U+3164: E3; the shorthand and musical ones: F0) are looked for by their first bytes, only where
-# such a lead byte is (Latin, Greek, Cyrillic, CJK ideographs and Hangul syllables have none). None of these: nothing
-# in the value needs cleaning. A false alarm only sends the value the long way round.
-_NOT_LEAD = bytes(byte for byte in range(256) if byte not in b"\x7f\xc2\xd8\xe2\xef\xf3")
+# tags (F3); the lead byte of a filler elsewhere (U+034F: CD; U+115F, U+1160, U+17B4, U+17B5, U+180E: E1; U+3164:
+# E3; the shorthand and musical ones: F0) followed by the filler's next bytes; an escaped C0 control (\u00XX, \b,
+# \f, a \r not before \n), or a string holding an escape of its own (\\u, \\r: JSON text inside a string). None
+# of these: nothing in the value needs cleaning. A false alarm only sends the value the long way round. One
+# translate finds the lead bytes (Latin, Greek, Cyrillic, CJK ideographs and Hangul syllables have none).
+_LEADS = b"\x7f\xc2\xd8\xe2\xef\xf3"
+_OTHER_LEADS = b"\xcd\xe1\xe3\xf0"
+_NOT_LEAD = bytes(byte for byte in range(256) if byte not in _LEADS + _OTHER_LEADS)
+_OTHER_STARTS = (  # a lead byte, and the first bytes of the fillers under it (F0: of the two blocks that hold them)
+    (0xCD, (b"\xcd\x8f",)),
+    (0xE1, (b"\xe1\x85\x9f", b"\xe1\x85\xa0", b"\xe1\x9e\xb4", b"\xe1\x9e\xb5", b"\xe1\xa0\x8e")),
+    (0xE3, (b"\xe3\x85\xa4",)),
+    (0xF0, (b"\xf0\x9b\xb2", b"\xf0\x9d\x85")),
+)
 _ESCAPED = re.compile(rb"\\[bfu]|\\r(?!\\n)")
-_NOT_OTHER_LEAD = bytes(byte for byte in range(256) if byte not in b"\xcd\xe1\xe3\xf0")
-_OTHER_STARTS = {  # lead byte -> the first bytes of the fillers under it (F0: of the two blocks that hold them)
-    0xCD: (b"\xcd\x8f",),
-    0xE1: (b"\xe1\x85\x9f", b"\xe1\x85\xa0", b"\xe1\x9e\xb4", b"\xe1\x9e\xb5", b"\xe1\xa0\x8e"),
-    0xE3: (b"\xe3\x85\xa4",),
-    0xF0: (b"\xf0\x9b\xb2", b"\xf0\x9d\x85"),
-}
 
 
 def may_need_cleaning(encoded: bytes) -> bool:
     """Whether JSON that orjson encoded may hold something ``clean_json`` would change (see above): a few C loops."""
-    if encoded.translate(None, _NOT_LEAD):  # what is left are the lead bytes above
-        return True
-    if b"\\" in encoded and _ESCAPED.search(encoded) is not None:
-        return True
-    if encoded.isascii():
-        return False
-    leads = encoded.translate(None, _NOT_OTHER_LEAD)
-    return bool(leads) and any(start in encoded for lead in set(leads) for start in _OTHER_STARTS[lead])
+    leads = encoded.translate(None, _NOT_LEAD)  # the lead bytes above, in order
+    if leads:
+        if leads.strip(_OTHER_LEADS):  # something is left: one of the first six lead bytes is there
+            return True
+        for lead, starts in _OTHER_STARTS:  # only the others: is one of them a filler's? (an int: a memchr)
+            if lead in leads:
+                for start in starts:
+                    if start in encoded:
+                        return True
+    return b"\\" in encoded and _ESCAPED.search(encoded) is not None

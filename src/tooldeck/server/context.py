@@ -60,7 +60,8 @@ class Context:
         self._last_progress: float | None = None
         self.finished = False
         self.task = task  # (TaskManager, task id) when the call runs as a task
-        # The output sanitiser of what the tool sends (security/apply.py), None when the policy turned it off.
+        # The output sanitiser of what the tool sends (security/apply.py), None when the policy turned it off; log
+        # and progress are cleaned where they are sent from (for a sync tool: its worker thread, not the loop).
         self._sanitise = request.server.pipeline.message_sanitiser
 
     @property
@@ -122,6 +123,8 @@ class Context:
             params["total"] = total
         if message is not None:
             params["message"] = message
+            if self._sanitise is not None and not (message.isascii() and message.isprintable() and "\\" not in message):
+                params = self._sanitise("notifications/progress", params)  # printable ASCII has nothing to clean
         self._emit(jsonrpc.notification("notifications/progress", params))
         return DONE
 
@@ -137,6 +140,12 @@ class Context:
         params: dict[str, Any] = {"level": level, "data": message}
         if logger is not None:
             params["logger"] = logger
+        if self._sanitise is not None and (
+            logger is not None
+            or type(message) is not str
+            or not (message.isascii() and message.isprintable() and "\\" not in message)
+        ):  # printable ASCII (with no backslash: no JSON escape either) has nothing to clean: the usual line
+            params = self._sanitise("notifications/message", params)
         self._emit(jsonrpc.notification("notifications/message", params))
         return DONE
 
@@ -350,8 +359,6 @@ class Context:
     def _emit(self, message: dict[str, Any]) -> None:
         if self.task is not None and versions.is_modern(self.request.revision):
             return  # a task of the 2026-07-28 tasks extension has no channel for progress or logs (SEP-2663)
-        if self._sanitise is not None:  # in the worker thread for a sync tool: the loop does not pay for it
-            message["params"] = self._sanitise(message["method"], message["params"])
         if threading.get_ident() == self._loop_thread:
             self.request.peer.send(message, self.request.request_id)
         else:
