@@ -2,12 +2,17 @@
 
 ``CASES`` holds (hostile, expected) pairs: every CSI final byte, OSC with BEL and both ST forms, OSC 8 hyperlinks,
 DCS/SOS/PM/APC in 7- and 8-bit form, each C0 and C1 control, each bidi and zero-width character, NUL, unterminated
-and nested or split sequences, the annotation characters, Unicode tags, emoji with ZWJ, lone surrogates, all of it
-mixed with non-ASCII text. ``FORBIDDEN`` is the set of characters no cleaned string may hold alone; ``SPECIALS``
-is the alphabet the property tests draw from.
+and nested or split sequences, the annotation characters, Unicode tags, invisible fillers, a lone CR (a line that
+overwrites itself) and the Unicode line and paragraph separators, emoji with ZWJ, lone surrogates, all of it mixed
+with non-ASCII text. ``FORBIDDEN`` is the set of characters no cleaned string may hold (a CR only before a LF);
+``SPECIALS`` is the alphabet the property tests draw from.
 """
 
 from __future__ import annotations
+
+import unicodedata
+from collections.abc import Iterator
+from typing import Any
 
 ESC = "\x1b"
 ST7 = ESC + "\\"
@@ -23,10 +28,18 @@ ZERO_WIDTH = ["\u200b", "\u200c", "\u200d", "\u2060", "\ufeff"]
 ANNOTATION = ["\ufff9", "\ufffa", "\ufffb"]
 SURROGATES = ["\ud800", "\udbff", "\udc00", "\udfff"]
 TAGS = [chr(0xE0000 + c) for c in (0x01, 0x20, 0x41, 0x61, 0x7E, 0x7F)]
+# Characters that show nothing: the soft hyphen, the combining grapheme joiner, the Hangul fillers, the Khmer
+# inherent vowels, the Mongolian vowel separator, the invisible operators, the deprecated format characters, the
+# musical and shorthand formatting characters. Those that are not Cc/Cf (U+034F, U+115F, U+1160, U+17B4, U+17B5,
+# U+3164, U+FFA0) count as printable for str.isprintable().
+FILLERS = ["\u00ad", "\u034f", "\u115f", "\u1160", "\u17b4", "\u17b5", "\u180e", "\u3164", "\uffa0"]
+FILLERS += [chr(c) for c in (*range(0x2061, 0x2065), *range(0x206A, 0x2070), *range(0x1D173, 0x1D17B))]
+FILLERS += [chr(c) for c in range(0x1BCA0, 0x1BCA4)]
+SEPARATORS = ["\u2028", "\u2029"]  # a line and a paragraph separator: each becomes a LF, as a lone CR does
 
-FORBIDDEN = frozenset(C0 + C1 + ["\x7f"] + BIDI + BIDI_MARKS + ZERO_WIDTH + ANNOTATION + SURROGATES) | frozenset(
-    chr(c) for c in range(0xE0000, 0xE0080)
-)
+FORBIDDEN = frozenset(
+    C0 + C1 + ["\x7f"] + BIDI + BIDI_MARKS + ZERO_WIDTH + ANNOTATION + SURROGATES + FILLERS + SEPARATORS
+) | frozenset(chr(c) for c in range(0xE0000, 0xE0080))
 
 WOMAN_TECHNOLOGIST = "\U0001f469\u200d\U0001f4bb"
 RAINBOW_FLAG = "\U0001f3f3\ufe0f\u200d\U0001f308"
@@ -77,6 +90,22 @@ def _cases() -> list[tuple[str, str]]:
         if char not in C1_STRING_STARTS:
             add((f"a{char}b", "ab"))
     add(("line 1\r\n\tline 2\n", "line 1\r\n\tline 2\n"))
+    # A lone CR sends the cursor back over what was shown: it becomes a LF, so both lines stay visible. So do the
+    # Unicode line and paragraph separators. A CR before a LF (CRLF) stays, also once what stood between them went.
+    add(("Transfer $10 to Alice\rTransfer $99 to Mallory", "Transfer $10 to Alice\nTransfer $99 to Mallory"))
+    add(("fine\r", "fine\n"))
+    add(("\r", "\n"))
+    add(("\rstart", "\nstart"))
+    add(("a\r\rb", "a\n\nb"))
+    add(("a\r\r\nb", "a\n\r\nb"))
+    add((f"ok\r{ESC}[2Kforged", "ok\nforged"))  # CR and erase-line: the classic overwrite
+    add(("a\r\x00\nb", "a\r\nb"))  # the NUL goes first: what is left is a CRLF
+    add((f"a\r{ESC}[0m\nb", "a\r\nb"))
+    add((f"{TEXT}\r{TEXT}", f"{TEXT}\n{TEXT}"))
+    for char in SEPARATORS:
+        add((f"a{char}b", "a\nb"))
+        add((f"{TEXT}{char}", f"{TEXT}\n"))
+    add(("a\u2028\r\nb", "a\n\r\nb"))
     # NUL in every position.
     add(("\x00", ""))
     add(("\x00abc", "abc"))
@@ -84,9 +113,14 @@ def _cases() -> list[tuple[str, str]]:
     add(("abc\x00", "abc"))
     add(("\x00" * 50, ""))
     # Bidi controls and marks, zero-width characters, annotation characters, tags: alone and in text.
-    for char in BIDI + BIDI_MARKS + ZERO_WIDTH + ANNOTATION + TAGS:
+    for char in BIDI + BIDI_MARKS + ZERO_WIDTH + ANNOTATION + TAGS + FILLERS:
         add((f"a{char}b", "ab"))
         add((f"{TEXT}{char}", TEXT))
+    add(("user\u3164\u3164\u3164name", "username"))  # Hangul fillers: a name that looks like another
+    add(("\u115f\u1160", ""))
+    add(("soft\u00adware", "software"))
+    add(("e\u034f\u0301", "e\u0301"))  # the grapheme joiner goes, the accent it held stays
+    add(("2\u20623", "23"))
     add(("price: \u202e0.01$ \u202c(check)", "price: 0.01$ (check)"))  # the trojan-source trick
     add(("admin\u2067 \u2066user\u2069\u2069", "admin user"))
     add(("\ufff9base\ufffaruby\ufffb", "baseruby"))
@@ -137,5 +171,44 @@ def _cases() -> list[tuple[str, str]]:
 
 CASES = _cases()
 HOSTILE = [hostile for hostile, _ in CASES]
-SPECIALS = sorted(FORBIDDEN | {ESC, "[", "]", "\\", "\x07", "P", "X", "^", "_", "m", "1", ";", "(", "B", "\ufe0f"})
+SPECIALS = sorted(
+    FORBIDDEN | {ESC, "[", "]", "\\", "\x07", "P", "X", "^", "_", "m", "1", ";", "(", "B", "\ufe0f", "\r"}
+)
 SPECIALS += [WOMAN_TECHNOLOGIST, "\U0001f469", "\U0001f4bb", "\U0001f3f4", "a", "é", "世", " ", "\n"]
+
+
+def leftovers(text: str) -> list[str]:
+    """The forbidden characters ``text`` still holds, judged without the sanitiser's own patterns: a ZWJ only
+    between two characters outside ASCII that are emoji-like (So, Sk or U+FE0F), tags only in a flag sequence, a CR
+    only before a LF."""
+    found = []
+    for index, char in enumerate(text):
+        if char == "\u200d" and 0 < index < len(text) - 1:
+            before, after = text[index - 1], text[index + 1]
+            if (before == "\ufe0f" or unicodedata.category(before) in ("So", "Sk")) and (
+                unicodedata.category(after) == "So"
+            ):
+                continue
+        if 0xE0000 <= ord(char) <= 0xE007F and SCOTLAND in text:
+            continue
+        if char in FORBIDDEN or char == ESC or (char == "\r" and text[index + 1 : index + 2] != "\n"):
+            found.append(char)
+    return found
+
+
+def strings_in(value: Any) -> Iterator[str]:
+    """Every string in a JSON value, object keys included."""
+    if isinstance(value, str):
+        yield value
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            yield key
+            yield from strings_in(item)
+    elif isinstance(value, list):
+        for item in value:
+            yield from strings_in(item)
+
+
+def dirty_strings(value: Any) -> list[str]:
+    """The strings of a JSON value that still hold something forbidden (empty: all clean)."""
+    return [text for text in strings_in(value) if leftovers(text)]

@@ -231,6 +231,10 @@ def sanitiser_deck() -> Deck:
     def echo(value: Any = None) -> str:
         return "echoed"
 
+    @deck.tool
+    def table(rows: int = 300) -> dict[str, list[int]]:
+        return {"rows": list(range(rows))}
+
     @deck.resource("notes://today")
     def today() -> str:
         return HOSTILE
@@ -274,6 +278,33 @@ async def test_max_result_bytes_cuts_a_call_result(tmp_path: Path, oversize: str
     assert cut["type"] == "text" and set(cut["text"]) == {"x"} and 0 < len(cut["text"]) < 200
     assert result["isError"] is False
     assert len(orjson.dumps(result)) <= 200
+
+
+@pytest.mark.parametrize("era", ["2025-11-25", "2026-07-28"])
+@pytest.mark.parametrize("limit", [150, 400, 1000, 1500])
+async def test_a_structured_result_over_max_result_bytes_is_the_documented_error_in_both_eras(
+    tmp_path: Path, era: str, limit: int
+) -> None:
+    # Before: 400-1500 bytes kept the whole structuredContent beside a cut text block; 150 bytes gave an error.
+    from server.test_stateless import Driver
+
+    deck = sanitiser_deck()
+    deck.apply_policy(policy(tmp_path, f"[sanitise]\nmax_result_bytes = {limit}\n"))
+    if era == "2026-07-28":
+        result = (await Driver(deck).request(1, "tools/call", {"name": "table"}))["result"]
+        assert result.pop("resultType") == "complete"  # the envelope's members, added after the cap
+        assert set(result.pop("_meta")) == {"io.modelcontextprotocol/serverInfo"}
+    else:
+        async with client(deck) as c:
+            result = await c.call_tool("table")
+    size = len(orjson.dumps({"content": [{"type": "text", "text": orjson.dumps({"rows": list(range(300))}).decode()}],
+                             "structuredContent": {"rows": list(range(300))}, "isError": False}))  # fmt: skip
+    assert result == {"content": [{"type": "text", "text": f"Tool result too large: {size:,} bytes (limit {limit:,}); a "
+                                   "result with structuredContent is not truncated, as a cut value could break its "
+                                   "outputSchema"}], "isError": True}  # fmt: skip
+    async with client(deck) as c:
+        small = await c.call_tool("table", {"rows": 3})  # under the limit: whole
+    assert small["structuredContent"] == {"rows": [0, 1, 2]} and small["content"][0]["text"] == '{"rows":[0,1,2]}'
 
 
 def nested(depth: int) -> Any:

@@ -379,3 +379,20 @@ async def test_completions_are_audited_allowed_and_refused_with_the_full_identit
         ("completion:prompt:secret_prompt", "reader", "jwt", ISSUER, "allowed", "ok"),
     ]
     assert calls[0]["arguments"] == {"topic": "p"} and calls[0]["security_level"] == 5
+
+
+@pytest.mark.parametrize("era", ["2025", "2026"])
+async def test_completion_values_are_sanitised(tmp_path: Path, era: str) -> None:
+    deck = Deck("hostile")
+
+    @deck.prompt(
+        complete={"topic": lambda value, context: ["\x1b[2J\x1b]8;;https://evil.example\x07click\u202e", "ok"]}
+    )
+    def pick(topic: str) -> str:
+        return topic
+
+    deck.apply_policy(policy(tmp_path))
+    guarded = Guarded.__new__(Guarded)
+    guarded.app, guarded.ran = AsgiClient(HttpApp(deck)), []
+    status, reply = await complete(guarded, era, completion({"type": "ref/prompt", "name": "pick"}, ""), None)
+    assert status == 200 and reply["result"]["completion"]["values"] == ["click", "ok"], reply

@@ -1,122 +1,29 @@
-"""The output sanitiser: clean_text over the hostile corpus and random strings, results of every kind, listings."""
+"""The output sanitiser (security/sanitise.py): results of every kind, listings, what a running tool sends besides its
+result (logs, progress, its questions), every channel over the whole hostile corpus, and the text-only fast path."""
 
 from __future__ import annotations
 
 import base64
 import copy
 import json
-import unicodedata
+from typing import Any
 
 import orjson
 import pytest
-from hypothesis import given
-from hypothesis import strategies as st
 
 from mcp_schema import LATEST, check
-from security.hostile_strings import CASES, FORBIDDEN, SCOTLAND, SPECIALS, WOMAN_TECHNOLOGIST
+from security.hostile_deck import CASES, ENCODABLE, form, nested
+from security.hostile_strings import FILLERS, SEPARATORS
 from tooldeck.security.sanitise import (
     ALLOWED_SCHEMES,
-    clean_error,
-    clean_json,
-    clean_text,
     sanitise_block,
     sanitise_listing_text,
+    sanitise_message,
     sanitise_result,
-    too_large_result,
 )
+from tooldeck.security.text import clean_string, may_need_cleaning
 
 PNG = base64.b64encode(b"\x89PNG\r\n\x1a\n fake").decode()
-
-
-def leftovers(text: str) -> list[str]:
-    """The forbidden characters ``text`` still holds, judged without the sanitiser's own patterns: a ZWJ only
-    between two characters outside ASCII that are emoji-like (So, Sk or U+FE0F), tags only in a flag sequence."""
-    found = []
-    for index, char in enumerate(text):
-        if char == "\u200d" and 0 < index < len(text) - 1:
-            before, after = text[index - 1], text[index + 1]
-            if (before == "\ufe0f" or unicodedata.category(before) in ("So", "Sk")) and (
-                unicodedata.category(after) == "So"
-            ):
-                continue
-        if 0xE0000 <= ord(char) <= 0xE007F and SCOTLAND in text:
-            continue
-        if char in FORBIDDEN or char == "\x1b":
-            found.append(char)
-    return found
-
-
-# --- clean_text ---------------------------------------------------------------------------------------------------
-
-
-def test_the_corpus_is_large_and_covers_every_class() -> None:
-    assert len(CASES) >= 200
-    hostile = "".join(h for h, _ in CASES)
-    missing = {c for c in FORBIDDEN - set(hostile) if not 0xE0000 <= ord(c) <= 0xE007F}  # tags: a sample of them
-    assert missing == set()  # every other forbidden character appears in some case
-
-
-@pytest.mark.parametrize(("hostile", "expected"), CASES, ids=[ascii(h)[:40] for h, _ in CASES])
-def test_clean_text_leaves_exactly_the_visible_text(hostile: str, expected: str) -> None:
-    cleaned = clean_text(hostile)
-    assert cleaned == expected
-    assert leftovers(cleaned) == []
-    assert clean_text(cleaned) == cleaned
-
-
-@pytest.mark.parametrize(
-    "text",
-    ["", "plain", "line one\nline two\r\n\tindented", "Grüße, 世界 — ½", WOMAN_TECHNOLOGIST, SCOTLAND, "a" * 10_000],
-)
-def test_clean_text_returns_clean_text_itself(text: str) -> None:
-    assert clean_text(text) is text
-
-
-def test_the_visible_text_of_a_hyperlink_stays_and_its_target_goes() -> None:
-    link = "\x1b]8;id=x;https://evil.example/steal?token=1\x1b\\Open the docs\x1b]8;;\x1b\\ now"
-    assert clean_text(link) == "Open the docs now"
-
-
-@given(st.lists(st.one_of(st.sampled_from(SPECIALS), st.characters(codec=None)), max_size=60).map("".join))
-def test_random_strings_come_out_clean_and_cleaning_again_changes_nothing(text: str) -> None:
-    cleaned = clean_text(text)
-    assert leftovers(cleaned) == []
-    assert "\x1b" not in cleaned
-    again = clean_text(cleaned)
-    assert again == cleaned
-    assert again is cleaned
-
-
-# The tag block (U+E0000-E007F) is removed too, and holds unassigned code points (category Cn): leave it out here.
-@given(
-    st.text(
-        st.characters(exclude_categories=("Cc", "Cf", "Cs")).filter(lambda c: not 0xE0000 <= ord(c) <= 0xE007F),
-        max_size=60,
-    )
-)
-def test_random_text_without_controls_or_formatting_is_returned_itself(text: str) -> None:
-    assert clean_text(text) is text
-
-
-@given(st.text(st.characters(codec=None), max_size=40))  # surrogates included
-def test_clean_text_never_raises_and_its_output_encodes(text: str) -> None:
-    clean_text(text).encode("utf-8")
-
-
-def test_clean_error_cuts_long_messages() -> None:
-    assert clean_error("x" * 4096) == "x" * 4096
-    assert clean_error("x" * 4097) == "x" * 4095 + "…"
-    assert clean_error("bad\x1b[31m thing", limit=5) == "bad …"
-    message = "short"
-    assert clean_error(message) is message
-
-
-def test_clean_json_cleans_strings_and_keys_and_keeps_types() -> None:
-    value = {"a\x1b[1m": ["x\x00", 1, 2.5, None, True, {"k": "\u202eevil"}], "clean": "yes"}
-    assert clean_json(value) == {"a": ["x", 1, 2.5, None, True, {"k": "evil"}], "clean": "yes"}
-    assert list(clean_json(value)) == ["a", "clean"]  # member order is kept
-    clean = {"a": [1, "b", {"c": "d"}]}
-    assert clean_json(clean) is clean
 
 
 # --- results ------------------------------------------------------------------------------------------------------
@@ -259,95 +166,6 @@ def test_resource_and_prompt_results_are_cleaned() -> None:
     assert sanitise_result(clean) is clean
 
 
-# --- size ---------------------------------------------------------------------------------------------------------
-
-
-def size(result: dict) -> int:
-    return len(orjson.dumps(result))
-
-
-def test_a_result_at_the_limit_passes_and_one_byte_over_is_cut() -> None:
-    result = {"content": [text("x" * 1000)], "isError": False}
-    n = size(result)
-    assert sanitise_result(result, max_bytes=n) is result
-    out = sanitise_result(result, max_bytes=n - 1)
-    assert size(out) <= n - 1
-    notice = f"[truncated: the result was {n:,} bytes, the limit is {n - 1:,}]"
-    assert out["content"][-1] == text(notice)
-    assert out["content"][0]["text"] == "x" * len(out["content"][0]["text"])
-    assert out["isError"] is False
-    check(LATEST, "CallToolResult", out)
-
-
-def test_oversize_error_mode_gives_an_error_result() -> None:
-    result = {"content": [text("x" * 5000)], "isError": False}
-    n = size(result)
-    out = sanitise_result(result, max_bytes=1000, oversize="error")
-    assert out == {"content": [text(f"Tool result too large: {n:,} bytes (limit 1,000)")], "isError": True}
-    assert out == too_large_result(n, 1000)
-    check(LATEST, "CallToolResult", out)
-
-
-def test_truncation_keeps_the_blocks_that_fit_and_cuts_the_next_text_block() -> None:
-    first, second, third = text("a" * 100), text("é" * 500 + "\n" * 100), text("c" * 1000)
-    result = {"content": [first, second, third], "isError": False}
-    for limit in (150, 200, 400, 700, 1000, 1200):
-        out = sanitise_result(result, max_bytes=limit)
-        assert size(out) <= limit, limit
-        check(LATEST, "CallToolResult", out)
-        content = out["content"]
-        assert content[-1]["text"].startswith("[truncated: the result was")
-        if len(content) > 1:
-            assert content[0] == first or first["text"].startswith(content[0]["text"])
-        if len(content) > 2:
-            assert second["text"].startswith(content[1]["text"])
-    out = sanitise_result(result, max_bytes=size(result) - 50)
-    assert out["content"][:2] == [first, second]
-    assert "c" * 800 in out["content"][2]["text"]  # the third block is cut, not dropped
-    assert size(out) > size(result) - 50 - 10  # and the cut is tight
-
-
-def test_truncation_drops_a_block_that_cannot_be_cut() -> None:
-    image = {"type": "image", "data": base64.b64encode(b"x" * 1000).decode(), "mimeType": "image/png"}
-    result = {"content": [text("caption"), image, text("after")], "isError": False}
-    out = sanitise_result(result, max_bytes=400)
-    assert out["content"][0] == text("caption")
-    assert len(out["content"]) == 2
-    assert size(out) <= 400
-
-
-def test_truncation_keeps_structured_content_when_it_fits() -> None:
-    structured = {"rows": list(range(20))}
-    result = {"content": [text(json.dumps(structured) * 20)], "structuredContent": structured, "isError": False}
-    out = sanitise_result(result, max_bytes=500)
-    assert out["structuredContent"] is structured
-    assert size(out) <= 500
-    assert out["isError"] is False
-
-
-def test_truncation_drops_structured_content_that_cannot_fit_and_says_so() -> None:
-    structured = {"rows": list(range(1000))}
-    result = {"content": [text(json.dumps(structured))], "structuredContent": structured, "isError": False}
-    n = size(result)
-    out = sanitise_result(result, max_bytes=500)
-    assert "structuredContent" not in out
-    assert out["isError"] is True
-    notice = f"[truncated: the result was {n:,} bytes, the limit is 500; structuredContent was dropped]"
-    assert out["content"][-1] == text(notice)
-    assert size(out) <= 500
-    check(LATEST, "CallToolResult", out)
-
-
-def test_a_limit_too_small_for_the_notice_gives_the_error_result() -> None:
-    result = {"content": [text("x" * 100)]}
-    assert sanitise_result(result, max_bytes=20) == too_large_result(size(result), 20)
-
-
-def test_oversize_must_be_known() -> None:
-    with pytest.raises(ValueError, match="oversize"):
-        sanitise_result({"content": []}, oversize="drop")
-
-
 # --- listings -----------------------------------------------------------------------------------------------------
 
 
@@ -396,23 +214,201 @@ def test_prompt_arguments_are_cleaned_and_clean_listings_are_returned_themselves
     assert sanitise_listing_text(clean) is clean
 
 
+# --- what a running tool sends besides its result -------------------------------------------------------------------
+
+
+def log(data: Any, logger: str | None = None) -> dict[str, Any]:
+    params = {"level": "info", "data": data}
+    return params if logger is None else {**params, "logger": logger}
+
+
+def progress(message: str) -> dict[str, Any]:
+    return {"progressToken": "t", "progress": 1, "total": 2, "message": message}
+
+
+def question(message: str, schema: dict[str, Any]) -> dict[str, Any]:
+    return {"mode": "form", "message": message, "requestedSchema": schema}
+
+
+def sampling(message: Any, system: str = "sys", description: str = "d") -> dict[str, Any]:
+    return {"messages": [{"role": "user", "content": message}], "maxTokens": 10, "systemPrompt": system,
+            "tools": [{"name": "t", "description": description, "inputSchema": {"type": "object"}}]}  # fmt: skip
+
+
+def test_each_message_is_cleaned_where_it_is_read_and_left_alone_elsewhere() -> None:
+    hostile = "\x1b[31mred\u202e"
+    assert sanitise_message("notifications/message", log(hostile, hostile)) == log("red", "red")
+    assert sanitise_message("notifications/message", log({hostile: [hostile, {"k": hostile}]})) == log(
+        {"red": ["red", {"k": "red"}]}
+    )
+    assert sanitise_message("notifications/progress", progress(hostile)) == progress("red")
+    assert sanitise_message("elicitation/create", question(hostile, form(hostile))) == question("red", form("red"))
+    assert sanitise_message("sampling/createMessage", sampling(text(hostile), hostile, hostile)) == sampling(
+        text("red"), "red", "red"
+    )
+    assert sanitise_message("sampling/createMessage", sampling([text(hostile), text("ok")])) == sampling(
+        [text("red"), text("ok")]
+    )
+    other = {"uri": hostile}
+    assert sanitise_message("notifications/resources/updated", other) is other
+
+
+def test_clean_messages_are_returned_themselves_and_params_are_never_modified() -> None:
+    for method, params in [
+        ("notifications/message", log("fine")),
+        ("notifications/message", log({"a": ["b", 1, None, {"c": 2.5}]}, "logger")),
+        ("notifications/message", log(42)),
+        ("notifications/progress", progress("step 1 of 2")),
+        ("notifications/progress", {"progressToken": 1, "progress": 1}),
+        ("elicitation/create", question("Your name?", form("Name"))),
+        ("sampling/createMessage", sampling(text("Hi"))),
+    ]:
+        assert sanitise_message(method, params) is params
+    schema = form("\x1b[1mName")
+    before = copy.deepcopy(schema)
+    sanitise_message("elicitation/create", question("q", schema))
+    assert schema == before  # the tool's own schema (its validator was compiled from it) is untouched
+
+
+def test_enum_values_and_defaults_are_the_tools_to_judge_and_stay() -> None:
+    schema = {"type": "object", "properties": {"pick": {"type": "string", "enum": ["a\x00"], "default": "a\x00",
+                                                        "enumNames": ["A\x00"]}}}  # fmt: skip
+    out = sanitise_message("elicitation/create", question("q", schema))["requestedSchema"]
+    assert out["properties"]["pick"] == {"type": "string", "enum": ["a\x00"], "default": "a\x00", "enumNames": ["A"]}
+
+
+def test_a_url_to_open_has_its_unsafe_characters_percent_encoded() -> None:
+    params = {
+        "mode": "url",
+        "message": "Open\x1b[8m",
+        "url": "https://example.com/\u202egpj.exe?a b",
+        "elicitationId": "1",
+    }
+    assert sanitise_message("elicitation/create", params) == {
+        "mode": "url", "message": "Open", "url": "https://example.com/%E2%80%AEgpj.exe?a%20b", "elicitationId": "1"}  # fmt: skip
+
+
+def test_log_data_that_is_not_json_is_still_walked() -> None:
+    data = {"when": object(), "text\x1b[1m": "\ud800"}
+    cleaned = sanitise_message("notifications/message", log(data))["data"]
+    assert list(cleaned) == ["when", "text"] and cleaned["text"] == "\ufffd"
+
+
+# --- every channel, every case of the corpus ---------------------------------------------------------------------------
+# One function per channel, each given every hostile string of the corpus: a channel whose cleaning is removed, or
+# weakened by one step (a key or a depth not walked, a pre-check that misses a class), fails here by name.
+
+
+def _json(hostile: str) -> str:
+    """JSON text holding ``hostile``: controls escaped (\\u001b), the rest as it is."""
+    return json.dumps({"k": [hostile]}, ensure_ascii=False)
+
+
+def _parsed(result: dict[str, Any]) -> Any:
+    """The value a client parses from the one text of a resource read or an embedded resource."""
+    (item,) = result["contents"] if "contents" in result else [block["resource"] for block in result["content"]]
+    return json.loads(item["text"])
+
+
+def _prompt_and_tools(params: dict[str, Any]) -> dict[str, Any]:
+    return {"systemPrompt": params["systemPrompt"], "tools": params["tools"]}
+
+
+def _structured(hostile: str) -> Any:
+    value = {"values": [hostile], "keyed": [{hostile: hostile}]}
+    out = sanitise_result({"content": [text(orjson.dumps(value).decode())], "structuredContent": value})
+    return [json.loads(out["content"][0]["text"]), out["structuredContent"]]
+
+
+CHANNELS: dict[str, Any] = {
+    "log data, a string": lambda h: sanitise_message("notifications/message", log(h))["data"],
+    "log data, keys and values nested": lambda h: sanitise_message("notifications/message", log(nested(h)))["data"],
+    "log data, an array": lambda h: sanitise_message("notifications/message", log([h, [h]]))["data"],
+    "log logger name": lambda h: sanitise_message("notifications/message", log("x", h))["logger"],
+    "progress message": lambda h: sanitise_message("notifications/progress", progress(h))["message"],
+    "elicitation message": lambda h: sanitise_message("elicitation/create", question(h, form("f")))["message"],
+    "elicitation form labels": lambda h: sanitise_message("elicitation/create", question("q", form(h)))[
+        "requestedSchema"
+    ],
+    "sampling message": lambda h: sanitise_message("sampling/createMessage", sampling(text(h)))["messages"],
+    "sampling system prompt and tools": lambda h: _prompt_and_tools(
+        sanitise_message("sampling/createMessage", sampling(text("m"), h, h))
+    ),
+    "tool result text": lambda h: sanitise_result({"content": [text(h)], "isError": False})["content"],
+    "resource text": lambda h: sanitise_result({"contents": [{"uri": "file:///a", "text": h}]})["contents"],
+    "resource JSON text": lambda h: _parsed(sanitise_result({"contents": [{"uri": "file:///a", "text": _json(h)}]})),
+    "embedded resource JSON text": lambda h: _parsed(
+        sanitise_result({"content": [{"type": "resource", "resource": {"uri": "file:///a", "text": _json(h)}}]})
+    ),
+    "prompt message and description": lambda h: sanitise_result(
+        {"description": h, "messages": [{"role": "user", "content": text(h)}]}
+    ),
+    "listing": lambda h: sanitise_listing_text(
+        {"name": "t", "title": h, "description": h, "inputSchema": form(h), "annotations": {"title": h}}
+    ),
+}
+EXPECTED: dict[str, Any] = {
+    "log data, a string": lambda e: e,
+    "log data, keys and values nested": nested,
+    "log data, an array": lambda e: [e, [e]],
+    "log logger name": lambda e: e,
+    "progress message": lambda e: e,
+    "elicitation message": lambda e: e,
+    "elicitation form labels": form,
+    "sampling message": lambda e: [{"role": "user", "content": text(e)}],
+    "sampling system prompt and tools": lambda e: {"systemPrompt": e, "tools": sampling(e, e, e)["tools"]},
+    "tool result text": lambda e: [text(e)],
+    "resource text": lambda e: [{"uri": "file:///a", "text": e}],
+    "resource JSON text": lambda e: {"k": [e]},
+    "embedded resource JSON text": lambda e: {"k": [e]},
+    "prompt message and description": lambda e: {"description": e, "messages": [{"role": "user", "content": text(e)}]},
+    "listing": lambda e: {
+        "name": "t",
+        "title": e,
+        "description": e,
+        "inputSchema": form(e),
+        "annotations": {"title": e},
+    },
+}
+
+
+@pytest.mark.parametrize("channel", list(CHANNELS))
+def test_every_channel_cleans_every_case_of_the_corpus(channel: str) -> None:
+    send, expect = CHANNELS[channel], EXPECTED[channel]
+    wrong = [(hostile, send(hostile)) for hostile, expected in CASES if send(hostile) != expect(expected)]
+    assert wrong == []
+
+
+def test_a_structured_results_text_parses_to_its_cleaned_structured_content_for_every_case() -> None:
+    wrong = []
+    for hostile, expected in ENCODABLE:
+        want = {"values": [expected], "keyed": [{expected: expected}]}
+        got = _structured(hostile)
+        if got != [want, want]:
+            wrong.append((hostile, got))
+    assert wrong == []
+
+
 # --- the text-only fast path ----------------------------------------------------------------------------------------
 
 
 def _planes() -> list[int]:
-    """Every code point clean_text could act on lies in these ranges (C0/C1, Arabic, general punctuation, specials,
-    tags); the rest of the BMP is sampled so a regression elsewhere still shows."""
-    return [*range(0, 0x3000), *range(0xF000, 0x10000), *range(0xE0000, 0xE0100), *range(0x3000, 0xD800, 7)]
+    """Every code point clean_text could act on lies in these ranges (C0/C1 and up to U+2FFF, the Hangul filler's,
+    specials, shorthand and musical formatting, tags); the rest of the BMP is sampled so a regression elsewhere still
+    shows."""
+    return [*range(0, 0x3200), *range(0xF000, 0x10000), *range(0x1BC00, 0x1BD00), *range(0x1D100, 0x1D200),
+            *range(0xE0000, 0xE0100), *range(0x3200, 0xD800, 7)]  # fmt: skip
 
 
-def test_the_fast_path_sees_every_character_clean_text_removes() -> None:
-    from tooldeck.security.sanitise import _may_need_cleaning
-
+def test_the_fast_path_sees_every_character_the_sanitiser_changes_raw_or_escaped_in_json_text() -> None:
+    flagged = set()
     for code in _planes():
-        text = f"a{chr(code)}b"
-        if clean_text(text) != text:
-            encoded = orjson.dumps({"content": [{"type": "text", "text": text}], "structuredContent": {"r": text}})
-            assert _may_need_cleaning(encoded), hex(code)
+        for text in (f"a{chr(code)}b", json.dumps([f"a{chr(code)}b"])):  # json.dumps escapes it: \u....
+            if clean_string(text) != text:
+                encoded = orjson.dumps({"content": [{"type": "text", "text": text}], "structuredContent": {"r": text}})
+                assert may_need_cleaning(encoded), (hex(code), text)
+                flagged.add(chr(code))
+    assert set(FILLERS) | set(SEPARATORS) | {"\r"} <= flagged
 
 
 def test_a_clean_text_result_comes_back_as_the_same_object() -> None:

@@ -56,6 +56,7 @@ def apply_policy(server: Any, policy: Policy) -> None:
     if enabled:
         installed.limiters.append(InputStep(sanitise))
         installed.sanitisers.append(Sanitiser(server, sanitise))
+    pipeline.message_sanitiser = MessageSanitiser() if enabled else None
     for catalog in (server.tools, server.resources, server.templates, server.prompts):
         base = getattr(catalog.wire, "base", catalog.wire)
         catalog.rewire(CleanListing(base) if enabled else base)
@@ -262,6 +263,22 @@ class Sanitiser:
             }
             self.schemes, self._seen = frozenset(ALLOWED_SCHEMES) | own, seen
         return self.schemes
+
+
+class MessageSanitiser:
+    """The output sanitiser for what a running tool sends besides its result: its log and progress notifications and
+    its questions (elicitation, sampling), in both eras, from the loop or a worker thread (``sanitise_message``)."""
+
+    def __init__(self) -> None:
+        self._sanitise: Any = None
+
+    def __call__(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
+        sanitise = self._sanitise
+        if sanitise is None:
+            from .sanitise import sanitise_message  # loaded by the first message, as the result sanitiser is
+
+            sanitise = self._sanitise = sanitise_message
+        return sanitise(method, params)
 
 
 def audit_sink(audit: dict[str, Any]) -> Any:

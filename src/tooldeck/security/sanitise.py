@@ -1,28 +1,19 @@
-"""The output sanitiser: text a tool (or a resource, a prompt) hands back to the client is stripped of what a
-terminal or a model would read differently from a person: escape sequences, control characters, bidi and
-zero-width formatting, and invisible Unicode tags; links and binary blocks are checked; results have a size cap.
+"""The output sanitiser: what a tool (or a resource, a prompt) hands the client is made safe to show. Its text is
+cleaned (``security/text.py``: escape sequences, controls, invisible characters, lone CRs; JSON text string by
+string); links and binary blocks are checked; tool results have a size cap (``security/oversize.py``).
 
-What ``clean_text`` removes, and how:
+What is cleaned, by channel:
 
-- CSI (``ESC [`` or 0x9B, parameters 0x30-0x3F, intermediates 0x20-0x2F, a final byte 0x40-0x7E): the whole
-  sequence. Without its final byte, what was read as parameters goes (at the end of the string: all of it).
-- OSC (``ESC ]`` or 0x9D) up to BEL or ST (``ESC \\`` or 0x9C): the whole sequence, so an OSC 8 hyperlink loses its
-  target and keeps the visible text between its two sequences. DCS, SOS, PM, APC (``ESC P/X/^/_``, 0x90/0x98/
-  0x9E/0x9F) up to ST. A string sequence without its terminator goes to the end of the text (or to the next ESC,
-  which then starts a sequence of its own): half a sequence is never passed on.
-- Any other ``ESC``: with its intermediates and final byte (``ESC ( B``, ``ESC 7``, ``ESC \\``).
-- C0 controls except tab, LF and CR; DEL; C1 controls 0x80-0x9F; bidi embeddings, overrides, isolates and marks
-  (U+202A-U+202E, U+2066-U+2069, U+200E, U+200F, U+061C); zero-width characters (U+200B, U+200C, U+2060, U+FEFF);
-  the interlinear annotation characters U+FFF9-U+FFFB; Unicode tags U+E0000-U+E007F (they spell invisible ASCII,
-  the known way to smuggle instructions past a reader to a model). Lone surrogates become U+FFFD.
-- ZWJ (U+200D) is kept where it joins an emoji (the character before it is an emoji, U+FE0F or a skin tone, the
-  one after it an emoji: woman ZWJ laptop, white flag U+FE0F ZWJ rainbow) and removed everywhere else. Tags are
-  likewise kept in the one place they are text: a subdivision flag (U+1F3F4, two to seven tag letters or digits,
-  U+E007F: the flag of Scotland).
-
-The output has no ESC and none of the characters above (outside those two emoji forms), and cleaning it again
-changes nothing. Text with nothing to remove is returned as the same object, after ``isprintable()`` (and, for
-text with line breaks, a byte ``translate`` if it is ASCII, one regex search if not).
+- results: a CallToolResult's content blocks and ``structuredContent``, a ReadResourceResult's ``contents``, a
+  GetPromptResult's ``messages`` and ``description`` (``sanitise_result``);
+- listings: the titles and descriptions of tools, prompts, resources and templates, and of their schemas
+  (``sanitise_listing_text``);
+- what a running tool sends besides its result (``sanitise_message``): log notifications (``data``, its strings and
+  object keys at any depth, and ``logger``), progress messages, its questions to the user (an elicitation's
+  ``message``, and the titles, descriptions and enum labels of its ``requestedSchema``; a URL's unsafe characters
+  percent-encoded) and to the client's model (a sampling request's messages, system prompt and tools). In a 2025
+  session these are notifications and requests on the session; in a 2026-07-28 request the logs and progress go on
+  the request's stream and the questions in its input-required result: the same params either way.
 """
 
 from __future__ import annotations
@@ -35,104 +26,20 @@ from typing import Any
 import orjson
 
 from ..protocol.paths import preview
+from .oversize import limit, too_large_result, truncate_result
+from .text import _UNSAFE, ERROR_CHARS, clean_error, clean_json, clean_string, clean_text, may_need_cleaning
+
+__all__ = ["ALLOWED_SCHEMES", "ERROR_CHARS", "clean_error", "clean_json", "clean_string", "clean_text",
+           "sanitise_block", "sanitise_listing_text", "sanitise_message", "sanitise_result", "too_large_result",
+           "truncate_result"]  # fmt: skip
 
 ALLOWED_SCHEMES = frozenset({"https", "http", "file"})
-ERROR_CHARS = 4096
-
-# Emoji a ZWJ may follow or precede (the Extended_Pictographic blocks, roughly; a near miss only drops one ZWJ).
-_EMOJI = (
-    "\u00a9\u00ae\u203c\u2049\u2122\u2139\u2194-\u21aa\u231a-\u23ff\u24c2\u25aa-\u27bf\u2934\u2935\u2b05-\u2b55"
-    "\u3030\u303d\u3297\u3299\U0001f000-\U0001faff"
-)
-_TAG_TEXT = "\U000e0030-\U000e0039\U000e0061-\U000e007a"  # tag digits and lower-case tag letters
-# The characters that are removed wherever they are, and those ("unsafe") that make a string need cleaning. Every
-# one is a Cc, Cf or Cs character, so text for which str.isprintable() is true (a fast C loop) has none of them.
-_DROPPED = (
-    "\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\u061c\u200b\u200c\u200e\u200f\u202a-\u202e\u2060\u2066-\u2069"
-    "\ufeff\ufff9-\ufffb\U000e0000-\U000e007f"
-)
-_UNSAFE = re.compile(f"[{_DROPPED}\u200d\ud800-\udfff]")
-_SEQUENCE = re.compile(
-    f"(?P<keep>\U0001f3f4[{_TAG_TEXT}]{{2,7}}\U000e007f)"  # a subdivision flag
-    r"|(?:\x1b\[|\x9b)[\x30-\x3f]*[\x20-\x2f]*[\x40-\x7e]?"  # CSI
-    r"|(?:\x1b\]|\x9d)[^\x07\x1b\x9c]*(?:\x07|\x1b\\|\x9c)?"  # OSC
-    r"|(?:\x1b[PX^_]|[\x90\x98\x9e\x9f])[^\x1b\x9c]*(?:\x1b\\|\x9c)?"  # DCS, SOS, PM, APC
-    r"|\x1b[\x20-\x2f]*[\x30-\x7e]?"  # any other escape sequence, or a lone ESC
-    f"|\u200d(?![{_EMOJI}])|(?<![{_EMOJI}\ufe0f])\u200d"  # a ZWJ that joins no emoji
-    f"|[{_DROPPED}]"
-)
-_SURROGATE = re.compile("[\ud800-\udfff]")
-# In a result encoded by orjson (UTF-8, controls escaped), what may begin something clean_text removes: DEL, or the
-# lead byte of a C1 control (C2), of U+061C (D8), of U+2000-U+2FFF (E2), of U+F000-U+FFFF (EF) or of the tags (F3);
-# or an escaped C0 control (\u00XX, \b, \f; an escaped backslash before b or f is a false alarm). Neither: nothing
-# in the result needs cleaning. A false alarm only sends the result the long way round.
-_NOT_LEAD = bytes(byte for byte in range(256) if byte not in b"\x7f\xc2\xd8\xe2\xef\xf3")
-_ESCAPED_CONTROL = re.compile(rb"\\u00|\\[bf]")
-
-
-def _may_need_cleaning(encoded: bytes) -> bool:
-    if encoded.translate(None, _NOT_LEAD):  # a C loop: what is left are the lead bytes above
-        return True
-    return b"\\" in encoded and _ESCAPED_CONTROL.search(encoded) is not None
-
-
-_PLAIN_ASCII = bytes([9, 10, 13, *range(0x20, 0x7F)])
 _SCHEME = re.compile(r"([A-Za-z][A-Za-z0-9+.-]*):")
 # RFC 6838 type/subtype, with RFC 2045 parameters.
 _TOKEN = r"[A-Za-z0-9!#$%&'*+.^_`|~-]+"
 _NAME = r"[A-Za-z0-9][A-Za-z0-9!#$&^_.+-]{0,126}"
 _MIME = re.compile(rf"({_NAME})/{_NAME}(?:[ \t]*;[ \t]*{_TOKEN}=(?:{_TOKEN}|\"[^\"\\\r\n]*\"))*")
 _MAX_NESTING = 256  # deeper than orjson will encode: such a result fails at the transport anyway
-
-
-def clean_text(text: str) -> str:
-    """``text`` without escape sequences, controls and invisible formatting (see the module docstring)."""
-    if text.isprintable():  # stops at the first newline, so this costs little when it fails
-        return text
-    if text.isascii():  # a flag, not a scan; then two C loops: copy the bytes, delete the plain ones
-        if not text.encode("ascii").translate(None, _PLAIN_ASCII):
-            return text
-    elif _UNSAFE.search(text) is None:
-        return text
-    out = _SEQUENCE.sub(r"\g<keep>", text)
-    if _SURROGATE.search(out) is not None:
-        out = _SURROGATE.sub("\ufffd", out)
-    return out
-
-
-def clean_error(message: str, limit: int = ERROR_CHARS) -> str:
-    """An error message fit to show: cleaned, and cut to ``limit`` characters with "…"."""
-    message = clean_text(message)
-    return message if len(message) <= limit else message[: limit - 1].rstrip("\u200d") + "…"
-
-
-def clean_json(value: Any, _depth: int = 0) -> Any:
-    """A JSON value with every string cleaned, object keys included; the same object when nothing changed."""
-    if type(value) is str:
-        return clean_text(value)
-    if _depth > _MAX_NESTING:
-        return value
-    if isinstance(value, dict):
-        changed = None
-        for key, item in value.items():
-            new_key = clean_text(key) if type(key) is str else key
-            new_item = clean_json(item, _depth + 1)
-            if changed is None and (new_key is not key or new_item is not item):
-                changed = {}
-                for k, v in value.items():  # the members before this one, unchanged
-                    if k is key:
-                        break
-                    changed[k] = v
-            if changed is not None:
-                changed[new_key] = new_item
-        return value if changed is None else changed
-    if isinstance(value, list):
-        for index, item in enumerate(value):
-            new_item = clean_json(item, _depth + 1)
-            if new_item is not item:
-                return [*value[:index], new_item, *(clean_json(v, _depth + 1) for v in value[index + 1 :])]
-        return value
-    return value
 
 
 # --- results ------------------------------------------------------------------------------------------------------
@@ -146,12 +53,15 @@ def sanitise_result(
     schemes: Collection[str] | Callable[[], Collection[str]] = ALLOWED_SCHEMES,
 ) -> dict[str, Any]:
     """A result with its text cleaned and its blocks checked: a CallToolResult (``content``, ``structuredContent``),
-    a ReadResourceResult (``contents``) or a GetPromptResult (``messages``, ``description``).
+    a ReadResourceResult (``contents``), a GetPromptResult (``messages``, ``description``) or a CompleteResult
+    (``completion.values``).
 
-    A resource link whose URI scheme is not in ``schemes`` (lower case), an image or audio block whose data is not
-    base64 or whose ``mimeType`` is not an ``image/*`` / ``audio/*`` MIME type, and a blob that is not base64 become
-    text blocks that say what was removed and why. A CallToolResult that encodes to more than ``max_bytes`` is cut
-    (``oversize="truncate"``, see ``truncate_result``) or replaced by an isError result (``"error"``).
+    Texts are cleaned with ``clean_string`` (JSON text string by string: the text block of a structured result
+    still parses, to the cleaned ``structuredContent``). A resource link whose URI scheme is not in ``schemes``
+    (lower case), an image or audio block whose data is not base64 or whose ``mimeType`` is not an ``image/*`` /
+    ``audio/*`` MIME type, and a blob that is not base64 become text blocks that say what was removed and why. A
+    CallToolResult that encodes to more than ``max_bytes`` is cut (``oversize="truncate"``) or replaced by an
+    isError result (``"error"``): see ``security/oversize.py``.
 
     Returns ``result`` itself when nothing changed; otherwise a new dict (``result`` is never modified). ``schemes``
     may be a function that gives them, called only for a result that has links to check.
@@ -168,11 +78,8 @@ def sanitise_result(
                 encoded = orjson.dumps(result)
             except TypeError:
                 encoded = None  # not JSON (a lone surrogate, say): the long way, which says what is wrong
-            if encoded is not None and not _may_need_cleaning(encoded):
-                if max_bytes is None or len(encoded) <= max_bytes:
-                    return result
-                return too_large_result(len(encoded), max_bytes) if oversize == "error" else truncate_result(
-                    result, len(encoded), max_bytes)  # fmt: skip
+            if encoded is not None and not may_need_cleaning(encoded):
+                return result if max_bytes is None else limit(result, max_bytes, oversize, len(encoded))
         if callable(schemes):
             schemes = schemes()
         new = _blocks(content, schemes)
@@ -184,7 +91,7 @@ def sanitise_result(
             if new is not structured:
                 out = {**out, "structuredContent": new}
         if max_bytes is not None:
-            out = _limit(out, max_bytes, oversize)
+            out = limit(out, max_bytes, oversize)
         return out
     contents = result.get("contents")
     if type(contents) is list:
@@ -198,7 +105,14 @@ def sanitise_result(
         new = _list(messages, _message, schemes)
         if new is not messages:
             out = {**out, "messages": new}
-        out = _clean_members(out, ("description",))
+        out = _clean_members(out, ("description",), clean_string)
+        return out
+    completion = result.get("completion")
+    if type(completion) is dict and type(completion.get("values")) is list:  # a CompleteResult: a completer's words
+        values = completion["values"]
+        cleaned = [clean_text(value) if type(value) is str else value for value in values]
+        if any(new is not old for new, old in zip(cleaned, values, strict=True)):
+            out = {**out, "completion": {**completion, "values": cleaned}}
     return out
 
 
@@ -235,7 +149,7 @@ def sanitise_block(block: Any, schemes: Collection[str] = ALLOWED_SCHEMES) -> An
         return block
     kind = block.get("type")
     if kind == "text":
-        return _clean_members(block, ("text",))
+        return _clean_members(block, ("text",), clean_string)
     if kind == "image" or kind == "audio":
         problem = _binary_problem(block.get("data"), "data") or _mime_problem(block.get("mimeType"), kind)
         return block if problem is None else _removed(block, kind, problem)
@@ -251,7 +165,7 @@ def sanitise_block(block: Any, schemes: Collection[str] = ALLOWED_SCHEMES) -> An
             problem = _binary_problem(resource["blob"], "blob")
         if problem is not None:
             return _removed(block, "resource", problem)
-        new = _clean_members(resource, ("text",))
+        new = _clean_members(resource, ("text",), clean_string)
         return block if new is resource else {**block, "resource": new}
     return block
 
@@ -265,15 +179,18 @@ def _resource_contents(item: Any) -> Any:
         if problem is not None:
             return {"uri": item.get("uri"), "text": f"[resource removed: {problem}]"}
         return item
-    return _clean_members(item, ("text",))
+    return _clean_members(item, ("text",), clean_string)
 
 
-def _clean_members(item: dict[str, Any], keys: tuple[str, ...]) -> dict[str, Any]:
+def _clean_members(
+    item: dict[str, Any], keys: tuple[str, ...], clean: Callable[[str], str] = clean_text
+) -> dict[str, Any]:
+    """``item`` with the strings under ``keys`` cleaned by ``clean``; the same object when none changed."""
     out = item
     for key in keys:
         value = item.get(key)
         if type(value) is str:
-            new = clean_text(value)
+            new = clean(value)
             if new is not value:
                 if out is item:
                     out = dict(item)
@@ -331,73 +248,89 @@ def _link_problem(uri: Any, schemes: Collection[str]) -> str | None:
     return None
 
 
-# --- size -----------------------------------------------------------------------------------------------------------
+# --- what a running tool sends besides its result -----------------------------------------------------------------
 
 
-def _limit(result: dict[str, Any], max_bytes: int, oversize: str) -> dict[str, Any]:
-    try:
-        size = len(orjson.dumps(result))
-    except TypeError:  # not JSON at all: the transport reports that, not the size check
-        return result
-    if size <= max_bytes:
-        return result
-    if oversize == "error":
-        return too_large_result(size, max_bytes)
-    return truncate_result(result, size, max_bytes)
+def sanitise_message(method: str, params: dict[str, Any]) -> dict[str, Any]:
+    """The params of a notification or request a running tool sends (``notifications/message``,
+    ``notifications/progress``, ``elicitation/create``, ``sampling/createMessage``) with what the user or the model
+    reads cleaned (see the module docstring); other methods, and params with nothing to clean, are returned
+    themselves. ``params`` is never modified."""
+    if method == "notifications/message":
+        data = params.get("data")
+        new = clean_string(data) if type(data) is str else _clean_data(data)
+        out = params if new is data else {**params, "data": new}
+        return out if "logger" not in params else _clean_members(out, ("logger",))
+    if method == "notifications/progress":
+        return params if "message" not in params else _clean_members(params, ("message",), clean_string)
+    if method == "elicitation/create":
+        return _elicitation(params)
+    if method == "sampling/createMessage":
+        return _sampling(params)
+    return params
 
 
-def too_large_result(size: int, max_bytes: int) -> dict[str, Any]:
-    return {"content": [{"type": "text", "text": f"Tool result too large: {size:,} bytes (limit {max_bytes:,})"}],
-            "isError": True}  # fmt: skip
+def _clean_data(data: Any) -> Any:
+    """A log notification's ``data`` other than a string: an object or array walked only when its encoding shows
+    something to clean (one C encoding and a few C scans, against a walk in Python)."""
+    if type(data) is dict or type(data) is list:
+        try:
+            if not may_need_cleaning(orjson.dumps(data)):
+                return data
+        except TypeError:  # not JSON (a lone surrogate, an object orjson cannot encode): walk it
+            pass
+        return clean_json(data)
+    return data
 
 
-def truncate_result(result: dict[str, Any], size: int, max_bytes: int) -> dict[str, Any]:
-    """``result`` (``size`` bytes encoded) cut to fit ``max_bytes``: the longest run of its content blocks from the
-    start that fits, the last text block in it cut short, then a block "[truncated: ...]". structuredContent is
-    kept if it fits beside that notice; if not, it is dropped, the notice says so and the result becomes an isError
-    result (a client would otherwise hold it against the tool's outputSchema). If not even that fits, the result
-    is ``too_large_result``."""
-    notice = f"[truncated: the result was {size:,} bytes, the limit is {max_bytes:,}]"
-    skeleton = {**result, "content": [{"type": "text", "text": notice}]}
-    room = max_bytes - len(orjson.dumps(skeleton))
-    if room < 0 and "structuredContent" in result:
-        notice = notice[:-1] + "; structuredContent was dropped]"
-        skeleton = {key: value for key, value in result.items() if key != "structuredContent"}
-        skeleton["content"] = [{"type": "text", "text": notice}]
-        skeleton["isError"] = True
-        room = max_bytes - len(orjson.dumps(skeleton))
-    if room < 0:
-        return too_large_result(size, max_bytes)
-    kept: list[Any] = []
-    for block in result["content"]:
-        cost = len(orjson.dumps(block)) + 1  # and the comma before the notice
-        if cost <= room:
-            kept.append(block)
-            room -= cost
-            continue
-        if type(block) is dict and block.get("type") == "text" and type(block.get("text")) is str:
-            cut = _cut_text(block, room)
-            if cut is not None:
-                kept.append(cut)
-        break
-    return {**skeleton, "content": [*kept, *skeleton["content"]]}
+def _elicitation(params: dict[str, Any]) -> dict[str, Any]:
+    """An elicitation's message, its form's labels (values the answer is checked against stay) and its URL."""
+    out = _clean_members(params, ("message",), clean_string)
+    schema = params.get("requestedSchema")
+    if type(schema) is dict:
+        new = _clean_schema(schema, 0)
+        if new is not schema:
+            out = {**out, "requestedSchema": new}
+    url = params.get("url")
+    if type(url) is str and _URL_UNSAFE.search(url) is not None:  # percent-encoded, as a browser would send it
+        out = {**out, "url": _URL_UNSAFE.sub(_percent_encoded, url)}
+    return out
 
 
-def _cut_text(block: dict[str, Any], room: int) -> dict[str, Any] | None:
-    """``block`` with the longest prefix of its text that encodes (with the comma after it) to ``room`` bytes."""
-    text = block["text"]
-    low, high = 0, len(text)  # the prefix length that fits is in [low, high]
-    empty = len(orjson.dumps({**block, "text": ""})) + 1
-    if empty > room:
-        return None
-    high = min(high, room - empty)  # every character encodes to at least one byte
-    while low < high:
-        middle = (low + high + 1) // 2
-        if len(orjson.dumps(text[:middle])) - 2 <= room - empty:
-            low = middle
-        else:
-            high = middle - 1
-    return {**block, "text": text[:low].rstrip("\u200d")} if low else None
+_URL_UNSAFE = re.compile(f"{_UNSAFE.pattern}|\\s")
+
+
+def _percent_encoded(match: re.Match[str]) -> str:
+    return "".join(f"%{byte:02X}" for byte in match[0].encode("utf-8", "surrogatepass"))
+
+
+def _sampling(params: dict[str, Any]) -> dict[str, Any]:
+    """A sampling request's messages (each content block, or list of them), system prompt and tools."""
+    out = _clean_members(params, ("systemPrompt",), clean_string)
+    messages = params.get("messages")
+    if type(messages) is list:
+        new = _list(messages, _sampling_message)
+        if new is not messages:
+            out = {**out, "messages": new}
+    tools = params.get("tools")
+    if type(tools) is list:
+        new = _list(tools, lambda tool: sanitise_listing_text(tool) if type(tool) is dict else tool)
+        if new is not tools:
+            out = {**out, "tools": new}
+    return out
+
+
+def _sampling_message(message: Any) -> Any:
+    if type(message) is not dict:
+        return message
+    content = message.get("content")
+    if type(content) is list:
+        new = _list(content, sanitise_block, ALLOWED_SCHEMES)
+    elif type(content) is dict:
+        new = sanitise_block(content)
+    else:
+        return message
+    return message if new is content else {**message, "content": new}
 
 
 # --- listings -------------------------------------------------------------------------------------------------------
@@ -409,8 +342,8 @@ _SCHEMA_MAPS = frozenset({"properties", "patternProperties", "$defs", "definitio
 
 def sanitise_listing_text(item: dict[str, Any]) -> dict[str, Any]:
     """A tool, prompt, resource or resource template as listed (wire form), with the words it shows a person or a
-    model cleaned: ``title``, ``description``, ``annotations.title``, every ``title``/``description`` keyword in
-    its ``inputSchema``/``outputSchema``, and its prompt arguments' ``title``/``description``. The same object
+    model cleaned: ``title``, ``description``, ``annotations.title``, every ``title``/``description`` keyword (and
+    ``enumNames`` label) in its ``inputSchema``/``outputSchema``, and its prompt arguments' ``title``/``description``. The same object
     when all are clean; names, URIs and schema values (``enum``, ``const``, ``default``, ``examples``) are left as
     they are (they are identifiers the caller must send back unchanged)."""
     new: Any
@@ -449,6 +382,8 @@ def _clean_schema(schema: Any, depth: int) -> Any:
             continue
         if type(value) is str:
             new = clean_text(value) if key in _SCHEMA_TEXT else value
+        elif key == "enumNames" and type(value) is list:  # the labels a form shows for the enum's values
+            new = _list(value, lambda name: clean_text(name) if type(name) is str else name)
         elif key in _SCHEMA_MAPS and type(value) is dict:  # names -> subschemas: a property may be called "enum"
             new = value
             for name, sub in value.items():

@@ -48,8 +48,8 @@ class Context:
     the request (``RequestContext.cancelled``), which is the one place it is set.
     """
 
-    __slots__ = ("_last_progress", "_loop", "_loop_thread", "finished", "progress_token", "request", "task",
-                 "tool_name")  # fmt: skip
+    __slots__ = ("_last_progress", "_loop", "_loop_thread", "_sanitise", "finished", "progress_token", "request",
+                 "task", "tool_name")  # fmt: skip
 
     def __init__(self, request: RequestContext, tool_name: str, task: tuple[Any, str] | None = None) -> None:
         self.request = request
@@ -60,6 +60,9 @@ class Context:
         self._last_progress: float | None = None
         self.finished = False
         self.task = task  # (TaskManager, task id) when the call runs as a task
+        # The output sanitiser of what the tool sends (security/apply.py), None when the policy turned it off; log
+        # and progress are cleaned where they are sent from (for a sync tool: its worker thread, not the loop).
+        self._sanitise = request.server.pipeline.message_sanitiser
 
     @property
     def request_id(self) -> jsonrpc.RequestId:
@@ -120,6 +123,8 @@ class Context:
             params["total"] = total
         if message is not None:
             params["message"] = message
+            if self._sanitise is not None and not (message.isascii() and message.isprintable() and "\\" not in message):
+                params = self._sanitise("notifications/progress", params)  # printable ASCII has nothing to clean
         self._emit(jsonrpc.notification("notifications/progress", params))
         return DONE
 
@@ -135,6 +140,12 @@ class Context:
         params: dict[str, Any] = {"level": level, "data": message}
         if logger is not None:
             params["logger"] = logger
+        if self._sanitise is not None and (
+            logger is not None
+            or type(message) is not str
+            or not (message.isascii() and message.isprintable() and "\\" not in message)
+        ):  # printable ASCII (with no backslash: no JSON escape either) has nothing to clean: the usual line
+            params = self._sanitise("notifications/message", params)
         self._emit(jsonrpc.notification("notifications/message", params))
         return DONE
 
@@ -291,10 +302,8 @@ class Context:
 
     async def _ask(self, method: str, params: dict[str, Any], timeout: float, rounds: Any = None,
                    key: str | None = None, *, keyed: bool = False) -> dict[str, Any]:  # fmt: skip
-        if method == "elicitation/create" and self.request.server.pipeline.sanitisers:
-            from ..security.sanitise import clean_text  # the user reads it: no escape sequences, no hidden text
-
-            params["message"] = clean_text(params["message"])
+        if self._sanitise is not None:  # the user (or the model) reads it: no escape sequences, no hidden text
+            params = self._sanitise(method, params)
         if rounds is not None:
             if not keyed:
                 key = rounds.key(key)

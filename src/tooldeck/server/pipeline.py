@@ -15,6 +15,8 @@ place a ``Context`` is made and finished, sync functions go to the worker pool, 
 (``result`` None). What an auditor returns to await (the audit trail's batch) is awaited before the call is
 answered — the record is written first — and if it raises ``ToolError`` (the trail could not take the record), a
 call that ran is answered with that error instead of its result. A step list that is empty costs one truth test.
+What a running function sends besides its result (logs, progress, its questions) goes through
+``message_sanitiser`` ``(method, params) -> params``, set with the output sanitiser (None: sent as it is).
 """
 
 from __future__ import annotations
@@ -76,6 +78,8 @@ class Pipeline:
         self.limiters: list[Step] = []
         self.sanitisers: list[Sanitiser] = []
         self.auditors: list[Auditor] = []
+        # Cleans the params of each notification or request a running function sends (the Context calls it).
+        self.message_sanitiser: Callable[[str, dict[str, Any]], dict[str, Any]] | None = None
 
     # --- authorize, limits --------------------------------------------------------------------------------------
 
