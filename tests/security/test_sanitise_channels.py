@@ -36,6 +36,10 @@ from transports.http.test_eras import headers_for
 DECK = "tests/transports/decks/hostile_deck.py"
 ELICIT = {"elicitation": {}}
 EVERY = 29  # questions over a real transport: every 29th case of the corpus (each class still among them)
+# Notifications over HTTP: every 3rd case, 7 messages each, stays under a stream's backlog (max_backlog, 1,000
+# messages waiting; past it the oldest notification is dropped, and an async tool that never yields sends them all
+# before the stream is written once). The stdio and in-process tests take the whole corpus.
+HTTP_EVERY = 3
 
 
 def notifications(messages: list[Any]) -> list[tuple[str, dict[str, Any]]]:
@@ -231,9 +235,9 @@ def test_every_channel_is_cleaned_over_http_in_a_2025_session() -> None:
                           "params": {"level": "debug"}}, session=session).status_code == 200  # fmt: skip
         for number, tool in enumerate(("chatter", "chatter_sync")):
             call = {"jsonrpc": "2.0", "id": number, "method": "tools/call",
-                    "params": {"name": tool, "_meta": {"progressToken": "p"}}}  # fmt: skip
+                    "params": {"name": tool, "arguments": {"every": HTTP_EVERY}, "_meta": {"progressToken": "p"}}}  # fmt: skip
             seen, _, response = stream_answering(http, call, session=session)
-            assert "result" in response and notifications(seen) == expected_notifications()
+            assert "result" in response and notifications(seen) == expected_notifications(HTTP_EVERY)
         ask = {"jsonrpc": "2.0", "id": "ask", "method": "tools/call",
                "params": {"name": "ask", "arguments": {"every": EVERY}}}  # fmt: skip
         _, questions, response = stream_answering(http, ask, session=session)
@@ -248,10 +252,11 @@ def test_every_channel_is_cleaned_over_http_in_a_2025_session() -> None:
 def test_every_channel_is_cleaned_over_http_in_2026() -> None:
     with serve_http(DECK) as url, HttpClient(url) as http:
         for number, tool in enumerate(("chatter", "chatter_sync")):
-            call = modern(number, "tools/call", {"name": tool}, logLevel="debug", progressToken="p")
+            call = modern(number, "tools/call", {"name": tool, "arguments": {"every": HTTP_EVERY}}, logLevel="debug",
+                          progressToken="p")  # fmt: skip
             seen, _, response = stream_answering(http, call, version=None, headers=headers_for(call))
             assert response["result"]["resultType"] == "complete"
-            assert notifications(seen) == expected_notifications()
+            assert notifications(seen) == expected_notifications(HTTP_EVERY)
         ask = modern("ask", "tools/call", {"name": "ask", "arguments": {"every": EVERY}}, capabilities=ELICIT)
         interim = stream_answering(http, ask, version=None, headers=headers_for(ask))[2]["result"]
         assert [request["params"] for request in interim["inputRequests"].values()] == expected_questions(EVERY)
