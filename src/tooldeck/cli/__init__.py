@@ -168,6 +168,11 @@ def _parser() -> argparse.ArgumentParser:
         "--max-connections", type=positive_int, default=1000, metavar="N",
         help="open connections at most; more are answered 503 and closed (default 1000)",
     )  # fmt: skip
+    http.add_argument(
+        "--max-backlog", type=positive_int, default=1000, metavar="N",
+        help="messages each SSE stream keeps waiting for a slow client; past it the oldest notification is dropped "
+             "(default 1000)",
+    )  # fmt: skip
     http.add_argument("--stateless", action="store_true", help="no sessions: each POST stands alone")
     http.add_argument("--json-response", action="store_true", help="answer requests with JSON, never SSE")
     serve.set_defaults(command=_command("serve", "serve"))

@@ -59,6 +59,7 @@ def serve(args: argparse.Namespace) -> int:
             header_timeout=args.header_timeout,
             body_timeout=args.body_timeout,
             max_connections=args.max_connections,
+            max_backlog=args.max_backlog,
         )
         return 0
     from ..transports.stdio import claim_stdout, run_stdio

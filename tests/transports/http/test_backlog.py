@@ -27,6 +27,7 @@ import orjson
 import pytest
 
 from http_client import HttpClient, free_port, initialize_message, wait_for_port
+from http_client import serve_http as serve_http_deck
 from mcp_schema import LATEST, MODERN, WireChecker
 from stdio_client import ROOT, TOOLDECK
 from tooldeck.transports.http import HttpApp
@@ -309,3 +310,14 @@ def test_a_server_flooding_a_client_that_never_reads_stays_within_a_few_mib() ->
     finally:
         proc.kill()
         proc.communicate()
+
+
+def test_serve_takes_the_backlog_bound_on_the_command_line() -> None:
+    # An async tool that sends 400 lines without yielding: with --max-backlog 3 only the last three wait for the
+    # stream when it is written, then the response (the default, 1000, would keep all 400).
+    with serve_http_deck("tests/transports/decks/flood.py", "--max-backlog", "3") as url, HttpClient(url) as client:
+        session = client.initialize()
+        with client.stream(flood_call(400), session=session) as stream:
+            messages = list(stream.messages())
+    assert [m["params"]["data"].split()[1] for m in messages[:-1]] == ["397", "398", "399"]
+    assert messages[-1]["result"]["structuredContent"] == {"result": "400 lines"}
