@@ -462,9 +462,18 @@ async def test_reading_a_level_8_resource_or_getting_a_level_8_prompt_is_confirm
         c.session.principal = Principal("erin")
         c.on_request("elicitation/create", lambda params: asked.append(params["message"]) or {"action": "decline"})
         read = await c.request_raw("resources/read", {"uri": "secret://vault"})
+        assert read["error"] == {
+            "code": -32000,
+            "message": "resource 'secret://vault' was not run: the user did not confirm it (decline)",
+        }
         got = await c.request_raw("prompts/get", {"name": "incident", "arguments": {"host": "db1"}})
-        assert "gold" not in str(read) and "db1 out of service" not in str(got)
-        assert len(asked) == 2
+        assert got["error"] == {
+            "code": -32000,
+            "message": "prompt 'incident' was not run: the user did not confirm it (decline)",
+        }
+        assert (
+            len(asked) == 2 and "secret://vault" in asked[0] and 'incident\narguments: {\n  "host": "db1"' in asked[1]
+        )
         c.on_request("elicitation/create", confirm_with_the_code)
         assert (await c.request("resources/read", {"uri": "secret://vault"}))["contents"][0]["text"] == "gold"
         got = await c.request("prompts/get", {"name": "incident", "arguments": {"host": "db1"}})
@@ -475,10 +484,10 @@ async def test_static_content_is_guarded_as_a_function_is() -> None:
     deck = Deck("static")
     deck.add_resource("secret://motd", "the plans", security_level=5, scopes=["plans:read"])
     async with client(deck) as c:
-        for principal in (None, Principal("pat")):
+        for principal, needs in ((None, "needs an authenticated caller"), (Principal("pat"), "needs the scope")):
             c.session.principal = principal
             reply = await c.request_raw("resources/read", {"uri": "secret://motd"})
-            assert reply["error"]["code"] == -32000 and "the plans" not in str(reply)
+            assert reply["error"]["message"].startswith(f"resource 'secret://motd' {needs}"), reply
         c.session.principal = Principal("pat", scopes={"plans:read"})
         assert (await c.request("resources/read", {"uri": "secret://motd"}))["contents"][0]["text"] == "the plans"
 
