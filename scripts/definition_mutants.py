@@ -9,21 +9,17 @@ test catches is a check the suite does not guard: the run ends with the survivor
     scripts/definition_mutants.py                 # all of them (a few minutes)
     scripts/definition_mutants.py "pin ignored"   # the ones named
     scripts/definition_mutants.py --list
+    scripts/definition_mutants.py --check         # only see that each text to change is still there (a second)
 
 Run it from the repository with the project's Python (the one that runs pytest). Nothing in the tree is changed.
+The runner is mutants.py (shared with security_mutants.py).
 """
 
 from __future__ import annotations
 
-import os
-import shutil
-import subprocess
 import sys
-import tempfile
-import time
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-TIMEOUT = 300  # seconds per mutation: a check that is gone may leave a test waiting (it then counts as caught)
+from mutants import Mutation, main
 
 M = "src/tooldeck/manifest/"
 T = "tests/manifest/"
@@ -35,11 +31,11 @@ CM = [T + "test_command.py", T + "test_handlers.py"]
 HD = [T + "test_handlers.py", T + "test_mapping.py", T + "test_manager.py"]
 MP = [T + "test_mapping.py", T + "test_deck_manifest.py", T + "test_handlers.py"]
 CLI = ["tests/cli/test_definitions.py"]
-MUTATIONS: list[tuple[str, str, str, str, list[str]]] = []  # (name, file, old text, new text, tests)
+MUTATIONS: list[Mutation] = []
 
 
 def m(name: str, file: str, old: str, new: str, tests: list[str]) -> None:
-    MUTATIONS.append((name, file, old, new, tests))
+    MUTATIONS.append(Mutation(name, file, old, new, tests))
 
 
 C = M + "changes.py"
@@ -509,46 +505,5 @@ m(
 )
 
 
-def run(name: str, file: str, old: str, new: str, tests: list[str], scratch: str) -> bool | None:
-    """Whether a test caught the mutation (None: the text to change was not found once)."""
-    copy = os.path.join(scratch, "src")
-    shutil.rmtree(copy, ignore_errors=True)
-    shutil.copytree(os.path.join(ROOT, "src"), copy)
-    target = os.path.join(scratch, file)
-    with open(target) as handle:
-        text = handle.read()
-    if text.count(old) != 1:
-        return None
-    with open(target, "w") as handle:
-        handle.write(text.replace(old, new))
-    command = [sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider", *tests]
-    try:
-        done = subprocess.run(command, cwd=ROOT, env={**os.environ, "PYTHONPATH": copy}, capture_output=True,
-                              timeout=TIMEOUT)  # fmt: skip
-    except subprocess.TimeoutExpired:
-        return True
-    return done.returncode != 0
-
-
-def main(names: list[str]) -> int:
-    if names == ["--list"]:
-        for name, file, *_ in MUTATIONS:
-            print(f"{name}  ({file})")
-        return 0
-    chosen = [mutation for mutation in MUTATIONS if not names or mutation[0] in names]
-    survivors: list[str] = []
-    with tempfile.TemporaryDirectory(prefix="definition-mutants-") as scratch:
-        for name, file, old, new, tests in chosen:
-            started = time.monotonic()
-            caught = run(name, file, old, new, tests, scratch)
-            took = time.monotonic() - started
-            word = {True: "caught", False: "SURVIVED", None: "NOT FOUND"}[caught]
-            print(f"{word:9} {name} ({took:.0f} s)", flush=True)
-            if caught is not True:
-                survivors.append(name)
-    print(f"{len(chosen) - len(survivors)} of {len(chosen)} caught" + (f"; not: {survivors}" if survivors else ""))
-    return 1 if survivors else 0
-
-
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+    sys.exit(main(MUTATIONS, sys.argv[1:], "definition-mutants-"))

@@ -130,6 +130,52 @@ async def test_bad_tokens_get_invalid_token(tmp_path: Path, signer: tuple[Any, P
         assert reply.headers["www-authenticate"].endswith(f'resource_metadata="{PRM}"')
 
 
+async def test_a_fresher_token_with_fewer_scopes_takes_them_away_on_the_same_session(
+    tmp_path: Path, signer: tuple[Any, Path]
+) -> None:
+    key, jwks = signer
+    client = AsgiClient(HttpApp(secured_deck(policy_file(tmp_path, jwks))))
+    scoped = token(key, "bob", "weather:read")
+    _, session = await open_session(client, scoped)
+    assert session is not None
+    assert (await (await call(client, session, "weather", scoped)).json())["result"]["isError"] is False
+    narrowed = await call(client, session, "weather", token(key, "bob"))  # bob again, now without the scope
+    assert narrowed.status == 403
+    assert (await narrowed.json())["error"]["message"].startswith("tool 'weather' needs the scope weather:read")
+
+
+async def test_the_policy_can_require_credentials_and_narrow_the_algorithms(
+    tmp_path: Path, signer: tuple[Any, Path]
+) -> None:
+    key, jwks = signer  # an ES256 key
+    path = tmp_path / "strict.toml"
+    path.write_text(
+        f"""
+[authentication]
+required = true
+
+[[authentication.tokens]]
+subject = "ci-bot"
+sha256 = "{hash_token("ci-secret")}"
+
+[authentication.jwt]
+issuer = "{ISSUER}"
+audience = "{RESOURCE}"
+jwks = "{jwks}"
+algorithms = ["RS256"]
+"""
+    )
+    client = AsgiClient(HttpApp(secured_deck(path)))
+    reply, session = await open_session(client, None)
+    assert (reply.status, session) == (401, None)
+    assert reply.headers["www-authenticate"] == f'Bearer resource_metadata="{PRM}"'
+    reply, session = await open_session(client, token(key, "bob"))
+    assert (reply.status, session) == (401, None)
+    assert "the token's algorithm is not accepted (accepted: RS256)" in reply.headers["www-authenticate"]
+    _, session = await open_session(client, "ci-secret")
+    assert session is not None
+
+
 async def test_the_protected_resource_metadata_is_served(tmp_path: Path, signer: tuple[Any, Path]) -> None:
     _, jwks = signer
     client = AsgiClient(HttpApp(secured_deck(policy_file(tmp_path, jwks))))

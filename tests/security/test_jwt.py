@@ -399,6 +399,19 @@ async def test_a_second_use_of_a_token_costs_no_signature_check(
     assert len(decodes) == 2
 
 
+async def test_a_cached_token_expires_with_the_token(jwks_file: Path) -> None:
+    # The token expires long before its key set is due to be fetched again: the cache alone must refuse it.
+    clock = Clock()
+    checker = backend(jwks_file, clock, cache_ttl=3600)
+    presented = token(exp=NOW + 60)
+    await checker.verify(presented)
+    clock.now = NOW + 60 + 29.5  # past exp, within the leeway
+    assert checker.cached(presented) is not None
+    clock.now = NOW + 60 + 30  # exp + leeway
+    assert checker.cached(presented) is None
+    assert (await refused(checker, presented))[1] == "Unauthorized: the token has expired"
+
+
 async def test_the_token_cache_is_bounded_and_evicts_the_oldest(jwks_file: Path) -> None:
     checker = backend(jwks_file, max_cached_tokens=2)
     tokens = [token(jti=str(n)) for n in range(3)]

@@ -422,3 +422,309 @@ async def test_an_admitted_call_admits_nobody_else() -> None:
         mallory = Principal("mallory", scopes={"other"})
         c.session.principal = mallory
         assert (await refusal(c, "weather"))["code"] == -32000
+
+
+# --- each check one step weaker fails a test below (scripts/security_mutants.py) ---------------------------------
+
+
+@pytest.mark.parametrize("level", [1, 3, 5, 8, 10])
+async def test_declared_scopes_are_needed_at_every_level_above_0(level: int) -> None:
+    deck = Deck("scoped")
+
+    @deck.tool(security_level=level, scopes=["reports:read"])
+    def report() -> str:
+        return "report"
+
+    deck.use_policy(Policy({"levels": {"recent_auth_seconds": 300, "confirm": False}}))
+    async with client(deck) as c:
+        c.session.principal = Principal("bob", auth_time=time.time())  # authenticated just now, without the scope
+        assert (await refusal(c, "report"))["message"] == (
+            f"tool 'report' needs the scope reports:read (security level {level}); ask for a token that grants "
+            "reports:read"
+        )
+        c.session.principal = Principal("bob", scopes={"reports:read"}, auth_time=time.time())
+        assert (await c.call_tool("report"))["structuredContent"] == {"result": "report"}
+
+
+async def test_reading_a_level_8_resource_or_getting_a_level_8_prompt_is_confirmed_per_call() -> None:
+    deck = Deck("vault")
+
+    @deck.resource("secret://vault", security_level=8)
+    def vault() -> str:
+        return "gold"
+
+    @deck.prompt(security_level=8)
+    def incident(host: str) -> str:
+        return f"Take {host} out of service"
+
+    asked: list[str] = []
+    async with client(deck, capabilities={"elicitation": {}}) as c:
+        c.session.principal = Principal("erin")
+        c.on_request("elicitation/create", lambda params: asked.append(params["message"]) or {"action": "decline"})
+        read = await c.request_raw("resources/read", {"uri": "secret://vault"})
+        assert read["error"] == {
+            "code": -32000,
+            "message": "resource 'secret://vault' was not run: the user did not confirm it (decline)",
+        }
+        got = await c.request_raw("prompts/get", {"name": "incident", "arguments": {"host": "db1"}})
+        assert got["error"] == {
+            "code": -32000,
+            "message": "prompt 'incident' was not run: the user did not confirm it (decline)",
+        }
+        assert (
+            len(asked) == 2 and "secret://vault" in asked[0] and 'incident\narguments: {\n  "host": "db1"' in asked[1]
+        )
+        c.on_request("elicitation/create", confirm_with_the_code)
+        assert (await c.request("resources/read", {"uri": "secret://vault"}))["contents"][0]["text"] == "gold"
+        got = await c.request("prompts/get", {"name": "incident", "arguments": {"host": "db1"}})
+        assert got["messages"][0]["content"]["text"] == "Take db1 out of service"
+
+
+async def test_static_content_is_guarded_as_a_function_is() -> None:
+    deck = Deck("static")
+    deck.add_resource("secret://motd", "the plans", security_level=5, scopes=["plans:read"])
+    async with client(deck) as c:
+        for principal, needs in ((None, "needs an authenticated caller"), (Principal("pat"), "needs the scope")):
+            c.session.principal = principal
+            reply = await c.request_raw("resources/read", {"uri": "secret://motd"})
+            assert reply["error"]["message"].startswith(f"resource 'secret://motd' {needs}"), reply
+        c.session.principal = Principal("pat", scopes={"plans:read"})
+        assert (await c.request("resources/read", {"uri": "secret://motd"}))["contents"][0]["text"] == "the plans"
+
+
+async def test_an_admitted_call_admits_no_other_tool() -> None:
+    deck = deck_with_levels()
+
+    @deck.tool(security_level=5, scopes=["billing:read"])
+    def invoices() -> str:
+        return "invoices"
+
+    async with client(deck) as c:
+        c.session.principal = ALICE  # weather:read only
+        assert (await c.call_tool("weather"))["structuredContent"] == {"result": "sunny"}
+        assert (await refusal(c, "invoices"))["message"].startswith("tool 'invoices' needs the scope billing:read")
+        assert (await refusal(c, "deploy", {"target": "prod"}))["message"].startswith("tool 'deploy' needs the scope")
+
+
+async def test_a_new_policy_takes_back_what_a_role_granted() -> None:
+    # The scopes worked out for a principal and the call admitted last are remembered: a new policy is a new start.
+    deck = deck_with_levels({"roles": {"forecaster": ["weather:read"]}})
+    carol = Principal("carol", roles={"forecaster"})
+    async with client(deck) as c:
+        c.session.principal = carol
+        assert (await c.call_tool("weather"))["structuredContent"] == {"result": "sunny"}
+        assert "weather" in [t["name"] for t in await c.list_tools()]
+        deck.use_policy(Policy({"roles": {"forecaster": []}}))
+        assert (await refusal(c, "weather"))["message"].startswith("tool 'weather' needs the scope weather:read")
+        assert "weather" not in [t["name"] for t in await c.list_tools()]
+
+
+@pytest.mark.parametrize("guarded", [False, True])
+async def test_lists_follow_the_policys_default_level(guarded: bool) -> None:
+    # Under the first policy the catalog needs no filtering (nothing guarded), or its anonymous view is cached.
+    deck = Deck("defaults")
+
+    @deck.tool
+    def plain() -> str:
+        return "plain"
+
+    if guarded:
+
+        @deck.tool(security_level=5, scopes=["weather:read"])
+        def weather() -> str:
+            return "sunny"
+
+    deck.use_policy(Policy({"levels": {"default": 0}}))
+    async with client(deck) as c:
+        c.session.principal = None
+        assert [t["name"] for t in await c.list_tools()] == ["plain"]
+        deck.use_policy(Policy({"levels": {"default": 1}}))
+        assert [t["name"] for t in await c.list_tools()] == []
+        assert not deck.access.can_use(None, deck.tools.get("plain"))
+        c.session.principal = Principal("bob")
+        assert [t["name"] for t in await c.list_tools()] == ["plain"]
+
+
+async def test_a_level_1_item_is_listed_to_the_authenticated_only() -> None:
+    deck = Deck("members")
+
+    @deck.tool(security_level=1)
+    def members() -> str:
+        return "members"
+
+    async with client(deck) as c:
+        for principal, listed in ((Principal("bob"), ["members"]), (None, []), (Principal("bob"), ["members"])):
+            c.session.principal = principal
+            assert [t["name"] for t in await c.list_tools()] == listed
+
+
+async def test_lists_follow_what_is_registered_after_they_were_first_made() -> None:
+    deck = Deck("growing")
+
+    @deck.tool
+    def plain() -> str:
+        return "plain"
+
+    async with client(deck) as c:
+        c.session.principal = None
+        assert [t["name"] for t in await c.list_tools()] == ["plain"]
+
+        @deck.tool(security_level=5, scopes=["weather:read"])
+        def weather() -> str:
+            return "sunny"
+
+        @deck.tool(security_level=5, scopes=["plans:read"])
+        def plans() -> str:
+            return "plans"
+
+        assert [t["name"] for t in await c.list_tools()] == ["plain"]
+        c.session.principal = ALICE
+        assert [t["name"] for t in await c.list_tools()] == ["plain", "weather"]
+        c.session.principal = Principal("pat", scopes={"plans:read"})
+        assert [t["name"] for t in await c.list_tools()] == ["plain", "plans"]
+
+
+def test_a_change_is_announced_per_visibility_class() -> None:
+    deck = deck_with_levels()
+    weather = deck.tools.get("weather")
+    memo: dict[Any, bool] = {}  # one announcement, its sessions in any order
+    assert deck.access.sees_any(ALICE, [weather], memo) is True
+    assert deck.access.sees_any(Principal("bob"), [weather], memo) is False
+    assert deck.access.sees_any(None, [weather], memo) is False
+    memo.clear()
+    assert deck.access.sees_any(Principal("bob"), [weather], memo) is False
+    assert deck.access.sees_any(ALICE, [weather], memo) is True
+
+
+@pytest.mark.parametrize(
+    ("ago", "runs"),
+    [(300, True), (301, False), (-60, True), (-61, False)],  # the window is 300 s; the clock skew allowed 60 s
+)
+async def test_a_recent_authentication_has_exact_bounds(ago: float, runs: bool) -> None:
+    deck = deck_with_levels({"levels": {"recent_auth_seconds": 300, "confirm": False}})
+    now = 1_800_000_000.0
+    deck.access.clock = lambda: now
+    async with client(deck) as c:
+        c.session.principal = Principal("dave", scopes={"deploy:write"}, auth_time=now - ago)
+        reply = await c.request_raw("tools/call", {"name": "deploy", "arguments": {"target": "prod"}})
+    if runs:
+        assert reply["result"]["structuredContent"] == {"result": "deployed prod"}
+    else:
+        assert reply["error"]["message"].startswith("tool 'deploy' needs per-call verification")
+
+
+async def test_with_confirmation_off_a_client_that_could_confirm_is_not_asked() -> None:
+    deck = deck_with_levels({"levels": {"recent_auth_seconds": 300, "confirm": False}})
+    asked: list[Any] = []
+    async with client(deck, capabilities={"elicitation": {}}) as c:
+        c.session.principal = Principal("erin", scopes={"deploy:write"})
+        c.on_request("elicitation/create", lambda params: asked.append(params) or confirm_with_the_code(params))
+        assert (await refusal(c, "deploy", {"target": "prod"}))["message"] == (
+            "tool 'deploy' needs per-call verification (security level 9); it needs a token from an authentication "
+            "in the last 300 s"
+        )
+    assert asked == []
+
+
+class Questions:
+    """Answers confirmations when the test says: each question waits, in the order asked, with the code it shows."""
+
+    def __init__(self) -> None:
+        self.waiting: list[tuple[str, asyncio.Future[dict[str, Any]]]] = []
+        self.arrived = asyncio.Event()
+
+    async def __call__(self, params: dict[str, Any]) -> dict[str, Any]:
+        answer = asyncio.get_running_loop().create_future()
+        self.waiting.append((confirm_with_the_code(params)["content"]["code"], answer))
+        self.arrived.set()
+        return await answer
+
+    async def until(self, count: int) -> None:
+        async with asyncio.timeout(10):
+            while len(self.waiting) < count:
+                self.arrived.clear()
+                await self.arrived.wait()
+
+
+async def with_the_first_calls_code(first: tuple[Any, str, dict[str, Any]], second: tuple[Any, str, dict[str, Any]],
+                                    between: Any = None) -> dict[str, Any]:  # fmt: skip
+    """Start two calls (client, tool, arguments) that each wait for their confirmation, the second after ``between()``;
+    answer the second with the code shown for the first; the second's result."""
+    questions = Questions()
+    calls = []
+    for number, (c, name, arguments) in enumerate((first, second), 1):
+        c.on_request("elicitation/create", questions)
+        if number == 2 and between is not None:
+            between()
+        calls.append(asyncio.ensure_future(c.call_tool(name, arguments)))
+        await questions.until(number)
+    (code, first_answer), (_, second_answer) = questions.waiting
+    second_answer.set_result({"action": "accept", "content": {"code": code}})
+    result: dict[str, Any] = await calls[1]
+    first_answer.set_result({"action": "cancel"})
+    await calls[0]
+    return result
+
+
+NOT_THIS_CALL = "tool 'deploy' was not run: the confirmation code does not match this call"
+
+
+async def test_a_code_shown_to_one_identity_does_not_confirm_the_same_call_of_another() -> None:
+    # Same subject, same tool, same arguments: only the identity differs (an API key and a JWT both named erin).
+    deck = deck_with_levels()
+    async with (
+        client(deck, capabilities={"elicitation": {}}) as key,
+        client(deck, capabilities={"elicitation": {}}) as j,
+    ):
+        key.session.principal = Principal("erin", scopes={"deploy:write"})
+        j.session.principal = Principal("erin", scopes={"deploy:write"}, method="jwt", issuer="https://id.example")
+        result = await with_the_first_calls_code((key, "deploy", {"target": "prod"}), (j, "deploy", {"target": "prod"}))
+    assert result["content"][0]["text"] == NOT_THIS_CALL
+
+
+async def test_a_code_shown_for_one_tool_does_not_confirm_another_with_the_same_arguments() -> None:
+    deck = deck_with_levels()
+
+    @deck.tool(security_level=9, scopes=["deploy:write"], version="2.1.0")
+    def destroy(target: str) -> str:
+        return f"destroyed {target}"
+
+    async with client(deck, capabilities={"elicitation": {}}) as c:
+        c.session.principal = Principal("erin", scopes={"deploy:write"})
+        result = await with_the_first_calls_code((c, "deploy", {"target": "prod"}), (c, "destroy", {"target": "prod"}))
+    assert result["content"][0]["text"] == "tool 'destroy' was not run: the confirmation code does not match this call"
+
+
+async def test_a_code_shown_for_one_version_does_not_confirm_the_next() -> None:
+    deck = deck_with_levels()
+
+    def upgrade() -> None:
+        deck.remove_tool("deploy")
+
+        @deck.tool(name="deploy", security_level=9, scopes=["deploy:write"], version="2.2.0")
+        def deploy_v2(target: str) -> str:
+            return f"deployed {target} the new way"
+
+    async with client(deck, capabilities={"elicitation": {}}) as c:
+        c.session.principal = Principal("erin", scopes={"deploy:write"})
+        call = (c, "deploy", {"target": "prod"})
+        result = await with_the_first_calls_code(call, call, between=upgrade)
+    assert result["content"][0]["text"] == NOT_THIS_CALL
+
+
+async def test_a_cancelled_call_spends_the_code_it_showed() -> None:
+    deck = deck_with_levels()
+    questions = Questions()
+    async with client(deck, capabilities={"elicitation": {}}) as c:
+        c.session.principal = Principal("erin", scopes={"deploy:write"})
+        c.on_request("elicitation/create", questions)
+        first = asyncio.ensure_future(c.request_raw("tools/call", {"name": "deploy", "arguments": {"target": "prod"}},
+                                                    id="first"))  # fmt: skip
+        await questions.until(1)
+        c.notify("notifications/cancelled", {"requestId": "first", "reason": "the user closed the dialog"})
+        second = asyncio.ensure_future(c.call_tool("deploy", {"target": "prod"}))
+        await questions.until(2)
+        questions.waiting[1][1].set_result({"action": "accept", "content": {"code": questions.waiting[0][0]}})
+        assert (await second)["content"][0]["text"] == NOT_THIS_CALL
+        questions.waiting[0][1].set_result({"action": "cancel"})  # the client's answer to a question withdrawn
+        first.cancel()  # a cancelled request is never answered

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import sys
 import threading
-from collections.abc import Callable, Iterator
-from typing import Any
+from collections.abc import Awaitable, Callable, Iterator
+from typing import Any, cast
 
 import pytest
 from hypothesis import given
@@ -105,17 +105,19 @@ def test_exactly_the_burst_is_admitted_and_the_next_is_told_the_exact_wait() -> 
     assert bucket.acquire("k", 2.0, 5) == 0.5  # a refusal takes nothing, so nothing queues up
 
 
-def test_the_bucket_refills_over_time_and_never_past_the_burst() -> None:
+@pytest.mark.parametrize("method", ["acquire", "take"])  # take: the per-principal fast path's own arithmetic
+def test_the_bucket_refills_over_time_and_never_past_the_burst(method: str) -> None:
     bucket, clock = limiter()
+    take = getattr(bucket, method)
     for _ in range(4):
-        bucket.acquire("k", 4.0, 4)
+        take("k", 4.0, 4)
     clock.now += 0.125  # half a token
-    assert bucket.acquire("k", 4.0, 4) == 0.125
+    assert take("k", 4.0, 4) == 0.125
     clock.now += 0.125
-    assert bucket.acquire("k", 4.0, 4) == 0.0
-    assert bucket.acquire("k", 4.0, 4) == 0.25
+    assert take("k", 4.0, 4) == 0.0
+    assert take("k", 4.0, 4) == 0.25
     clock.now += 3600  # an idle hour refills to the burst, no further
-    assert [bucket.acquire("k", 4.0, 4) for _ in range(5)] == [0.0] * 4 + [0.25]
+    assert [take("k", 4.0, 4) for _ in range(5)] == [0.0] * 4 + [0.25]
 
 
 def test_a_call_may_cost_more_than_one_token() -> None:
@@ -447,20 +449,24 @@ def test_waits_are_rounded_up_so_a_caller_that_waits_as_told_is_admitted(
     assert retry_after_header(seconds) == header
 
 
+class Networked:
+    """An asynchronous limiter (as a networked store is), recording its calls; ``refuse_acquire`` as PlainLimiter's."""
+
+    def __init__(self, refuse_acquire: str | None = None) -> None:
+        self.inner = MemoryRateLimiter(clock=Clock())
+        self.refuse_acquire = refuse_acquire
+        self.calls: list[str] = []
+
+    async def acquire_async(self, key: str, rate: float, burst: int, cost: float = 1.0) -> float:
+        self.calls.append(f"acquire {key}")
+        return 9.0 if key == self.refuse_acquire else self.inner.acquire(key, rate, burst, cost)
+
+    async def peek_async(self, key: str, rate: float, burst: int, cost: float = 1.0) -> float:
+        self.calls.append(f"peek {key}")
+        return self.inner.peek(key, rate, burst, cost)
+
+
 async def test_an_asynchronous_limiter_is_awaited() -> None:
-    class Networked:
-        def __init__(self) -> None:
-            self.inner = MemoryRateLimiter(clock=Clock())
-            self.calls: list[str] = []
-
-        async def acquire_async(self, key: str, rate: float, burst: int, cost: float = 1.0) -> float:
-            self.calls.append(f"acquire {key}")
-            return self.inner.acquire(key, rate, burst, cost)
-
-        async def peek_async(self, key: str, rate: float, burst: int, cost: float = 1.0) -> float:
-            self.calls.append(f"peek {key}")
-            return self.inner.peek(key, rate, burst, cost)
-
     networked = Networked()
     limits = RateLimits(networked, per_principal=Limit(1.0, 1), global_=Limit(1.0, 5))
     outcome = limits.step(Request(Principal("ada")), Call("tool", "t"))
@@ -476,6 +482,16 @@ async def test_an_asynchronous_limiter_is_awaited() -> None:
     assert outcome is not None
     with pytest.raises(RateLimitedError, match=r"^Rate limit exceeded \(per principal: 1/s\); retry in 1.0 s$"):
         await outcome
+
+
+async def test_an_asynchronous_limiter_that_does_not_take_refuses_the_call() -> None:
+    one = RateLimits(Networked(), per_principal=Limit(1.0, 1))  # one bucket: no peek, the acquire decides
+    await cast(Awaitable[None], one.step(Request(Principal("ada")), Call("tool", "t")))
+    with pytest.raises(RateLimitedError, match=r"\(per principal: 1/s\)"):
+        await cast(Awaitable[None], one.step(Request(Principal("ada")), Call("tool", "t")))
+    raced = RateLimits(Networked(refuse_acquire="global"), per_principal=Limit(1.0, 5), global_=Limit(1.0, 5))
+    with pytest.raises(RateLimitedError, match=r"\(global: 1/s\)"):  # its peek admitted; a racing call took it
+        await cast(Awaitable[None], raced.step(Request(Principal("ada")), Call("tool", "t")))
 
 
 async def test_through_the_pipeline_a_tool_gets_an_error_result_and_a_resource_an_error_response() -> None:

@@ -53,6 +53,12 @@ def test_a_good_policy_and_its_defaults(tmp_path: Path) -> None:
     assert Policy().levels["default"] == 0 and Policy().audit == {}
 
 
+def test_a_principal_has_the_scopes_of_its_own_roles_only() -> None:
+    policy = Policy({"roles": {"forecaster": ["weather:read"], "ops": ["deploy:write"], "admin": ["*"]}})
+    assert policy.scopes_of(Principal("carol", roles={"forecaster"})) == {"weather:read"}
+    assert policy.scopes_of(Principal("dan", scopes={"own"}, roles={"unknown"})) == {"own"}
+
+
 @pytest.mark.parametrize(
     ("text", "problem"),
     [

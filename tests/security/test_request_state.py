@@ -41,7 +41,7 @@ def test_the_digest_binds_method_name_and_arguments_not_key_order() -> None:
     assert request_digest("tools/call", "deploy", {"a": 1, "b": 2}) not in others and len(others) == 3
 
 
-@pytest.mark.parametrize("part", ["payload", "tag"])
+@pytest.mark.parametrize("part", ["payload", "tag", "tag's last byte", "tag cut short"])
 def test_a_changed_state_is_refused(part: str) -> None:
     keeper = states()
     body, tag = keeper.seal("alice", REQUEST, {"role": "user"}).split(".")
@@ -49,8 +49,15 @@ def test_a_changed_state_is_refused(part: str) -> None:
         payload = orjson.loads(base64.urlsafe_b64decode(body + "=" * (-len(body) % 4)))
         payload["d"] = {"role": "admin"}
         body = base64.urlsafe_b64encode(orjson.dumps(payload)).rstrip(b"=").decode()
-    else:
+    elif part == "tag":
         tag = ("A" if tag[0] != "A" else "B") + tag[1:]
+    else:  # every byte of the MAC counts
+        raw = bytearray(base64.urlsafe_b64decode(tag + "=" * (-len(tag) % 4)))
+        if part == "tag cut short":
+            raw = raw[:8]
+        else:
+            raw[-1] ^= 1
+        tag = base64.urlsafe_b64encode(bytes(raw)).rstrip(b"=").decode()
     with pytest.raises(RequestStateError, match="integrity check"):
         keeper.open(f"{body}.{tag}", "alice", REQUEST)
 

@@ -338,3 +338,26 @@ async def test_a_declined_confirmation_spends_its_state(driver: Driver, refusal:
     assert late["error"] == {"code": -32602, "message": "Invalid params: requestState was used already: send the "
                              "request again without it"}  # fmt: skip
     assert RUNS == []
+
+
+async def test_a_confirmation_in_the_state_confirms_only_the_version_it_showed() -> None:
+    # An answer counts only for the question it answered, and the question shows tool@version: a tool upgraded
+    # between the question and the answer is asked about again, never run on the old version's confirmation.
+    RUNS.clear()
+    deck = asking_deck(state_key=KEY)
+    driver = Driver(deck, principal=ERIN)
+    first = modern(1, "tools/call", {"name": "wipe", "arguments": {"disk": "sda"}}, capabilities=ELICIT)
+    interim = (await driver.exchange(first))[-1]["result"]
+    assert "wipe@3.0.0" in interim["inputRequests"]["input-1"]["params"]["message"]
+    deck.remove_tool("wipe")
+
+    @deck.tool(name="wipe", security_level=8, version="3.1.0")
+    def wipe_everything(disk: str) -> str:
+        RUNS.append(f"wiped {disk} and its backups")
+        return "wiped"
+
+    confirmed = retry(2, first, interim, {"input-1": accept(code=code_in(interim))}, capabilities=ELICIT)
+    again = (await driver.exchange(confirmed))[-1]["result"]
+    assert again["resultType"] == "input_required"
+    assert "wipe@3.1.0" in again["inputRequests"]["input-1"]["params"]["message"]
+    assert RUNS == []

@@ -12,6 +12,8 @@ from asgi_client import AsgiClient
 from helpers import all_pages, client, poll_until_cancelled
 from mcp_schema import check
 from tooldeck import Context, Deck, ToolError
+from tooldeck.security.policy import Policy
+from tooldeck.security.principal import Principal
 from tooldeck.transports.http import HttpApp
 
 RELATED = "io.modelcontextprotocol/related-task"
@@ -246,18 +248,24 @@ async def test_any_session_holding_the_id_may_use_an_unbound_task() -> None:
         assert result["structuredContent"] == {"result": 2}
 
 
-async def test_tasks_bound_to_a_principal_are_invisible_to_others() -> None:
+@pytest.mark.parametrize(
+    "other",
+    [Principal("bob"), None, Principal("alice", method="jwt", issuer="https://id.example")],
+    ids=["another-principal", "anonymous", "the-same-subject-by-another-method"],
+)
+async def test_tasks_bound_to_a_principal_are_invisible_to_others(other: Principal | None) -> None:
     deck, _ = make_deck()
     async with client(deck) as alice:
-        alice.session.principal = "alice"
+        alice.session.principal = Principal("alice")
         task = (await create(alice, "crunch", {"n": 1}))["task"]
         await alice.request("tasks/result", {"taskId": task["taskId"]})
-        async with client(deck) as bob:
-            bob.session.principal = "bob"
+        async with client(deck) as intruder:
+            intruder.session.principal = other
             for method in ("tasks/get", "tasks/result", "tasks/cancel"):
-                response = await bob.request_raw(method, {"taskId": task["taskId"]})
+                response = await intruder.request_raw(method, {"taskId": task["taskId"]})
                 assert response["error"] == {"code": -32602, "message": "Failed to retrieve task: Task not found"}
-            assert (await bob.request("tasks/list", {}))["tasks"] == []
+            assert (await intruder.request("tasks/list", {}))["tasks"] == []
+        assert [t["taskId"] for t in (await alice.request("tasks/list", {}))["tasks"]] == [task["taskId"]]
 
 
 @pytest.mark.slow
@@ -308,3 +316,27 @@ async def test_over_http_a_tasks_notifications_arrive_on_the_get_stream() -> Non
     assert methods.count("notifications/progress") == 2
     await stream.close()
     await app.aclose()
+
+
+async def test_a_task_is_authorized_before_it_is_created() -> None:
+    # The task's work runs as an admitted call: the authorize step runs once, before the task exists, and a refusal
+    # is the call's answer (no task is made, nothing runs).
+    deck = Deck("guarded-tasks")
+    ran: list[str] = []
+
+    @deck.tool(task="optional", security_level=5, scopes=["batch:run"])
+    def batch() -> str:
+        ran.append("batch")
+        return "done"
+
+    deck.use_policy(Policy({}))
+    async with client(deck) as c:
+        for principal in (None, Principal("bob")):
+            c.session.principal = principal
+            reply = await c.request_raw("tools/call", {"name": "batch", "arguments": {}, "task": {}})
+            assert reply["error"]["code"] == -32000, reply
+            assert (await c.request("tasks/list", {}))["tasks"] == []
+        c.session.principal = Principal("bob", scopes={"batch:run"})
+        task = (await create(c, "batch"))["task"]
+        assert (await c.request("tasks/result", {"taskId": task["taskId"]}))["structuredContent"] == {"result": "done"}
+    assert ran == ["batch"]

@@ -219,6 +219,11 @@ class Catalog(Generic[T]):
                 self._views[key] = view
         return view
 
+    def forget_views(self) -> None:
+        """Drop the cached views: what each lets through was decided under rules that no longer hold (a new policy).
+        The catalog itself, its listings and its cursors stay as they are."""
+        self._views = {}
+
     def _forget(self) -> None:
         """Drop every cached listing and view; the generation tells listings built meanwhile not to be kept."""
         self._generation += 1

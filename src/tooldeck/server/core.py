@@ -157,6 +157,8 @@ class Server:
         self.access.policy = policy
         self._local_principal = None
         self._init_results.clear()
+        for catalog in (self.tools, self.resources, self.templates, self.prompts):
+            catalog.forget_views()  # a view's visibility class is read under a policy (its default level, say)
 
     def local_principal(self) -> Principal | None:
         """Who a stdio (or in-process) session is: the holder of ``$TOOLDECK_TOKEN`` when the policy lists that API
