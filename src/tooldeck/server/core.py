@@ -49,6 +49,9 @@ class Server:
         self.server_info = server_info(name, version, info)
         self.instructions: str | None = info.get("instructions")
         self.options = options
+        # This process among the processes that serve the deck: unique across them, it is part of every identity that
+        # crosses processes (server-to-client request ids, SSE stream and event ids, a task's owner and lease).
+        self.node_id = os.urandom(4).hex()
         self.cursors = CursorCodec(options.cursor_secret)
         self.tools = ToolRegistry()
         self.resources = ResourceRegistry()
