@@ -14,10 +14,10 @@ from collections.abc import Iterable
 from typing import Any
 
 from ...server.core import Server
+from ...server.events import EventStore, MemoryEventStore
 from ...server.state import SessionStore
 from .auth import AuthenticationBackend, AuthenticationLayer
 from .channels import MAX_BACKLOG, HttpSession
-from .events import EventStore, MemoryEventStore
 from .exchange import Endpoint
 from .guard import LOOPBACK, HostOriginGuard
 from .responses import App, Receive, Scope, Send

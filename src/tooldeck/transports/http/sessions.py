@@ -16,10 +16,10 @@ from typing import Any
 
 from ...protocol.errors import INVALID_REQUEST, SERVER_ERROR, SESSION_NOT_FOUND, HttpError
 from ...server.core import Server
+from ...server.events import EventStore
 from ...server.session import new_key
 from ...server.state import MemorySessionStore, SessionState, SessionStore, principal_id
 from .channels import MAX_BACKLOG, HttpSession
-from .events import EventStore
 
 log = logging.getLogger("tooldeck.http")
 MAX_IDLE_CARRIERS = 64

@@ -12,8 +12,8 @@ import logging
 from typing import Any
 
 from ...protocol.errors import INVALID_REQUEST
+from ...server.events import PRIMING, EventStore
 from .channels import Channel, HttpSession
-from .events import PRIMING, EventStore
 from .responses import SSE, Receive, Send, chunk, end, error, event, start
 from .sessions import SessionRegistry
 

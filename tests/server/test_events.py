@@ -12,8 +12,8 @@ import pytest
 
 from asgi_client import AsgiClient
 from tooldeck import Context, Deck
+from tooldeck.server.events import PRIMING, EventStore, MemoryEventStore
 from tooldeck.transports.http import HttpApp
-from tooldeck.transports.http.events import PRIMING, EventStore, MemoryEventStore
 
 # --- the contract every store passes --------------------------------------------------------------------------------
 

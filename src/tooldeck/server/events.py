@@ -1,4 +1,5 @@
-"""Where SSE events wait for a client to resume: the ``EventStore`` seam and its bounded in-memory version.
+"""Where SSE events wait for a client to resume: the ``EventStore`` seam and its bounded in-memory version (the
+seam is the server's, so the process boundary in ``backends.py`` can name it; the HTTP transport uses it).
 
 Event ids are ``<stream>.<n>``: ``n`` counts per session, so ids are unique across all of a session's streams, and
 the prefix names the stream an id belongs to, so ``Last-Event-ID`` resumes that stream and no other.
