@@ -318,10 +318,10 @@ m(
     L,
     """            self.confirmations.spend(code)
         else:
-            rounds.spend()""",
+            await rounds.spend()""",
     """            pass
         else:
-            rounds.spend()""",
+            await rounds.spend()""",
     LEVELS,
 )
 m(
@@ -520,18 +520,16 @@ m("state: request unchecked", R, 'if payload["r"] != request:', "if False:", STA
 m(
     "state: single use skipped",
     R,
-    """        if single_use:
-            self._spend""",
-    """        if False:
-            self._spend""",
+    """        if not await self.spent.spend(f"request-state:{payload['n']}", payload["e"]):""",
+    """        if False:""",
     STATES,
 )
 m(
     "state: spent forgotten a minute early",
-    R,
+    S + "spent.py",
     "while spent and next(iter(spent.values())) <= now:",
     "while spent and next(iter(spent.values())) <= now + 60:",
-    STATES,
+    [T + "test_spent.py", *STATES],
 )
 m(
     "state: digest without arguments",
@@ -564,8 +562,8 @@ m(
 m(
     "rounds: spend does not mark",
     V + "rounds.py",
-    "        self.open(single_use=True)",
-    "        self.open(single_use=False)",
+    "            await self.server.request_states().spend(self.raw, principal_id(self.principal), self.digest)",
+    "            self.server.request_states().open(self.raw, principal_id(self.principal), self.digest)",
     ROUNDS,
 )
 

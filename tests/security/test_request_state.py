@@ -90,18 +90,30 @@ def test_another_principal_or_request_is_refused() -> None:
         keeper.open(state, "alice", request_digest("tools/call", "deploy", {"service": "db", "replicas": 3}))
 
 
-def test_a_single_use_state_opens_once() -> None:
+async def test_a_state_is_spent_once() -> None:
     now = [1_000.0]
     keeper = states(now=now, ttl=60)
     state = keeper.seal("alice", REQUEST, "x")
-    assert keeper.open(state, "alice", REQUEST, single_use=True) == "x"
+    assert keeper.open(state, "alice", REQUEST) == "x"  # opening spends nothing
+    assert await keeper.spend(state, "alice", REQUEST) == "x"
     with pytest.raises(RequestStateError, match="used already"):
-        keeper.open(state, "alice", REQUEST, single_use=True)
+        await keeper.spend(state, "alice", REQUEST)
     fresh = keeper.seal("alice", REQUEST, "y")  # each seal is a new state
-    assert keeper.open(fresh, "alice", REQUEST, single_use=True) == "y"
-    now[0] += 61  # the spent nonces go once their states could not be opened anyway
-    keeper.open(keeper.seal("alice", REQUEST), "alice", REQUEST, single_use=True)
-    assert len(keeper._spent) == 1
+    assert await keeper.spend(fresh, "alice", REQUEST) == "y"
+    with pytest.raises(RequestStateError, match="another principal"):  # checked as open checks, before spending
+        await keeper.spend(keeper.seal("alice", REQUEST), "bob", REQUEST)
+
+
+async def test_two_keepers_sharing_a_spent_store_spend_a_state_once_between_them() -> None:
+    # Two processes holding one key and one spent store: what one spent, the other refuses.
+    from tooldeck.security.spent import MemorySpentStore
+
+    spent = MemorySpentStore()
+    here, there = RequestStates(KEY, spent=spent), RequestStates(KEY, spent=spent)
+    state = here.seal("alice", REQUEST, "x")
+    assert await there.spend(state, "alice", REQUEST) == "x"
+    with pytest.raises(RequestStateError, match="used already"):
+        await here.spend(state, "alice", REQUEST)
 
 
 def test_the_key_must_be_long_enough() -> None:

@@ -132,7 +132,9 @@ async def resume(http: AsgiClient, session: str, last_event_id: str) -> Any:
 
 
 async def test_the_app_resumes_from_kept_events_and_refuses_evicted_ones() -> None:
-    app = HttpApp(counting_deck(), event_store=MemoryEventStore(max_events=3))
+    deck = counting_deck()
+    deck.backends.events = MemoryEventStore(max_events=3)
+    app = HttpApp(deck)
     http = AsgiClient(app)
     session = await http.initialize()
     call = await http.call(session, 7, "tools/call", {"name": "count", "arguments": {"n": 4},

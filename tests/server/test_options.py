@@ -14,7 +14,7 @@ from tooldeck.tools.options import TOOL_OPTIONS, ToolOptions
 
 def test_an_unknown_deck_option_is_refused_naming_the_known_ones() -> None:
     with pytest.raises(
-        RegistrationError, match=r"^Deck: unknown option 'page_sise' \(options: cache_scope, cursor_secret, "
+        RegistrationError, match=r"^Deck: unknown option 'page_sise' \(options: backends, cache_scope, cursor_secret, "
     ):
         Deck("d", page_sise=10)  # type: ignore[call-arg]
 

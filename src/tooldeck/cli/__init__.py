@@ -132,11 +132,17 @@ def _parser() -> argparse.ArgumentParser:
         help="stdio: after EOF, how long requests already received may take to finish (default 10)",
     )
     serve.add_argument(
+        "--backend",
+        default=None,
+        metavar="SPEC",
+        help="where the state lives that must hold across processes: memory, or sqlite:PATH (tasks in that SQLite "
+        "file; default: memory, with tasks in memory on stdio and in SQLite in $XDG_STATE_HOME/tooldeck/ for --http)",
+    )
+    serve.add_argument(
         "--task-store",
         default=None,
         metavar="STORE",
-        help="where tasks are kept: memory, or sqlite:PATH (default: memory on stdio, SQLite in "
-        "$XDG_STATE_HOME/tooldeck/ for --http)",
+        help="where tasks are kept, whatever the backend: memory, or sqlite:PATH",
     )
     http = serve.add_argument_group("Streamable HTTP")
     http.add_argument("--http", action="store_true", help="serve Streamable HTTP at http://HOST:PORT/mcp")

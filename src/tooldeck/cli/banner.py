@@ -59,7 +59,7 @@ def _block(deck: Any, where: str, policy: str | None, hints: list[str], auth: st
     if len(deck.templates):
         counts.append(_count(len(deck.templates), "resource template"))
     counts.append(_count(len(deck.prompts), "prompt"))
-    state = [f"tasks: {_task_store(deck.options.task_store)}"]
+    state = [f"tasks: {_task_store(deck.backends.tasks)}"]
     if policy is not None:
         state += [f"policy: {os.path.abspath(policy)}", f"audit: {_audit(deck.policy.audit)}"]
     if auth is not None:

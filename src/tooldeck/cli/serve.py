@@ -15,10 +15,10 @@ log = logging.getLogger("tooldeck.serve")
 
 
 def serve(args: argparse.Namespace) -> int:
-    from ..server.core import environment_state_key
+    from ..security.keys import environment_key
 
     try:
-        environment_state_key()  # refused now, not at the first question a 2026-07-28 client is asked
+        environment_key()  # refused now, not at the first question a 2026-07-28 client is asked
     except ValueError as exc:
         raise TargetError(str(exc)) from None
 
@@ -34,17 +34,20 @@ def serve(args: argparse.Namespace) -> int:
             check_store_spec(store)
         except ValueError as exc:
             raise TargetError(str(exc)) from None
+    backends = _backends(args)
     if getattr(args, "http", False):
         from ..server.task_manager import default_store_path
         from ..transports.http.server import run_http
 
         deck = _load(args)
+        if backends is not None:
+            deck.use_backends(backends)
         _policy(deck, args)
         if deck.http_auth is None and args.host not in _LOOPBACK:
             log.warning("serving %s on %s without authentication: anyone who can reach it can call its tools "
                         "(give --policy with [authentication])", deck.name, args.host)  # fmt: skip
-        if deck.options.task_store is None:
-            deck.options.task_store = store or f"sqlite:{default_store_path(deck.name)}"
+        if deck.backends.tasks is None:
+            deck.backends.tasks = store or f"sqlite:{default_store_path(deck.name)}"
         run_http(
             deck,
             on_listening=None if getattr(args, "quiet", False) else _announcer(deck, args),
@@ -66,9 +69,11 @@ def serve(args: argparse.Namespace) -> int:
 
     out_fd = claim_stdout()  # before the target is imported: its import-time prints must not reach the client
     deck = _load(args)
+    if backends is not None:
+        deck.use_backends(backends)
     _policy(deck, args)
-    if store is not None and deck.options.task_store is None:
-        deck.options.task_store = store
+    if store is not None and deck.backends.tasks is None:
+        deck.backends.tasks = store
     if not getattr(args, "quiet", False):
         from .banner import stdio_banner, write
 
@@ -80,6 +85,21 @@ def serve(args: argparse.Namespace) -> int:
 
 
 _LOOPBACK = ("127.0.0.1", "::1", "localhost")
+
+
+def _backends(args: argparse.Namespace) -> Any:
+    """The spec ``--backend`` gives, checked before the deck is loaded (a bad one is one line); None without it."""
+    spec = getattr(args, "backend", None)
+    if spec is None:
+        return None
+    from ..protocol.errors import RegistrationError
+    from ..server.backends import backends_from_spec
+
+    try:
+        backends_from_spec(spec)
+    except RegistrationError as exc:
+        raise TargetError(f"--backend: {exc}") from None
+    return spec
 
 
 def _load(args: argparse.Namespace) -> Any:

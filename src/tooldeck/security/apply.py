@@ -63,7 +63,7 @@ def apply_policy(server: Any, policy: Policy) -> None:
     server.http_request_limit = None
     server.http_refusal_auditor = None
     if any(key in policy.limits for key in ("per_principal", "per_tool", "per_principal_tool", "global")):
-        installed.limiters.append(rate_limits(policy.limits).step)
+        installed.limiters.append(rate_limits(policy.limits, server.backends.limiter).step)
     if "http_requests" in policy.limits:
         from .limits import MemoryRateLimiter, RequestRateGuard
 
@@ -160,7 +160,9 @@ def _first(audience: Any) -> str:
     return audience if isinstance(audience, str) else audience[0]
 
 
-def rate_limits(limits: dict[str, Any]) -> Any:
+def rate_limits(limits: dict[str, Any], limiter: Any = None) -> Any:
+    """The rate-limit step of a policy's ``[limits]``, taking from ``limiter``'s buckets (the deck's backends' one:
+    shared by every process that shares them); None: a limiter of its own, in memory."""
     from .limits import Limit, RateLimits
 
     burst = limits.get("burst")
@@ -169,7 +171,7 @@ def rate_limits(limits: dict[str, Any]) -> Any:
     def spec(key: str) -> Any:
         return Limit(limits[key], burst) if key in limits else None
 
-    return RateLimits(per_principal=spec("per_principal"), per_tool=spec("per_tool"),
+    return RateLimits(limiter, per_principal=spec("per_principal"), per_tool=spec("per_tool"),
                       per_principal_tool=spec("per_principal_tool"), global_=spec("global"),
                       anonymous_key=anonymous_key)  # fmt: skip
 

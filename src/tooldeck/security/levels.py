@@ -242,7 +242,7 @@ class AccessControl:
             confirmed = self.confirmations.redeem(given, binding) if given is not None else False
             self.confirmations.spend(code)
         else:
-            rounds.spend()  # single use: a replayed retry is refused (-32602) before anything runs
+            await rounds.spend()  # single use: a replayed retry is refused (-32602) before anything runs
             confirmed = given == code and bound == list(binding)
         if answer.action != "accept":
             raise ToolError(f"{label} was not run: the user did not confirm it ({answer.action})")

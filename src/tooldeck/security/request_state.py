@@ -10,11 +10,11 @@ the payload is JSON, the tag its HMAC-SHA256 under the deck's key. The payload c
   the arguments as canonical JSON), ``e``: when it expires (seconds since the epoch), ``n``: a random nonce;
 - ``d``: the caller's data (the answers gathered so far, say).
 
-``open`` refuses a state whose tag does not match (tampered, or sealed under another key), that has expired, that
-belongs to another principal or another request, or — with ``single_use`` — that was opened before: every process
-holding the key can open a state, but the replay check is this process's memory, so a deck that needs at-most-once
-across processes keeps its own record (the spec leaves single use to the server). Wall-clock time is used (not a
-monotonic clock), because another process may open what this one sealed.
+``open`` refuses a state whose tag does not match (tampered, or sealed under another key), that has expired, or that
+belongs to another principal or another request; ``spend`` does the same and marks the state used in a
+``SpentStore``, so a second ``spend`` of it is refused wherever that store reaches (this process's memory by default;
+every process of a deck that shares its backends). Wall-clock time is used (not a monotonic clock), because another
+process may open what this one sealed.
 """
 
 from __future__ import annotations
@@ -23,13 +23,15 @@ import base64
 import hashlib
 import hmac
 import time
-from collections import OrderedDict
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import orjson
 
 from ..protocol.errors import TooldeckError
+
+if TYPE_CHECKING:
+    from .spent import SpentStore
 
 DEFAULT_TTL = 300.0  # seconds a state may wait for its retry
 MIN_KEY_BYTES = 32
@@ -48,8 +50,8 @@ def request_digest(method: str, name: str, arguments: Any) -> str:
 
 class RequestStates:
     """Seals and opens request states under one key (at least 32 bytes; share it between processes that serve the
-    same deck, so any of them can take the retry). For ``single_use`` the nonces of opened states are remembered
-    until they expire, at most ``max_spent`` of them: past that the oldest is forgotten early."""
+    same deck, so any of them can take the retry), spending single-use ones in ``spent`` (this process's memory when
+    none is given)."""
 
     def __init__(
         self,
@@ -57,7 +59,7 @@ class RequestStates:
         *,
         ttl: float = DEFAULT_TTL,
         clock: Callable[[], float] = time.time,
-        max_spent: int = 100_000,
+        spent: SpentStore | None = None,
     ) -> None:
         if len(key) < MIN_KEY_BYTES:
             raise ValueError(f"the request-state key must be at least {MIN_KEY_BYTES} bytes, got {len(key)}")
@@ -66,8 +68,11 @@ class RequestStates:
         self._key = key
         self.ttl = ttl
         self.clock = clock
-        self.max_spent = max_spent
-        self._spent: OrderedDict[str, float] = OrderedDict()  # nonce -> expiry, oldest first
+        if spent is None:
+            from .spent import MemorySpentStore
+
+            spent = MemorySpentStore(clock=clock)
+        self.spent = spent
 
     def seal(self, principal_id: str | None, request: str, data: Any = None) -> str:
         """A state for ``request`` (a ``request_digest``) on behalf of ``principal_id``, carrying ``data`` (JSON)."""
@@ -78,9 +83,19 @@ class RequestStates:
         body = _b64(orjson.dumps(payload))
         return f"{body}.{_b64(self._tag(body))}"
 
-    def open(self, state: Any, principal_id: str | None, request: str, *, single_use: bool = False) -> Any:
+    def open(self, state: Any, principal_id: str | None, request: str) -> Any:
         """The data sealed in ``state``, if it is intact, current, this principal's and this request's; raises
-        ``RequestStateError`` saying which check failed. ``single_use``: a second opening is refused too."""
+        ``RequestStateError`` saying which check failed."""
+        return self._open(state, principal_id, request)["d"]
+
+    async def spend(self, state: Any, principal_id: str | None, request: str) -> Any:
+        """``open``, and mark the state used: a second ``spend`` of it is refused (``RequestStateError``)."""
+        payload = self._open(state, principal_id, request)
+        if not await self.spent.spend(f"request-state:{payload['n']}", payload["e"]):
+            raise RequestStateError("requestState was used already: send the request again without it")
+        return payload["d"]
+
+    def _open(self, state: Any, principal_id: str | None, request: str) -> dict[str, Any]:
         if not isinstance(state, str) or len(state) > MAX_STATE_CHARS or state.count(".") != 1:
             raise RequestStateError("requestState is not a state this server issued")
         body, _, tag = state.partition(".")
@@ -98,22 +113,10 @@ class RequestStates:
             raise RequestStateError("requestState belongs to another principal")
         if payload["r"] != request:
             raise RequestStateError("requestState belongs to another request (method, name or arguments differ)")
-        if single_use:
-            self._spend(payload["n"], payload["e"], now)
-        return payload["d"]
+        return payload
 
     def _tag(self, body: str) -> bytes:
         return hmac.new(self._key, body.encode("ascii"), hashlib.sha256).digest()
-
-    def _spend(self, nonce: str, expiry: float, now: float) -> None:
-        spent = self._spent
-        while spent and next(iter(spent.values())) <= now:  # expired states cannot be opened anyway
-            spent.popitem(last=False)
-        if nonce in spent:
-            raise RequestStateError("requestState was used already: send the request again without it")
-        if len(spent) >= self.max_spent:
-            spent.popitem(last=False)
-        spent[nonce] = expiry
 
 
 def _b64(data: bytes) -> str:

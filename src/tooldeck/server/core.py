@@ -24,7 +24,8 @@ from ..security.levels import AccessControl
 from ..security.policy import Policy
 from ..security.principal import Principal, local_principal
 from ..tools.registry import ToolRegistry
-from .bus import Bus, MemoryBus, Subscription
+from .backends import Backends, resolve
+from .bus import Bus, Subscription
 from .methods import Method, method_table
 from .options import ServerOptions, server_info
 from .pipeline import Pipeline
@@ -52,7 +53,12 @@ class Server:
         # This process among the processes that serve the deck: unique across them, it is part of every identity that
         # crosses processes (server-to-client request ids, SSE stream and event ids, a task's owner and lease).
         self.node_id = os.urandom(4).hex()
-        self.cursors = CursorCodec(options.cursor_secret)
+        # Where the state lives that must hold across processes (server/backends.py): one record, from one spec.
+        self.backends: Backends = resolve(options.backends, task_store=options.task_store,
+                                          keys={"request-state": options.state_key, "cursor": options.cursor_secret})  # fmt: skip
+        if bus is not None:
+            self.backends.bus = bus
+        self.cursors = CursorCodec(self.backends.keys.key("cursor"))
         self.tools = ToolRegistry()
         self.resources = ResourceRegistry()
         self.templates = TemplateRegistry()
@@ -78,7 +84,7 @@ class Server:
         self.services: list[Callable[[], Coroutine[Any, Any, None]]] = []
         """Coroutines that run beside the sessions while the server serves (a directory watcher, say): started
         when a transport's loop runs (``bind_loop``), cancelled by ``aclose``."""
-        self.bus: Bus = bus if bus is not None else MemoryBus()
+        self.bus: Bus = self.backends.bus
         self.listeners = Listeners()  # the subscriptions/listen streams open here (2026-07-28)
         self._loop: asyncio.AbstractEventLoop | None = None
         self._workers: WorkerPool | None = None
@@ -140,18 +146,33 @@ class Server:
 
     def request_states(self) -> RequestStates:
         """What seals and opens the ``requestState`` of 2026-07-28 input-required results (made on first use): under
-        ``state_key``, else ``$TOOLDECK_STATE_KEY``, else a random key of this process."""
+        the key ring's request-state key (``state_key``, else ``$TOOLDECK_STATE_KEY``, else a random key of this
+        process), spending single-use states in the backends' spent store."""
         if self._request_states is None:
-            import os
-
             from ..security.request_state import RequestStates
 
-            key = self.options.state_key
-            if key is None:
-                env = environment_state_key()
-                key = env if env is not None else os.urandom(32)
-            self._request_states = RequestStates(key)
+            backends = self.backends
+            self._request_states = RequestStates(backends.keys.key("request-state"), spent=backends.spent)
         return self._request_states
+
+    def use_backends(self, backends: Backends | str) -> None:
+        """Keep the deck's state in ``backends`` (a record or a spec, see server/backends.py) from now on: what
+        ``tooldeck serve --backend`` does to a deck it loaded. Only before the deck serves: sessions, tasks and
+        streams already made stay where they are. A policy applied before is applied again, so its rate limits take
+        from the new limiter."""
+        if self._tasks is not None or self.bus.subscribers("list_changed"):
+            raise RuntimeError("use_backends: the deck is serving already; choose its backends before it serves")
+        options = self.options
+        found = resolve(backends, task_store=None,
+                        keys={"request-state": options.state_key, "cursor": options.cursor_secret})  # fmt: skip
+        if found.tasks is None:
+            found.tasks = self.backends.tasks
+        self.backends = found
+        self.bus = found.bus
+        self.cursors = CursorCodec(found.keys.key("cursor"))
+        self._request_states = None
+        if getattr(self, "_security", None) is not None:
+            apply_policy(self, self.policy)
 
     def use_policy(self, policy: Policy) -> None:
         """Serve under ``policy`` (security levels' defaults and verification, roles, the stdio principal); the deck's
@@ -186,7 +207,7 @@ class Server:
     # --- lifespan services --------------------------------------------------------------------------------------
 
     def task_manager(self) -> TaskManager:
-        """The TaskManager (created on first use, with ``task_store`` or an in-memory store)."""
+        """The TaskManager (created on first use, over the backends' task store, in memory if none was chosen)."""
         if self._tasks is None:
             from .task_manager import TaskManager
 
@@ -196,7 +217,7 @@ class Server:
                 self.bus,
                 self.cursors,
                 options.page_size,
-                options.task_store,
+                self.backends.tasks,
                 default_ttl_ms=int(options.task_ttl * 1000),
                 max_ttl_ms=int(options.max_task_ttl * 1000),
                 max_active=options.max_tasks_per_requestor,
@@ -341,20 +362,6 @@ async def _confirm(request: Any, call: Any, message: str, schema: dict[str, Any]
     from .context import Context
 
     return await Context(request, call.name, None).elicit(message, schema, timeout=timeout)
-
-
-def environment_state_key() -> bytes | None:
-    """``$TOOLDECK_STATE_KEY`` as a request-state key (its UTF-8 bytes), None when unset; ``ValueError`` saying what
-    is wrong when it is shorter than 32 bytes (``tooldeck serve`` checks it at start, before serving anything)."""
-    text = os.environ.get("TOOLDECK_STATE_KEY")
-    if not text:
-        return None
-    key = text.encode()
-    if len(key) < 32:
-        raise ValueError(f"$TOOLDECK_STATE_KEY must be at least 32 characters (it seals requestState for 2026-07-28 "
-                         f'clients), got {len(key)}; make one with python -c "import secrets; '
-                         f'print(secrets.token_hex(32))"')  # fmt: skip
-    return key
 
 
 def _service_done(task: asyncio.Task[None]) -> None:

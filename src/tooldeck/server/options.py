@@ -38,6 +38,7 @@ class ServerSettings(TypedDict, total=False):
     read_ttl: float
     cache_scope: str | None
     state_key: bytes | None
+    backends: Any
 
 
 class ServerOptions(Record):
@@ -56,12 +57,15 @@ class ServerOptions(Record):
     ``state_key``: the key (at least 32 bytes) that seals the ``requestState`` of 2026-07-28 input-required results;
     every process that serves the deck with the same key can take a retry. None: ``$TOOLDECK_STATE_KEY`` (its UTF-8
     bytes) if set, else a random key made at start-up, so only this process can resume what it asked.
+    ``backends``: where the state lives that must hold across processes — a ``Backends`` record or a spec
+    (``"memory"``, ``"sqlite:PATH"``; server/backends.py); None: in this process, tasks where the transport puts
+    them. ``task_store`` (a store or a spec) sets the tasks seam of whatever record the deck serves with.
     """
 
     __slots__ = (
         "page_size", "mask_errors", "max_threads", "log_level", "max_message_bytes", "max_batch", "cursor_secret",
         "tool_timeout", "task_store", "task_ttl", "max_task_ttl", "max_tasks_per_requestor", "list_ttl_ms", "read_ttl_ms",
-        "cache_scope", "state_key",
+        "cache_scope", "state_key", "backends",
     )  # fmt: skip
 
     def __init__(
@@ -83,6 +87,7 @@ class ServerOptions(Record):
         read_ttl: float = 0.0,
         cache_scope: str | None = None,
         state_key: bytes | None = None,
+        backends: Any = None,
     ) -> None:
         if page_size is not None and not _positive_int(page_size):
             raise RegistrationError(f"page_size must be a positive integer or None, got {page_size!r}")
@@ -118,6 +123,7 @@ class ServerOptions(Record):
         self.read_ttl_ms = int(read_ttl * 1000)
         self.cache_scope = cache_scope
         self.state_key = state_key
+        self.backends = backends  # a Backends record or a spec (server/backends.py); None: in memory
 
 
 def server_info(name: str, version: str, settings: dict[str, Any]) -> dict[str, Any]:

@@ -99,7 +99,7 @@ def begin(rctx: RoundTrip) -> None:
         raise RetryRefusedError('Invalid params: "requestState" must be the string the server sent')
     rounds.retry = True
     rounds.raw = state
-    data = rounds.open(single_use=False)
+    data = rounds.open()
     if type(data) is not dict:
         raise RetryRefusedError("Invalid params: requestState is not a state this server issued")
     rounds.answers = dict(data.get("a") or {})
@@ -165,11 +165,17 @@ class Rounds:
             self.memos[name] = make()
         return self.memos[name]
 
-    def spend(self) -> None:
-        """Mark the incoming state used (at most once, in this process): for answers that may be redeemed once."""
+    async def spend(self) -> None:
+        """Mark the incoming state used (at most once, wherever the backends' spent store reaches): for answers that
+        may be redeemed once."""
         if self.raw is None:
             raise RetryRefusedError("Invalid params: this request needs the requestState of its confirmation")
-        self.open(single_use=True)
+        from ..security.request_state import RequestStateError
+
+        try:
+            await self.server.request_states().spend(self.raw, principal_id(self.principal), self.digest)
+        except RequestStateError as exc:
+            raise RetryRefusedError(f"Invalid params: {exc}") from None
 
     # --- the interim result ------------------------------------------------------------------------------------
 
@@ -199,12 +205,11 @@ class Rounds:
                 self._digest = request_digest(method, str(params.get("name")), params.get("arguments") or {})
         return self._digest
 
-    def open(self, *, single_use: bool) -> Any:
+    def open(self) -> Any:
         from ..security.request_state import RequestStateError
 
         try:
-            return self.server.request_states().open(self.raw, principal_id(self.principal), self.digest,
-                                                          single_use=single_use)  # fmt: skip
+            return self.server.request_states().open(self.raw, principal_id(self.principal), self.digest)
         except RequestStateError as exc:
             raise RetryRefusedError(f"Invalid params: {exc}") from None
         except (ValueError, KeyError, TypeError):  # intact tag, unreadable payload: not a state of this server

@@ -13,14 +13,15 @@ from asgi_client import INIT, AsgiClient
 from helpers import adder_deck, sleep_until_cancelled
 from tooldeck import Context, Deck
 from tooldeck.protocol.errors import HttpError, RefusedError
+from tooldeck.server.backends import Backends
 from tooldeck.server.state import MemorySessionStore
 from tooldeck.transports.http import HttpApp
 from tooldeck.transports.http.guard import HostOriginGuard
 from tooldeck.transports.http.responses import Receive, Scope, Send, respond
 
 
-def make_deck() -> Deck:
-    deck = adder_deck("layers")
+def make_deck(**options: Any) -> Deck:
+    deck = adder_deck("layers", **options)
 
     @deck.tool
     def secret() -> str:
@@ -111,9 +112,9 @@ async def test_a_pipeline_refusal_is_answered_with_its_http_status() -> None:
 
 @pytest.mark.parametrize("shared", [True, False])
 async def test_a_session_store_lets_another_app_serve_the_session(shared: bool) -> None:
-    store = MemorySessionStore()
-    first = HttpApp(make_deck(), session_store=store)
-    second = HttpApp(make_deck(), session_store=store if shared else MemorySessionStore())
+    store = MemorySessionStore()  # two processes' decks, with their backends' session store shared or not
+    first = HttpApp(make_deck(backends=Backends(sessions=store)))
+    second = HttpApp(make_deck(backends=Backends(sessions=store if shared else MemorySessionStore())))
     session = await AsgiClient(first).initialize("2025-06-18")
     other = AsgiClient(second)
     set_level = await other.call(session, 1, "logging/setLevel", {"level": "error"}, version="2025-06-18")
@@ -156,8 +157,8 @@ async def test_an_id_past_64_bits_is_400_with_that_id() -> None:
 async def test_a_cancellation_posted_to_another_app_reaches_the_request_through_the_bus() -> None:
     started, cancelled = asyncio.Event(), asyncio.Event()
 
-    def deck_with_a_slow_tool() -> Deck:
-        deck = make_deck()
+    def deck_with_a_slow_tool(backends: Backends) -> Deck:
+        deck = make_deck(backends=backends)
 
         @deck.tool
         async def slow(ctx: Context) -> str:
@@ -165,11 +166,10 @@ async def test_a_cancellation_posted_to_another_app_reaches_the_request_through_
 
         return deck
 
-    first_deck, second_deck = deck_with_a_slow_tool(), deck_with_a_slow_tool()
-    second_deck.bus = first_deck.bus  # two processes sharing a bus (and a session store)
-    store = MemorySessionStore()
-    first = HttpApp(first_deck, session_store=store)
-    second = HttpApp(second_deck, session_store=store)
+    shared = Backends()  # two processes sharing a bus and a session store
+    first_deck, second_deck = deck_with_a_slow_tool(shared), deck_with_a_slow_tool(shared)
+    first = HttpApp(first_deck)
+    second = HttpApp(second_deck)
     session = await AsgiClient(first).initialize()
     caller = AsgiClient(first)
     caller.checker.expect_no_messages()  # the cancelled call is answered by no message at all

@@ -4,8 +4,9 @@
     403 for foreign Host/Origin     the request's principal            the MCP path (404      POST / GET / DELETE,
                                                                         elsewhere)             SSE via sse.py
 
-Sessions live in a ``SessionRegistry`` (sessions.py) over a ``SessionStore``; SSE events wait in an ``EventStore``
-(events.py) for clients that resume. ``HttpApp`` wires them together and answers the ASGI lifespan.
+Sessions live in a ``SessionRegistry`` (sessions.py) over the deck's ``SessionStore``; SSE events wait in its
+``EventStore`` for clients that resume (both seams of the deck's backends, server/backends.py). ``HttpApp`` wires
+them together and answers the ASGI lifespan.
 """
 
 from __future__ import annotations
@@ -14,8 +15,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from ...server.core import Server
-from ...server.events import EventStore, MemoryEventStore
-from ...server.state import SessionStore
+from ...server.events import EventStore
 from .auth import AuthenticationBackend, AuthenticationLayer
 from .channels import MAX_BACKLOG, HttpSession
 from .exchange import Endpoint
@@ -34,8 +34,8 @@ class HttpApp:
     ``allowed_hosts`` / ``allowed_origins``: host names (or full origins) accepted besides the loopback names;
     ``"*"`` accepts any. ``stateless``: no sessions; every POST is answered on its own. ``session_idle_timeout``:
     seconds without traffic after which a session is closed. ``max_sessions``: live sessions at most (503 past it).
-    ``auth``: the authentication backend (default: everyone is anonymous). ``session_store``: where session state
-    is kept (default: in memory). ``routes``: more ASGI apps by path (``/.well-known/...``). ``body_timeout``:
+    ``auth``: the authentication backend (default: everyone is anonymous). Session state and SSE events are kept
+    in the deck's backends (``Deck(backends=...)``, server/backends.py: in memory by default). ``routes``: more ASGI apps by path (``/.well-known/...``). ``body_timeout``:
     seconds a POST body may take to arrive whole (408 past it). ``max_backlog``: messages each SSE stream keeps
     waiting for a client that reads slower than the server sends; past it the oldest notifications are dropped
     (channels.py).
@@ -54,8 +54,6 @@ class HttpApp:
         max_sessions: int = 10_000,
         max_body_bytes: int | None = None,
         body_timeout: float = 30.0,
-        event_store: EventStore | None = None,
-        session_store: SessionStore | None = None,
         auth: AuthenticationBackend | None = None,
         routes: dict[str, App] | None = None,
         retry_ms: int = 1000,
@@ -65,8 +63,9 @@ class HttpApp:
         self.deck = deck
         self.path = path
         self.stateless = stateless
-        self.events: EventStore = event_store if event_store is not None else MemoryEventStore()
-        self.registry = SessionRegistry(deck, self.events, store=session_store, max_sessions=max_sessions,
+        backends = deck.backends
+        self.events: EventStore = backends.events
+        self.registry = SessionRegistry(deck, self.events, store=backends.sessions, max_sessions=max_sessions,
                                         idle_timeout=session_idle_timeout, backlog=max_backlog)  # fmt: skip
         self.sse = SseWriter(self.events, self.registry, retry_ms=retry_ms, keepalive=keepalive)
         limit = max_body_bytes if max_body_bytes is not None else deck.options.max_message_bytes

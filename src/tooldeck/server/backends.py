@@ -1,0 +1,128 @@
+"""The process boundary: the one record of where a deck's state lives, chosen from one spec.
+
+The rule. Everything that must hold across processes goes through a seam in this record; everything else is a
+cache of one process, and the list below says why each may stay local. A deck that one process serves may keep all
+of it in memory. A deck that several processes serve (behind a load balancer, or ``--workers N``) must share every
+seam, or the processes tell one client different stories: a session one of them deleted, a task another marks
+failed, a confirmation spent twice, a cursor another cannot read.
+
+The seams (each a small Protocol with an in-memory implementation beside it, and one contract suite for all):
+
+    sessions  SessionStore  server/state.py      the state of a 2025-11-25 HTTP session between its requests
+    bus       Bus           server/bus.py        list_changed, resource updates, task status, a cancellation or a
+                                                 client's answer, to whichever process serves the session
+    tasks     TaskStore     tasks/store.py       task records, with the process that owns each and its lease
+    events    EventStore    server/events.py     SSE events a client may resume with Last-Event-ID
+    limiter   RateLimiter   security/limits.py   the token buckets of the policy's [limits]
+    spent     SpentStore    security/spent.py    single-use marks: the requestState of a 2026-07-28 confirmation
+    keys      KeyRing       security/keys.py     the keys that sign what a client hands back (requestState, cursors)
+
+Per process, on purpose:
+
+- Verified JWTs and the issuer's key set: derived from the token and the issuer's JWKS; every process derives the
+  same answer, and a key's withdrawal reaches each within the set's cache time.
+- Compiled validators, encoded listings and cached initialize results: derived from the registries.
+- The registries and the tool manager's history: each process registers the same tools from the same code and
+  definition files (definitions changed while serving are shared in a later step; until then a manager call
+  changes the process it runs on).
+- The HTTP flood guard (``[limits] http_requests``): it protects this process's own sockets and CPU.
+- 2025-11-25 confirmation codes: issued and redeemed within one call, on the process that runs the call; another
+  process has no record of a code, so a replay there is refused.
+- The audit trail: one writer per file (a lock refuses a second one), so each process keeps its own trail.
+- The worker pool, the runner's requests in flight, the SSE channels of open connections and the listen streams:
+  the work of this process, which ends with it.
+
+A spec names the record: ``memory`` (everything in this process), ``sqlite:PATH`` (tasks in a SQLite file that
+outlives the process, the rest in memory). Without one, a deck keeps everything in memory and lets the transport
+choose where tasks live (memory over stdio; ``tooldeck serve --http`` keeps them in SQLite).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from ..protocol.errors import RegistrationError
+from ..security.keys import MemoryKeyRing
+from ..security.limits import MemoryRateLimiter
+from ..security.spent import MemorySpentStore
+from .bus import MemoryBus
+from .events import MemoryEventStore
+from .state import MemorySessionStore
+
+if TYPE_CHECKING:
+    from ..security.keys import KeyRing
+    from ..security.limits import AsyncRateLimiter, RateLimiter
+    from ..security.spent import SpentStore
+    from ..tasks.store import TaskStore
+    from .bus import Bus
+    from .events import EventStore
+    from .state import SessionStore
+
+SPECS = "memory, sqlite:PATH"
+
+
+class Backends:
+    """Where a deck's state lives (see the module docstring). Each seam may be given; what is not is the in-memory
+    implementation. ``tasks`` is a ``TaskStore``, a spec (``"memory"``, ``"sqlite:PATH"``) opened on first use, or
+    None (the transport chooses). ``shared``: several processes use these backends (keys must then be shared too)."""
+
+    __slots__ = ("bus", "events", "keys", "limiter", "sessions", "shared", "spec", "spent", "tasks")
+
+    def __init__(
+        self,
+        *,
+        sessions: SessionStore | None = None,
+        bus: Bus | None = None,
+        tasks: TaskStore | str | None = None,
+        events: EventStore | None = None,
+        limiter: RateLimiter | AsyncRateLimiter | None = None,
+        spent: SpentStore | None = None,
+        keys: KeyRing | None = None,
+        spec: str = "memory",
+        shared: bool = False,
+    ) -> None:
+        self.sessions: SessionStore = sessions if sessions is not None else MemorySessionStore()
+        self.bus: Bus = bus if bus is not None else MemoryBus()
+        self.tasks = tasks
+        self.events: EventStore = events if events is not None else MemoryEventStore()
+        self.limiter: RateLimiter | AsyncRateLimiter = limiter if limiter is not None else MemoryRateLimiter()
+        self.spent: SpentStore = spent if spent is not None else MemorySpentStore()
+        self.keys: KeyRing = keys if keys is not None else MemoryKeyRing()
+        self.spec = spec
+        self.shared = shared
+
+    def __repr__(self) -> str:
+        return f"Backends({self.spec})"
+
+
+def backends_from_spec(spec: str, *, keys: dict[str, bytes | None] | None = None) -> Backends:
+    """The record a spec names (``memory``, ``sqlite:PATH``); ``keys``: the keys configuration gives (purpose ->
+    key, None for none). Raises ``RegistrationError`` naming what is accepted."""
+    if not isinstance(spec, str) or not spec:
+        raise RegistrationError(f"backends: expected a spec ({SPECS}), got {spec!r}")
+    ring = MemoryKeyRing(keys)
+    if spec == "memory":
+        return Backends(tasks="memory", keys=ring, spec=spec)
+    if spec.startswith("sqlite:"):
+        from .task_manager import check_store_spec
+
+        try:
+            check_store_spec(spec)
+        except ValueError as exc:
+            raise RegistrationError(f"backends: {exc}") from None
+        return Backends(tasks=spec, keys=ring, spec=spec)
+    raise RegistrationError(f"backends {spec!r}: use one of {SPECS}")
+
+
+def resolve(given: Backends | str | None, *, task_store: Any = None, keys: dict[str, bytes | None]) -> Backends:
+    """The record a deck serves with: ``given`` (a record or a spec; None: in memory, tasks chosen by the
+    transport), with the deck's ``task_store`` option, when set, as its tasks seam."""
+    if given is None:
+        found = Backends(keys=MemoryKeyRing(keys))
+    elif isinstance(given, Backends):
+        found = given
+    else:
+        found = backends_from_spec(given, keys=keys)
+    if task_store is not None:
+        found.tasks = task_store
+    return found
