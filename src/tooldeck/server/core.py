@@ -282,7 +282,8 @@ class Server:
     def changed(self, kind: str) -> None:
         """A registry of ``kind`` changed: one list_changed per burst of changes, published on the loop's thread."""
         self._init_results.clear()  # capabilities may change with what is registered
-        if not self.bus.subscribers("list_changed"):
+        bus = self.bus
+        if isinstance(bus, MemoryBus) and not bus.subscribers("list_changed"):  # a shared bus may have them elsewhere
             for catalog in self._catalogs(kind):
                 catalog.take_changes()  # no one to tell: the next announcement counts from here
             return
