@@ -147,3 +147,14 @@ def engines(redis_url: str, at_loop_end: Callable[[Callable[[], Awaitable[None]]
 def engine(engines: Callable[..., Any]) -> Any:
     """One ``Engine`` on the test server."""
     return engines()
+
+
+@pytest.fixture
+def private_redis(redis_server: RedisServer, tmp_path: Path) -> Iterator[RedisServer]:
+    """A server of this test's own, to stop and start again (a restart); stopped at the end."""
+    server = RedisServer(redis_server.binary, tmp_path)
+    server.start()
+    try:
+        yield server
+    finally:
+        server.stop()

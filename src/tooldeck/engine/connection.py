@@ -14,6 +14,7 @@ a command that timed out may have run, and running a take or a spend twice would
 from __future__ import annotations
 
 import hashlib
+import os
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any, TypeVar
@@ -117,8 +118,7 @@ class Engine:
             raise self.unavailable(exc) from exc
 
     def unavailable(self, exc: BaseException) -> BackendUnavailableError:
-        cause = " ".join(str(exc).split()) or type(exc).__name__
-        return BackendUnavailableError(f"the shared backend {self.name} is unreachable: {cause}")
+        return BackendUnavailableError(f"the shared backend {self.name} is unreachable: {cause_of(exc)}")
 
     async def check(self) -> None:
         """Make sure the server answers and is new enough, and load the scripts made so far: what a process does
@@ -155,3 +155,14 @@ def _without_credentials(url: str) -> str:
     parts = urlsplit(url)
     host = parts.netloc.rpartition("@")[2]
     return urlunsplit((parts.scheme, host, parts.path, "", ""))
+
+
+def cause_of(exc: BaseException) -> str:
+    """What went wrong, in a few words on one line: the system's words for a socket error ("Connection refused"),
+    else the client's message."""
+    seen: BaseException | None = exc
+    while seen is not None:
+        if isinstance(seen, OSError) and seen.errno:
+            return os.strerror(seen.errno)
+        seen = seen.__cause__ or seen.__context__
+    return " ".join(str(exc).split()) or type(exc).__name__

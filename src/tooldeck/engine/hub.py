@@ -24,7 +24,7 @@ from typing import Any
 
 import orjson
 
-from .connection import UNREACHABLE, Engine
+from .connection import UNREACHABLE, Engine, cause_of
 
 log = logging.getLogger("tooldeck.bus")
 Subscriber = Callable[[Any], None]
@@ -64,7 +64,9 @@ class Hub:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._sender: asyncio.Task[None] | None = None
         self._listener: asyncio.Task[None] | None = None
-        self._listening = asyncio.Event()  # set while the pattern subscription stands
+        self._listening = asyncio.Condition()  # notified as the subscription stands or falls
+        self.listening = False  # whether the hub hears the other processes now
+        self.subscriptions = 0  # how many times the subscription was made: 1, then one more for each reconnection
         self._closed = False
 
     # --- this process's subscribers ---------------------------------------------------------------------------------
@@ -109,20 +111,21 @@ class Hub:
 
     # --- the connection to Redis ------------------------------------------------------------------------------------
 
-    async def ready(self, timeout: float = 10.0) -> None:
-        """Wait until the hub hears the other processes (its subscription stands); ``BackendUnavailableError`` if
-        that takes longer than ``timeout`` seconds."""
+    async def ready(self, timeout: float = 10.0, *, after: int = 0) -> None:
+        """Wait until the hub hears the other processes, through a subscription made after the first ``after`` (a
+        reconnection: ``after=hub.subscriptions``); ``BackendUnavailableError`` if that takes over ``timeout`` s."""
         self._start()
         try:
-            async with asyncio.timeout(timeout):
-                await self._listening.wait()
+            async with asyncio.timeout(timeout), self._listening:
+                await self._listening.wait_for(lambda: self.listening and self.subscriptions > after)
         except TimeoutError:
             raise self.engine.unavailable(TimeoutError(f"no subscription after {timeout:g} s")) from None
 
-    @property
-    def listening(self) -> bool:
-        """Whether the hub hears the other processes now."""
-        return self._listening.is_set()
+    async def _now_listening(self, listening: bool) -> None:
+        async with self._listening:
+            self.listening = listening
+            self.subscriptions += listening
+            self._listening.notify_all()
 
     def _start(self) -> bool:
         """Bind to the running loop (the first time) and start listening; False when there is no loop yet."""
@@ -149,18 +152,17 @@ class Hub:
                     if message["type"] == "pmessage":
                         self._receive(message["channel"], message["data"])
                     elif message["type"] == "psubscribe":
-                        self._listening.set()
+                        if self.subscriptions:  # after the client reconnected by itself, or this loop did
+                            log.info("the bus hears the other processes again (%s)", self.engine.name)
+                        await self._now_listening(True)
                         delay = _FIRST_DELAY
-                        if lost:
-                            lost = False
-                            log.warning("the bus hears the other processes again (%s)", self.engine.name)
+                        lost = False
             except UNREACHABLE as exc:
-                self._listening.clear()
                 if not lost:
                     lost = True
-                    log.warning("the bus lost %s (%s); reconnecting", self.engine.name, " ".join(str(exc).split()))
+                    log.warning("the bus lost %s (%s); reconnecting", self.engine.name, cause_of(exc))
             finally:
-                self._listening.clear()
+                self.listening = False
                 await _quietly(pubsub.aclose())
             await asyncio.sleep(delay)  # a server that is away: try again, less and less often
             delay = min(delay * 2, _LONGEST_DELAY)
@@ -188,11 +190,15 @@ class Hub:
                             pipe.publish(channel, data)
                         await pipe.execute()
                 except UNREACHABLE as exc:
-                    cause = " ".join(str(exc).split())
-                    log.warning("%d bus publication(s) reached only this process: %s (%s)", len(batch), cause,
-                                self.engine.name)  # fmt: skip
+                    log.warning("%d bus publication(s) reached only this process: %s is unreachable (%s)",
+                                len(batch), self.engine.name, cause_of(exc))  # fmt: skip
         finally:
             self._sender = None
+
+    async def sent(self) -> None:
+        """Wait until what was published so far has been sent (or found unsendable, and logged)."""
+        if self._sender is not None:
+            await asyncio.shield(self._sender)
 
     async def aclose(self) -> None:
         """Send what is waiting to be sent, then stop listening."""
