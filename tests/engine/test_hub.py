@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import threading
 from collections.abc import Callable
 from typing import Any
 
@@ -128,3 +129,17 @@ async def test_after_a_server_restart_the_hub_hears_the_others_again(
     finally:
         await here_engine.aclose()
         await there_engine.aclose()
+
+
+async def test_a_publication_from_another_thread_is_delivered_on_the_loop_s_thread(
+    engines: Callable[..., Engine],
+) -> None:
+    here, there = await two_hubs(engines)
+    threads: list[int] = []
+    mine, theirs = Inbox(), Inbox()
+    here.subscribe("t", lambda payload: (threads.append(threading.get_ident()), mine(payload)))
+    there.subscribe("t", theirs)
+    await asyncio.to_thread(here.publish, "t", "from a worker")
+    assert await mine.wait_for(1) == ["from a worker"]
+    assert threads == [threading.get_ident()]
+    assert await theirs.wait_for(1) == ["from a worker"]

@@ -1,11 +1,14 @@
-"""``RedisBus`` across real processes: a publication reaches another process, in order, and its answer comes back."""
+"""``RedisBus`` across processes: a publication reaches other real processes, in order, and their answers come back;
+and a server announces its changes to sessions that another server holds."""
 
 from __future__ import annotations
 
 import asyncio
-from typing import Any
+from collections.abc import Callable
+from typing import Any, cast
 
 import fleet_peer
+from helpers import adder_deck, client
 from tooldeck.engine.connection import Engine
 from tooldeck.server.bus_redis import RedisBus
 
@@ -43,3 +46,17 @@ async def talk(engine: Engine, peers: list[asyncio.subprocess.Process]) -> None:
         assert {a["from"] for a in answers} == pids
         bus.publish("stop", None)
         assert [await peer.wait() for peer in peers] == [0, 0]
+
+
+async def test_a_change_on_a_process_with_no_session_reaches_the_sessions_of_another(
+    engines: Callable[..., Engine],
+) -> None:
+    # Deck A serves no one: with a MemoryBus it would skip announcing (no subscriber here); on a shared bus another
+    # process may have listeners, so A announces, and B's client is told.
+    deck_a, deck_b = adder_deck("a"), adder_deck("b")
+    deck_a.bus, deck_b.bus = RedisBus(engines()), RedisBus(engines())
+    async with client(deck_b) as c:
+        await cast(RedisBus, deck_b.bus).ready()
+        deck_a.add_tool(lambda: "new", name="new")
+        note = await c.wait_for_notification("notifications/tools/list_changed", timeout=10)
+        assert note == {"jsonrpc": "2.0", "method": "notifications/tools/list_changed"}

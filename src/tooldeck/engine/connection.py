@@ -61,7 +61,8 @@ class Script:
 
 
 class Engine:
-    """A connection to one Redis or Valkey, shared by every seam of one process (``from_url`` makes one)."""
+    """A connection to one Redis or Valkey, shared by every seam of one process (``from_url`` makes one). Its
+    connections belong to the event loop that first used them: one engine per loop, closed on it (``aclose``)."""
 
     def __init__(self, client: aioredis.Redis, *, prefix: str = DEFAULT_PREFIX, name: str = "redis") -> None:
         self.client = client

@@ -83,7 +83,12 @@ class Hub:
 
     def publish(self, topic: str, payload: Any) -> None:
         """Deliver ``payload`` to this process's subscribers of ``topic`` now, and send it to the other processes.
-        Raises ``TypeError`` for a payload that is not JSON. Call it on the event loop's thread."""
+        Raises ``TypeError`` for a payload that is not JSON. Called from another thread than the event loop's, it
+        hands the publication to the loop's thread, where the subscribers are called."""
+        loop = self._loop
+        if loop is not None and not loop.is_closed() and asyncio._get_running_loop() is not loop:
+            loop.call_soon_threadsafe(self.publish, topic, payload)
+            return
         try:
             data = orjson.dumps([self.origin, payload])
         except TypeError as exc:
