@@ -1,5 +1,6 @@
 """``RedisBus`` across processes: a publication reaches other real processes, in order, and their answers come back;
-and a server announces its changes to sessions that another server holds."""
+a server announces its changes to sessions that another server holds; and a cancellation posted to one app stops the
+request another app runs."""
 
 from __future__ import annotations
 
@@ -8,9 +9,14 @@ from collections.abc import Callable
 from typing import Any, cast
 
 import fleet_peer
-from helpers import adder_deck, client
+from asgi_client import AsgiClient
+from helpers import adder_deck, client, sleep_until_cancelled
+from tooldeck import Context, Deck
 from tooldeck.engine.connection import Engine
+from tooldeck.engine.hub import Hub
 from tooldeck.server.bus_redis import RedisBus
+from tooldeck.server.state_redis import RedisSessionStore
+from tooldeck.transports.http import HttpApp
 
 
 async def test_a_publication_reaches_other_processes_and_their_answers_come_back(engine: Engine) -> None:
@@ -60,3 +66,41 @@ async def test_a_change_on_a_process_with_no_session_reaches_the_sessions_of_ano
         deck_a.add_tool(lambda: "new", name="new")
         note = await c.wait_for_notification("notifications/tools/list_changed", timeout=10)
         assert note == {"jsonrpc": "2.0", "method": "notifications/tools/list_changed"}
+
+
+async def test_a_cancellation_posted_to_another_app_reaches_the_request_through_redis(
+    engines: Callable[..., Engine],
+) -> None:
+    # Two apps as two processes would have them: each its own engine (connections, hub), one Redis between them.
+    started, cancelled = asyncio.Event(), asyncio.Event()
+
+    def deck_with_a_slow_tool(engine: Engine) -> Deck:
+        deck = adder_deck("slow")
+        deck.bus = RedisBus(engine)
+
+        @deck.tool
+        async def slow(ctx: Context) -> str:
+            return await sleep_until_cancelled(cancelled, started)
+
+        return deck
+
+    first_engine, second_engine = engines(), engines()
+    first = HttpApp(deck_with_a_slow_tool(first_engine), session_store=RedisSessionStore(first_engine))
+    second = HttpApp(deck_with_a_slow_tool(second_engine), session_store=RedisSessionStore(second_engine))
+    session = await AsgiClient(first).initialize()
+    caller = AsgiClient(first)
+    caller.checker.expect_no_messages()  # the cancelled call is answered by no message at all
+    call = asyncio.ensure_future(
+        caller.call(session, "long", "tools/call", {"name": "slow", "arguments": {}}, accept="application/json")
+    )
+    await asyncio.wait_for(started.wait(), 10)
+    await Hub.of(first_engine).ready()
+    note = {"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": "long"}}
+    other = AsgiClient(second)
+    other.checker.expect_no_messages()
+    assert (await other.post(note, session=session)).status == 202  # the second app rebuilt the session from Redis
+    await asyncio.wait_for(cancelled.wait(), 10)
+    response = await asyncio.wait_for(call, 10)
+    assert response.status == 202  # cancelled: no JSON-RPC response, as the spec asks
+    await first.aclose()
+    await second.aclose()
