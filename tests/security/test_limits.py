@@ -95,57 +95,157 @@ def limiter() -> tuple[MemoryRateLimiter, Clock]:
     return MemoryRateLimiter(clock=clock), clock
 
 
-# --- the bucket ----------------------------------------------------------------------------------------------------
+# --- the bucket: the contract every limiter passes (memory, Redis) -----------------------------------------------
 
 
-def test_exactly_the_burst_is_admitted_and_the_next_is_told_the_exact_wait() -> None:
-    bucket, _ = limiter()
-    assert [bucket.acquire("k", 2.0, 5) for _ in range(5)] == [0.0] * 5
-    assert bucket.acquire("k", 2.0, 5) == 0.5  # one token at 2 per second
-    assert bucket.acquire("k", 2.0, 5) == 0.5  # a refusal takes nothing, so nothing queues up
+class Buckets:
+    """A limiter under test with its clock, asked through one awaited interface whatever the limiter is."""
+
+    def __init__(self, limiter: Any, clock: Clock) -> None:
+        self.limiter = limiter
+        self.clock = clock
+
+    async def acquire(self, key: str, rate: float, burst: int, cost: float = 1.0) -> float:
+        if hasattr(self.limiter, "acquire_async"):
+            return cast(float, await self.limiter.acquire_async(key, rate, burst, cost))
+        return cast(float, self.limiter.acquire(key, rate, burst, cost))
+
+    async def peek(self, key: str, rate: float, burst: int, cost: float = 1.0) -> float:
+        if hasattr(self.limiter, "peek_async"):
+            return cast(float, await self.limiter.peek_async(key, rate, burst, cost))
+        return cast(float, self.limiter.peek(key, rate, burst, cost))
+
+    async def acquire_all(self, buckets: list[tuple[str, float, int, float]]) -> list[float]:
+        if hasattr(self.limiter, "acquire_all_async"):
+            return cast(list[float], await self.limiter.acquire_all_async(buckets))
+        return cast(list[float], self.limiter.acquire_all(buckets))
 
 
-@pytest.mark.parametrize("method", ["acquire", "take"])  # take: the per-principal fast path's own arithmetic
-def test_the_bucket_refills_over_time_and_never_past_the_burst(method: str) -> None:
-    bucket, clock = limiter()
-    take = getattr(bucket, method)
+def redis_limiter(request: pytest.FixtureRequest, clock: Clock) -> Any:
+    from tooldeck.security.limits_redis import RedisRateLimiter
+
+    return RedisRateLimiter(request.getfixturevalue("engine"), clock=clock)
+
+
+LIMITERS: dict[str, Callable[[pytest.FixtureRequest, Clock], Any]] = {
+    "memory": lambda request, clock: MemoryRateLimiter(clock=clock),
+    "redis": redis_limiter,
+}
+
+
+@pytest.fixture(params=sorted(LIMITERS))
+def buckets(request: pytest.FixtureRequest) -> Buckets:
+    clock = Clock()
+    return Buckets(LIMITERS[request.param](request, clock), clock)
+
+
+async def step(limits: RateLimits, request: Request, call: Call) -> None:
+    """The limit step, awaited when the limiter made it asynchronous."""
+    outcome = limits.step(request, call)
+    if outcome is not None:
+        await outcome
+
+
+async def test_exactly_the_burst_is_admitted_and_the_next_is_told_the_exact_wait(buckets: Buckets) -> None:
+    assert [await buckets.acquire("k", 2.0, 5) for _ in range(5)] == [0.0] * 5
+    assert await buckets.acquire("k", 2.0, 5) == 0.5  # one token at 2 per second
+    assert await buckets.acquire("k", 2.0, 5) == 0.5  # a refusal takes nothing, so nothing queues up
+
+
+async def test_the_bucket_refills_over_time_and_never_past_the_burst(buckets: Buckets) -> None:
     for _ in range(4):
-        take("k", 4.0, 4)
-    clock.now += 0.125  # half a token
-    assert take("k", 4.0, 4) == 0.125
-    clock.now += 0.125
-    assert take("k", 4.0, 4) == 0.0
-    assert take("k", 4.0, 4) == 0.25
-    clock.now += 3600  # an idle hour refills to the burst, no further
-    assert [take("k", 4.0, 4) for _ in range(5)] == [0.0] * 4 + [0.25]
+        await buckets.acquire("k", 4.0, 4)
+    buckets.clock.now += 0.125  # half a token
+    assert await buckets.acquire("k", 4.0, 4) == 0.125
+    buckets.clock.now += 0.125
+    assert await buckets.acquire("k", 4.0, 4) == 0.0
+    assert await buckets.acquire("k", 4.0, 4) == 0.25
+    buckets.clock.now += 3600  # an idle hour refills to the burst, no further
+    assert [await buckets.acquire("k", 4.0, 4) for _ in range(5)] == [0.0] * 4 + [0.25]
 
 
-def test_a_call_may_cost_more_than_one_token() -> None:
-    bucket, clock = limiter()
-    assert bucket.acquire("k", 1.0, 5, cost=3) == 0.0
-    assert bucket.acquire("k", 1.0, 5, cost=3) == 1.0  # 2 left, 3 needed
-    assert bucket.acquire("k", 1.0, 5, cost=2) == 0.0  # the refusal took nothing
-    clock.now += 2.5
-    assert bucket.acquire("k", 1.0, 5, cost=3) == 0.5
+async def test_a_call_may_cost_more_than_one_token(buckets: Buckets) -> None:
+    assert await buckets.acquire("k", 1.0, 5, cost=3) == 0.0
+    assert await buckets.acquire("k", 1.0, 5, cost=3) == 1.0  # 2 left, 3 needed
+    assert await buckets.acquire("k", 1.0, 5, cost=2) == 0.0  # the refusal took nothing
+    buckets.clock.now += 2.5
+    assert await buckets.acquire("k", 1.0, 5, cost=3) == 0.5
 
 
-def test_peek_says_what_acquire_would_and_takes_nothing() -> None:
-    bucket, _ = limiter()
-    assert bucket.peek("k", 1.0, 2) == 0.0
-    assert len(bucket) == 0  # asking about a key does not store it
-    bucket.acquire("k", 1.0, 2, cost=2)
-    assert bucket.peek("k", 1.0, 2) == 1.0
-    assert bucket.peek("k", 1.0, 2) == 1.0
-    assert bucket.acquire("k", 1.0, 2) == 1.0
+async def test_peek_says_what_acquire_would_and_takes_nothing(buckets: Buckets) -> None:
+    assert await buckets.peek("k", 1.0, 2) == 0.0
+    assert await buckets.peek("k", 1.0, 2, cost=2) == 0.0  # the peek before took nothing
+    await buckets.acquire("k", 1.0, 2, cost=2)
+    assert await buckets.peek("k", 1.0, 2) == 1.0
+    assert await buckets.peek("k", 1.0, 2) == 1.0
+    assert await buckets.acquire("k", 1.0, 2) == 1.0
+
+
+async def test_keys_have_buckets_of_their_own(buckets: Buckets) -> None:
+    assert await buckets.acquire("a", 1.0, 1) == 0.0
+    assert await buckets.acquire("b", 1.0, 1) == 0.0
+    assert await buckets.acquire("a", 1.0, 1) == 1.0
 
 
 @pytest.mark.parametrize(("rate", "burst", "cost"), [(1.0, 2, 3), (0.0, 2, 1), (-1.0, 2, 1), (1.0, 0, 0.5)])
-def test_a_bucket_that_could_never_admit_is_a_value_error(rate: float, burst: int, cost: float) -> None:
+async def test_a_bucket_that_could_never_admit_is_a_value_error(
+    buckets: Buckets, rate: float, burst: int, cost: float
+) -> None:
+    with pytest.raises(ValueError, match="impossible bucket"):
+        await buckets.acquire("k", rate, burst, cost)
+    with pytest.raises(ValueError, match="impossible bucket"):
+        await buckets.peek("k", rate, burst, cost)
+    with pytest.raises(ValueError, match="impossible bucket"):
+        await buckets.acquire_all([("j", 1.0, 1, 1.0), ("k", rate, burst, cost)])
+
+
+async def test_acquire_all_takes_from_every_bucket_or_from_none(buckets: Buckets) -> None:
+    assert await buckets.acquire_all([("a", 1.0, 2, 1.0), ("b", 1.0, 1, 1.0)]) == [0.0, 0.0]
+    assert await buckets.acquire_all([("a", 1.0, 2, 1.0), ("b", 1.0, 1, 1.0)]) == [0.0, 1.0]
+    assert await buckets.peek("a", 1.0, 2) == 0.0  # "a" kept its token
+    buckets.clock.now += 0.25
+    assert await buckets.acquire_all([("a", 1.0, 2, 2.0), ("b", 1.0, 1, 1.0)]) == [0.75, 0.75]
+
+
+async def test_rate_limits_take_from_every_bucket_of_a_call_or_from_none(buckets: Buckets) -> None:
+    limits = RateLimits(buckets.limiter, per_principal=Limit(1.0, 5), per_tool=Limit(1.0, 1), global_=Limit(1.0, 5))
+    await step(limits, Request(Principal("ada")), Call("tool", "t"))
+    for _ in range(3):
+        with pytest.raises(RateLimitedError, match=r"\(per tool: 1/s\)"):
+            await step(limits, Request(Principal("ada")), Call("tool", "t"))
+    assert await buckets.peek("principal:token:ada", 1.0, 5, cost=4) == 0.0  # only the admitted call was taken
+    assert await buckets.peek("global", 1.0, 5, cost=4) == 0.0
+    assert await buckets.peek("global", 1.0, 5, cost=5) == 1.0
+
+
+async def test_rate_limits_name_the_limit_with_the_longest_wait(buckets: Buckets) -> None:
+    limits = RateLimits(buckets.limiter, per_principal=Limit("60/minute", 1), global_=Limit(0.5, 1))
+    await step(limits, Request(Principal("ada")), Call("tool", "t"))
+    with pytest.raises(RateLimitedError) as caught:
+        await step(limits, Request(Principal("ada")), Call("tool", "t"))
+    assert str(caught.value) == "Rate limit exceeded (global: 0.5/s); retry in 2.0 s"
+    assert caught.value.retry_after == 2.0
+
+
+# --- MemoryRateLimiter ----------------------------------------------------------------------------------------------
+
+
+def test_take_refills_as_acquire_does() -> None:
+    bucket, clock = limiter()
+    for _ in range(4):
+        bucket.take("k", 4.0, 4)
+    clock.now += 0.125
+    assert bucket.take("k", 4.0, 4) == 0.125
+    clock.now += 0.125
+    assert bucket.take("k", 4.0, 4) == 0.0
+    clock.now += 3600
+    assert [bucket.take("k", 4.0, 4) for _ in range(5)] == [0.0] * 4 + [0.25]
+
+
+def test_asking_about_a_key_does_not_store_it() -> None:
     bucket, _ = limiter()
-    with pytest.raises(ValueError, match="impossible bucket"):
-        bucket.acquire("k", rate, burst, cost)
-    with pytest.raises(ValueError, match="impossible bucket"):
-        bucket.peek("k", rate, burst, cost)
+    assert bucket.peek("k", 1.0, 2) == 0.0
+    assert len(bucket) == 0
 
 
 def test_memory_stays_bounded_by_max_keys_even_when_no_bucket_is_full() -> None:
@@ -312,17 +412,6 @@ def test_no_applicable_limit_costs_nothing() -> None:
 # --- refusals -------------------------------------------------------------------------------------------------------
 
 
-def test_acquire_all_takes_from_every_bucket_or_from_none() -> None:
-    bucket, clock = limiter()
-    assert bucket.acquire_all([("a", 1.0, 2, 1.0), ("b", 1.0, 1, 1.0)]) == [0.0, 0.0]
-    assert bucket.acquire_all([("a", 1.0, 2, 1.0), ("b", 1.0, 1, 1.0)]) == [0.0, 1.0]
-    assert bucket.peek("a", 1.0, 2) == 0.0  # "a" kept its token
-    clock.now += 0.25
-    assert bucket.acquire_all([("a", 1.0, 2, 2.0), ("b", 1.0, 1, 1.0)]) == [0.75, 0.75]
-    with pytest.raises(ValueError, match="impossible bucket"):
-        bucket.acquire_all([("a", 1.0, 2, 1.0), ("b", 1.0, 1, 2.0)])
-
-
 @pytest.mark.parametrize("atomic", [True, False], ids=["acquire_all", "peek-then-acquire"])
 def test_a_refusal_takes_from_no_bucket(atomic: bool) -> None:
     bucket = MemoryRateLimiter(clock=Clock())
@@ -397,15 +486,6 @@ def test_threads_calling_the_step_never_over_admit_and_refusals_take_nothing() -
     assert sum(admitted) == 50
     assert bucket.peek("global", 1.0, 1000, cost=950) == 0.0  # exactly the 50 admitted calls were taken
     assert bucket.peek("global", 1.0, 1000, cost=951) == 1.0
-
-
-def test_the_refusal_names_the_limit_with_the_longest_wait() -> None:
-    limits = RateLimits(MemoryRateLimiter(clock=Clock()), per_principal=Limit("60/minute", 1), global_=Limit(0.5, 1))
-    limits.step(Request(Principal("ada")), Call("tool", "t"))
-    with pytest.raises(RateLimitedError) as caught:
-        limits.step(Request(Principal("ada")), Call("tool", "t"))
-    assert str(caught.value) == "Rate limit exceeded (global: 0.5/s); retry in 2.0 s"
-    assert caught.value.retry_after == 2.0
 
 
 def test_a_refused_tool_call_is_a_tool_error_with_the_exact_message() -> None:

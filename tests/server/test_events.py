@@ -1,6 +1,6 @@
-"""The event store behind resumable SSE streams: the contract every ``EventStore`` passes (memory today, durable or
-shared later); ``MemoryEventStore`` keeps the last ``max_events`` of a session, a resume that would skip evicted events
-is refused, and one from a kept event replays exactly what followed."""
+"""The event store behind resumable SSE streams: the contract every ``EventStore`` passes (memory, Redis), eviction
+included: a store keeps the last ``max_events`` of a session, a resume that would skip evicted events is refused, and
+one from a kept event replays exactly what followed."""
 
 from __future__ import annotations
 
@@ -18,12 +18,27 @@ from tooldeck.transports.http import HttpApp
 # --- the contract every store passes --------------------------------------------------------------------------------
 
 
-STORES: dict[str, Callable[[], EventStore]] = {"memory": lambda: MemoryEventStore(max_events=1000)}
+def redis_store(request: pytest.FixtureRequest, max_events: int) -> EventStore:
+    from tooldeck.server.events_redis import RedisEventStore
+
+    return RedisEventStore(request.getfixturevalue("engine"), max_events=max_events)
+
+
+STORES: dict[str, Callable[[pytest.FixtureRequest, int], EventStore]] = {
+    "memory": lambda request, max_events: MemoryEventStore(max_events=max_events),
+    "redis": redis_store,
+}
 
 
 @pytest.fixture(params=sorted(STORES))
-def store(request: pytest.FixtureRequest) -> EventStore:
-    return STORES[request.param]()
+def make_store(request: pytest.FixtureRequest) -> Callable[[int], EventStore]:
+    """A store of the parametrized kind keeping ``max_events`` per session."""
+    return lambda max_events: STORES[request.param](request, max_events)
+
+
+@pytest.fixture
+def store(make_store: Callable[[int], EventStore]) -> EventStore:
+    return make_store(1000)
 
 
 async def test_ids_are_unique_across_a_session_and_name_their_stream(store: EventStore) -> None:
@@ -65,10 +80,10 @@ async def test_sessions_are_apart_and_forget_drops_everything(store: EventStore)
     await store.forget("never")  # forgetting an unknown session is not an error
 
 
-# --- MemoryEventStore -----------------------------------------------------------------------------------------------
+# --- eviction -------------------------------------------------------------------------------------------------------
 
 
-async def fill(store: MemoryEventStore, session: str, stream: str, count: int) -> list[str]:
+async def fill(store: EventStore, session: str, stream: str, count: int) -> list[str]:
     """A priming event and ``count`` messages on one stream; their ids."""
     ids = [await store.append(session, stream, PRIMING)]
     for n in range(1, count + 1):
@@ -76,16 +91,16 @@ async def fill(store: MemoryEventStore, session: str, stream: str, count: int) -
     return ids
 
 
-async def test_a_kept_event_replays_exactly_what_followed_it() -> None:
-    store = MemoryEventStore(max_events=10)
+async def test_a_kept_event_replays_exactly_what_followed_it(make_store: Callable[[int], EventStore]) -> None:
+    store = make_store(10)
     ids = await fill(store, "s", "a", 5)
     assert await store.replay("s", ids[0]) == ("a", [(ids[n], {"n": n}) for n in range(1, 6)])  # priming not replayed
     assert await store.replay("s", ids[3]) == ("a", [(ids[4], {"n": 4}), (ids[5], {"n": 5})])
     assert await store.replay("s", ids[5]) == ("a", [])
 
 
-async def test_resuming_across_evicted_events_is_refused() -> None:
-    store = MemoryEventStore(max_events=3)
+async def test_resuming_across_evicted_events_is_refused(make_store: Callable[[int], EventStore]) -> None:
+    store = make_store(3)
     ids = await fill(store, "s", "a", 5)  # six events: the last three (n = 3, 4, 5) are kept
     assert await store.replay("s", ids[0]) is None  # n = 1, 2 were evicted: replaying would lose them
     assert await store.replay("s", ids[1]) is None  # n = 2 was evicted
@@ -94,8 +109,10 @@ async def test_resuming_across_evicted_events_is_refused() -> None:
     assert await store.replay("s", ids[4]) == ("a", [(ids[5], {"n": 5})])
 
 
-async def test_eviction_counts_every_stream_of_the_session_and_no_other_session() -> None:
-    store = MemoryEventStore(max_events=3)
+async def test_eviction_counts_every_stream_of_the_session_and_no_other_session(
+    make_store: Callable[[int], EventStore],
+) -> None:
+    store = make_store(3)
     a = await fill(store, "s", "a", 1)  # s: a.1 (priming), a.2
     other = await fill(store, "t", "a", 5)  # another session's events never push s's out
     assert await store.replay("s", a[0]) == ("a", [(a[1], {"n": 1})])
@@ -106,9 +123,9 @@ async def test_eviction_counts_every_stream_of_the_session_and_no_other_session(
     assert await store.replay("t", other[4]) == ("a", [(other[5], {"n": 5})])
 
 
-def test_max_events_must_be_positive() -> None:
+def test_max_events_must_be_positive(make_store: Callable[[int], EventStore]) -> None:
     with pytest.raises(ValueError, match="max_events must be at least 1"):
-        MemoryEventStore(max_events=0)
+        make_store(0)
 
 
 # --- through the app ------------------------------------------------------------------------------------------------
@@ -131,9 +148,11 @@ async def resume(http: AsgiClient, session: str, last_event_id: str) -> Any:
     return await http.request("GET", headers=headers)
 
 
-async def test_the_app_resumes_from_kept_events_and_refuses_evicted_ones() -> None:
+async def test_the_app_resumes_from_kept_events_and_refuses_evicted_ones(
+    make_store: Callable[[int], EventStore],
+) -> None:
     deck = counting_deck()
-    deck.backends.events = MemoryEventStore(max_events=3)
+    deck.backends.events = make_store(3)
     app = HttpApp(deck)
     http = AsgiClient(app)
     session = await http.initialize()

@@ -1,4 +1,4 @@
-"""SessionState as data, and the SessionStore contract every store (memory today, networked later) must pass."""
+"""SessionState as data, and the SessionStore contract every store (memory, Redis) must pass."""
 
 from __future__ import annotations
 
@@ -9,7 +9,18 @@ import pytest
 
 from tooldeck.server.state import MemorySessionStore, SessionState, SessionStore
 
-STORES: dict[str, Callable[[], SessionStore]] = {"memory": MemorySessionStore}
+
+def redis_store(request: pytest.FixtureRequest, **options: Any) -> SessionStore:
+    from tooldeck.server.state_redis import RedisSessionStore
+
+    return RedisSessionStore(request.getfixturevalue("engine"), **options)
+
+
+STORES: dict[str, Callable[[pytest.FixtureRequest], SessionStore]] = {
+    "memory": lambda request: MemorySessionStore(),
+    "redis": redis_store,
+    "redis-ttl": lambda request: redis_store(request, ttl=600),  # the same contract with states that expire
+}
 
 
 def sample_state() -> SessionState:
@@ -41,7 +52,7 @@ def test_every_change_is_counted() -> None:
 
 @pytest.fixture(params=sorted(STORES))
 def store(request: pytest.FixtureRequest) -> SessionStore:
-    return STORES[request.param]()
+    return STORES[request.param](request)
 
 
 async def test_a_stored_state_comes_back_equal(store: SessionStore) -> None:

@@ -16,6 +16,7 @@
     │   └── RefusedError          -32000  the caller may not do this (authorization, limits); ``http_status`` says
     │       │                             which HTTP status a transport that has one answers with
     │       ├── RateLimitRefusedError     (security/limits.py) a read or get over a rate limit: 429
+    │       ├── BackendUnavailableError   (engine/errors.py) shared state (Redis) cannot be reached: 503, Retry-After
     │       └── MissingClientCapabilityError  -32021  the request needs a client capability it did not declare: 400
     ├── ToolError                 raised by a tool: becomes a result with ``isError: true``
     │   ├── ClientRequestError    a request to the client (elicitation, sampling) failed, was refused or timed out

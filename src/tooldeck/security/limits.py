@@ -43,9 +43,11 @@ class RateLimiter(Protocol):
 
 @runtime_checkable
 class AsyncRateLimiter(Protocol):
-    """A limiter that must wait for its answer (a networked store, such as Redis: a later issue). Same contract as
-    ``RateLimiter``, awaited. ``RateLimits`` uses these methods when the limiter has them, so a networked limiter
-    implements this (and may implement the synchronous ``RateLimiter`` as well, for code that cannot await)."""
+    """A limiter that must wait for its answer (a networked store: ``limits_redis.RedisRateLimiter``). Same contract
+    as ``RateLimiter``, awaited. ``RateLimits`` uses these methods when the limiter has them, so a networked limiter
+    implements this (and may implement the synchronous ``RateLimiter`` as well, for code that cannot await). It may
+    also have ``acquire_all_async(buckets) -> waits``, ``acquire_all`` awaited: ``RateLimits`` then admits a call
+    in one step (one round trip), whatever the number of buckets."""
 
     async def acquire_async(self, key: str, rate: float, burst: int, cost: float = 1.0) -> float: ...
 
@@ -257,10 +259,11 @@ class RateLimits:
     bucket unless told apart.
 
     A call is admitted only if every bucket it counts against has the tokens, and then takes from all of them. With
-    a limiter that has ``acquire_all`` (``MemoryRateLimiter``) that is one atomic step. With any other, all buckets
-    are checked (``peek``) before any is taken from, and two calls racing between the check and the take can both
-    pass the check and then one find a bucket empty: it is refused, and the tokens it took from the buckets before
-    that one stay taken. That errs towards refusing, never towards admitting more than a limit allows.
+    a limiter that has ``acquire_all`` (``MemoryRateLimiter``) or ``acquire_all_async`` (``RedisRateLimiter``) that is
+    one atomic step. With any other, all buckets are checked (``peek``) before any is taken from, and two calls racing
+    between the check and the take can both pass the check and then one find a bucket empty: it is refused, and the
+    tokens it took from the buckets before that one stay taken. That errs towards refusing, never towards admitting
+    more than a limit allows.
     """
 
     def __init__(
@@ -284,6 +287,9 @@ class RateLimits:
         self._async = isinstance(self.limiter, AsyncRateLimiter)
         self._acquire_all: Callable[[list[tuple[str, float, int, float]]], list[float]] | None = (
             None if self._async else getattr(self.limiter, "acquire_all", None)
+        )
+        self._acquire_all_async: Callable[[list[tuple[str, float, int, float]]], Awaitable[list[float]]] | None = (
+            getattr(self.limiter, "acquire_all_async", None) if self._async else None
         )
         # The common policy, one limit per principal on the in-memory limiter: a lean path with the same outcome.
         only_principal = per_principal is not None and not (per_tool or tools or per_principal_tool or global_)
@@ -353,6 +359,10 @@ class RateLimits:
         return None
 
     async def _step_async(self, buckets: list[tuple[str, str, Limit]], call: Any) -> None:
+        if self._acquire_all_async is not None:
+            waits = await self._acquire_all_async([(key, limit.rate, limit.burst, 1.0) for key, _, limit in buckets])
+            self._refuse_if_waiting(buckets, waits, call)
+            return
         limiter = cast(AsyncRateLimiter, self.limiter)
         if len(buckets) > 1:
             waits = [await limiter.peek_async(key, limit.rate, limit.burst) for key, _, limit in buckets]

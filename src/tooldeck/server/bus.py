@@ -12,8 +12,14 @@ Topics in use (``server.core`` publishes, sessions and 2026-07-28 listen streams
   session's key is its session id, so every process serving it subscribes to the same topic.
 
 ``MemoryBus`` delivers synchronously, in publish order, on the publisher's thread; the server makes sure it
-publishes on the event loop's thread. A networked bus implements the same three methods and passes the same contract
-suite (tests/server/test_bus.py).
+publishes on the event loop's thread. A networked bus (``bus_redis.RedisBus``) implements the same two methods and
+passes the same contract suite (tests/server/test_bus.py); it delivers to the publishing process's subscribers at
+once and to the other processes' a moment later. Payloads are JSON, so that they can cross processes.
+
+How many subscribers a topic has is not part of the seam: across processes that is not known without a round trip,
+and a count of one process's alone would be the wrong answer to "does anyone listen?". Each bus says how many of its
+own there are (``MemoryBus.subscribers``, ``RedisBus.subscribers``), and only a ``MemoryBus``, which is all there is,
+lets the server skip announcing a change no one listens to (``Server.changed``).
 """
 
 from __future__ import annotations
@@ -35,10 +41,6 @@ class Bus(Protocol):
 
     def subscribe(self, topic: str, subscriber: Subscriber) -> Subscription:
         """Call ``subscriber(payload)`` for each later publication on ``topic`` until the subscription is cancelled."""
-        ...
-
-    def subscribers(self, topic: str) -> int:
-        """How many subscriptions ``topic`` has now."""
         ...
 
 
@@ -82,4 +84,5 @@ class MemoryBus:
         return entry
 
     def subscribers(self, topic: str) -> int:
+        """How many subscriptions ``topic`` has now (in this process: all there are)."""
         return len(self._topics.get(topic, ()))

@@ -25,7 +25,7 @@ from ..security.policy import Policy
 from ..security.principal import Principal, local_principal
 from ..tools.registry import ToolRegistry
 from .backends import Backends, resolve
-from .bus import Bus, Subscription
+from .bus import Bus, MemoryBus, Subscription
 from .methods import Method, method_table
 from .options import ServerOptions, server_info
 from .pipeline import Pipeline
@@ -160,7 +160,7 @@ class Server:
         ``tooldeck serve --backend`` does to a deck it loaded. Only before the deck serves: sessions, tasks and
         streams already made stay where they are. A policy applied before is applied again, so its rate limits take
         from the new limiter."""
-        if self._tasks is not None or self.bus.subscribers("list_changed"):
+        if self._tasks is not None or self._loop is not None:
             raise RuntimeError("use_backends: the deck is serving already; choose its backends before it serves")
         options = self.options
         found = resolve(backends, task_store=None,
@@ -303,7 +303,8 @@ class Server:
     def changed(self, kind: str) -> None:
         """A registry of ``kind`` changed: one list_changed per burst of changes, published on the loop's thread."""
         self._init_results.clear()  # capabilities may change with what is registered
-        if not self.bus.subscribers("list_changed"):
+        bus = self.bus
+        if isinstance(bus, MemoryBus) and not bus.subscribers("list_changed"):  # a shared bus may have them elsewhere
             for catalog in self._catalogs(kind):
                 catalog.take_changes()  # no one to tell: the next announcement counts from here
             return

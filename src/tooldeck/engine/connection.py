@@ -1,0 +1,169 @@
+"""One process's connection to the shared Redis or Valkey: ``Engine``, from a ``redis://`` URL.
+
+An ``Engine`` holds a pool of command connections (``redis.asyncio``, parsed by hiredis), the key prefix every key
+and channel of this deck starts with, the Lua scripts the primitives run, and what is made once per engine
+(``attached``: the hub, one subscriber connection). Every primitive reaches Redis through ``reaching()``, which turns a lost or
+refused connection into ``BackendUnavailableError``: one line, naming the server and the cause.
+
+Reconnecting needs nothing of the caller. A command that finds its pooled connection broken (Redis restarted) is
+retried once on a new one, so a server that is back is used again at once; a command while the server is away fails
+within ``timeout`` seconds, and the next command tries again. Only a lost connection is retried, never a timeout:
+a command that timed out may have run, and running a take or a spend twice would be wrong.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from typing import Any, TypeVar
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+
+import redis.asyncio as aioredis
+from redis.asyncio.retry import Retry
+from redis.backoff import ExponentialWithJitterBackoff
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import NoScriptError
+from redis.exceptions import TimeoutError as RedisTimeoutError
+
+from .errors import BackendUnavailableError
+
+T = TypeVar("T")
+
+DEFAULT_PREFIX = "tooldeck:"
+MIN_VERSION = (7, 2)  # Redis 7.2 or newer; every Valkey reports 7.2.4 or newer as its redis_version
+UNREACHABLE = (RedisConnectionError, RedisTimeoutError, OSError)  # BusyLoadingError (a restart) is a ConnectionError
+_SCHEMES = {"redis": "redis", "rediss": "rediss", "unix": "unix", "valkey": "redis", "valkeys": "rediss"}
+
+
+class Script:
+    """A Lua script run by its digest (EVALSHA): ``Engine.check`` loads it once; a server that has forgotten it (a
+    restart, ``SCRIPT FLUSH``) answers NOSCRIPT, is given the script and asked again."""
+
+    def __init__(self, engine: Engine, source: str) -> None:
+        self.engine = engine
+        self.source = source
+        self.sha = hashlib.sha1(source.encode()).hexdigest()
+
+    async def __call__(self, keys: Sequence[str], args: Sequence[Any] = ()) -> Any:
+        client = self.engine.client
+        with self.engine.reaching():
+            try:
+                return await client.evalsha(self.sha, len(keys), *keys, *args)
+            except NoScriptError:
+                await self.load()
+                return await client.evalsha(self.sha, len(keys), *keys, *args)
+
+    async def load(self) -> None:
+        with self.engine.reaching():
+            await self.engine.client.script_load(self.source)
+
+
+class Engine:
+    """A connection to one Redis or Valkey, shared by every seam of one process (``from_url`` makes one). Its
+    connections belong to the event loop that first used them: one engine per loop, closed on it (``aclose``)."""
+
+    def __init__(self, client: aioredis.Redis, *, prefix: str = DEFAULT_PREFIX, name: str = "redis") -> None:
+        self.client = client
+        self.prefix = prefix
+        self.name = name  # the server's URL without credentials: what messages show
+        self._scripts: dict[str, Script] = {}
+        self._attached: dict[str, Any] = {}
+
+    @classmethod
+    def from_url(cls, url: str, *, prefix: str | None = None, timeout: float = 2.0,
+                 max_connections: int | None = None) -> Engine:  # fmt: skip
+        """An engine for ``redis://[user:password@]host[:port][/db][?prefix=name:]`` (``rediss://`` for TLS,
+        ``unix:///path/redis.sock?db=0`` for a socket; ``valkey://`` and ``valkeys://`` are read as ``redis://`` and
+        ``rediss://``). ``prefix`` (or the URL's ``prefix``) starts every key and channel, so several decks can share
+        one server: "tooldeck:" unless told. ``timeout``: seconds to connect, and to wait for an answer, before a
+        command fails with ``BackendUnavailableError``. Nothing is connected until the first command."""
+        parts = urlsplit(url)
+        scheme = _SCHEMES.get(parts.scheme.lower())
+        if scheme is None:
+            raise ValueError(f"not a Redis URL: {_without_credentials(url)!r} (write redis://host:port/db)")
+        query = parse_qsl(parts.query, keep_blank_values=True)
+        named = [value for key, value in query if key == "prefix"]
+        rest = urlencode([(key, value) for key, value in query if key != "prefix"])
+        once = Retry(
+            ExponentialWithJitterBackoff(base=0.01, cap=0.1), retries=1, supported_errors=(RedisConnectionError,)
+        )
+        client = aioredis.Redis.from_url(
+            urlunsplit((scheme, parts.netloc, parts.path, rest, "")),
+            socket_timeout=timeout,
+            socket_connect_timeout=timeout,
+            retry=once,
+            max_connections=max_connections,
+        )
+        chosen = prefix if prefix is not None else (named[-1] if named else DEFAULT_PREFIX)
+        return cls(client, prefix=chosen, name=_without_credentials(urlunsplit((scheme, *parts[1:3], "", ""))))
+
+    def key(self, *parts: str) -> str:
+        """The full name of a key or channel: the prefix, then ``parts`` joined by ":"."""
+        return self.prefix + ":".join(parts)
+
+    def script(self, source: str) -> Script:
+        """The engine's ``Script`` for ``source`` (one per source, however many seams ask)."""
+        script = self._scripts.get(source)
+        if script is None:
+            script = self._scripts[source] = Script(self, source)
+        return script
+
+    @contextmanager
+    def reaching(self) -> Iterator[None]:
+        """Run Redis commands: a connection that cannot be made or was lost becomes ``BackendUnavailableError``."""
+        try:
+            yield
+        except UNREACHABLE as exc:
+            raise self.unavailable(exc) from exc
+
+    def unavailable(self, exc: BaseException) -> BackendUnavailableError:
+        return BackendUnavailableError(f"the shared backend {self.name} is unreachable: {cause_of(exc)}")
+
+    async def check(self) -> None:
+        """Make sure the server answers and is new enough, and load the scripts made so far: what a process does
+        before it serves. Raises ``BackendUnavailableError`` saying why not."""
+        with self.reaching():
+            info = await self.client.info("server")
+        version = str(info.get("redis_version", "0"))
+        numbers = tuple(int(part) for part in version.split(".")[:2] if part.isdigit())
+        if numbers < MIN_VERSION:
+            raise BackendUnavailableError(
+                f"the shared backend {self.name} is Redis {version}: tooldeck needs Redis 7.2 or newer, or Valkey"
+            )
+        for script in list(self._scripts.values()):
+            await script.load()
+
+    def attached(self, name: str, make: Callable[[], T]) -> T:
+        """The one ``name`` of this engine, made by ``make`` the first time (``Hub.of``); ``aclose`` closes it."""
+        if name not in self._attached:
+            self._attached[name] = make()
+        return self._attached[name]
+
+    async def aclose(self) -> None:
+        """Close what is attached (the hub sends what it has to send), then every connection; the engine cannot be
+        used again."""
+        for item in reversed(list(self._attached.values())):
+            close = getattr(item, "aclose", None)
+            if close is not None:
+                await close()
+        self._attached.clear()
+        await self.client.aclose()
+
+
+def _without_credentials(url: str) -> str:
+    parts = urlsplit(url)
+    host = parts.netloc.rpartition("@")[2]
+    return urlunsplit((parts.scheme, host, parts.path, "", ""))
+
+
+def cause_of(exc: BaseException) -> str:
+    """What went wrong, in a few words on one line: the system's words for a socket error ("Connection refused"),
+    else the client's message."""
+    seen: BaseException | None = exc
+    while seen is not None:
+        if isinstance(seen, OSError) and seen.errno:
+            return os.strerror(seen.errno)
+        seen = seen.__cause__ or seen.__context__
+    return " ".join(str(exc).split()) or type(exc).__name__
