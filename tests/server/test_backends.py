@@ -156,3 +156,53 @@ def test_serve_takes_a_backend_spec_and_refuses_a_bad_one_in_one_line(tmp_path: 
                           cwd=ROOT, timeout=60, stdin=subprocess.DEVNULL)  # fmt: skip
     assert done.returncode == 2
     assert done.stderr == "tooldeck: --backend: backends 'postgres://db': use one of memory, sqlite:PATH\n"
+
+
+async def test_shared_backends_refuse_a_key_only_this_process_knows() -> None:
+    shared = Backends(shared=True)  # a record marked shared, but with keys in this process's memory
+    with pytest.raises(RuntimeError, match="the cursor and request-state key is random to this one"):
+        await shared.open()
+    configured = Backends(shared=True, keys=MemoryKeyRing({"request-state": KEY, "cursor": b"c" * 32}))
+    await configured.open()  # keys from configuration: the same in every process that is configured alike
+
+
+async def test_two_decks_over_redis_share_keys_and_spent_confirmations(engines: Any) -> None:
+    from tooldeck.security.keys_redis import RedisKeyRing
+    from tooldeck.security.spent_redis import RedisSpentStore
+
+    def process() -> Backends:
+        engine = engines()
+        return Backends(keys=RedisKeyRing(engine), spent=RedisSpentStore(engine), engine=engine, shared=True)
+
+    here, there = two_decks(process())
+    there.use_backends(process())  # the second process: its own connection to the same Redis
+    for deck in (here, there):
+        await deck.open_backends()
+    async with client(here) as first:
+        page = await first.request("tools/list", {})
+    async with client(there) as second:  # a cursor signed by one process is read by the other
+        assert (await second.request("tools/list", {"cursor": page["nextCursor"]}))["tools"][0]["name"] == "second"
+    erin = Principal("erin")
+    ask = modern(1, "tools/call", {"name": "wipe", "arguments": {"disk": "sda"}}, capabilities={"elicitation": {}})
+    interim = (await Driver(here, principal=erin).exchange(ask))[-1]["result"]
+    code = interim["inputRequests"]["input-1"]["params"]["message"].rsplit("code ", 1)[1].rstrip(".")
+    answer = {"input-1": {"action": "accept", "content": {"code": code}}}
+    confirmed = {**ask, "id": 2, "params": {**ask["params"], "requestState": interim["requestState"],
+                                            "inputResponses": answer}}  # fmt: skip
+    assert "result" in (await Driver(there, principal=erin).exchange(confirmed))[-1]
+    replayed = (await Driver(here, principal=erin).exchange({**confirmed, "id": 3}))[-1]
+    assert (
+        replayed["error"]["message"]
+        == "Invalid params: requestState was used already: send the request again without it"
+    )
+
+
+async def test_an_unreachable_shared_server_is_one_line_at_start(tmp_path: Path) -> None:
+    from tooldeck.engine.connection import Engine
+    from tooldeck.engine.errors import BackendUnavailableError
+
+    engine = Engine.from_url(f"unix://{tmp_path / 'nothing.sock'}", timeout=0.5)
+    with pytest.raises(BackendUnavailableError) as refused:
+        await Backends(engine=engine, shared=True).open()
+    assert "\n" not in str(refused.value) and "unreachable" in str(refused.value)
+    await engine.aclose()

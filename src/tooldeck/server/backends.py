@@ -66,7 +66,19 @@ class Backends:
     implementation. ``tasks`` is a ``TaskStore``, a spec (``"memory"``, ``"sqlite:PATH"``) opened on first use, or
     None (the transport chooses). ``shared``: several processes use these backends (keys must then be shared too)."""
 
-    __slots__ = ("bus", "events", "keys", "limiter", "sessions", "shared", "spec", "spent", "tasks")
+    __slots__ = (
+        "_opened",
+        "bus",
+        "engine",
+        "events",
+        "keys",
+        "limiter",
+        "sessions",
+        "shared",
+        "spec",
+        "spent",
+        "tasks",
+    )
 
     def __init__(
         self,
@@ -80,6 +92,7 @@ class Backends:
         keys: KeyRing | None = None,
         spec: str = "memory",
         shared: bool = False,
+        engine: Any = None,
     ) -> None:
         self.sessions: SessionStore = sessions if sessions is not None else MemorySessionStore()
         self.bus: Bus = bus if bus is not None else MemoryBus()
@@ -90,9 +103,40 @@ class Backends:
         self.keys: KeyRing = keys if keys is not None else MemoryKeyRing()
         self.spec = spec
         self.shared = shared
+        self.engine = engine  # the connection the shared seams use (tooldeck.engine), closed with them
+        self._opened = False
 
     def __repr__(self) -> str:
         return f"Backends({self.spec})"
+
+    async def open(self) -> None:
+        """Make the backends ready before the deck serves (a transport calls it once its loop runs): reach the shared
+        server, settle the shared keys. Raises ``BackendUnavailableError`` when it cannot be reached, and
+        ``RuntimeError`` when shared backends would sign with a key only this process knows."""
+        if self._opened:
+            return
+        if self.engine is not None:
+            await self.engine.check()
+        for seam in (self.keys, self.bus):
+            opening = getattr(seam, "open", None)
+            if opening is not None:
+                await opening()
+        if self.shared:
+            for purpose in ("request-state", "cursor"):
+                self.keys.key(purpose)
+            random = sorted(getattr(self.keys, "random", ()) or ())
+            if random:
+                raise RuntimeError(
+                    f"these backends are shared by several processes, but the {' and '.join(random)} key is random "
+                    "to this one, so what it signs no other process could check: give the deck the key "
+                    "(state_key=, cursor_secret=, $TOOLDECK_STATE_KEY) or keep keys in the shared backend"
+                )
+        self._opened = True
+
+    async def aclose(self) -> None:
+        """Let go of the shared server's connections (the seams in memory have nothing to close)."""
+        if self.engine is not None:
+            await self.engine.aclose()
 
 
 def backends_from_spec(spec: str, *, keys: dict[str, bytes | None] | None = None) -> Backends:

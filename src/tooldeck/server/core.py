@@ -58,7 +58,7 @@ class Server:
                                           keys={"request-state": options.state_key, "cursor": options.cursor_secret})  # fmt: skip
         if bus is not None:
             self.backends.bus = bus
-        self.cursors = CursorCodec(self.backends.keys.key("cursor"))
+        self.cursors = _cursor_codec(self.backends)
         self.tools = ToolRegistry()
         self.resources = ResourceRegistry()
         self.templates = TemplateRegistry()
@@ -169,7 +169,7 @@ class Server:
             found.tasks = self.backends.tasks
         self.backends = found
         self.bus = found.bus
-        self.cursors = CursorCodec(found.keys.key("cursor"))
+        self.cursors = _cursor_codec(found)
         self._request_states = None
         if getattr(self, "_security", None) is not None:
             apply_policy(self, self.policy)
@@ -249,6 +249,7 @@ class Server:
         if self._workers is not None:
             self._workers.close()
             self._workers = None
+        await self.backends.aclose()
 
     # --- sessions and the bus -----------------------------------------------------------------------------------
 
@@ -262,6 +263,14 @@ class Server:
             bus.subscribe("resource_updated", session.resource_updated),
             bus.subscribe(f"session/{session.key}", session.deliver),
         )
+
+    async def open_backends(self) -> None:
+        """Make the backends ready (server/backends.py: reach a shared server, settle the shared keys), then sign
+        with the keys they settled: a transport awaits it once its loop runs, before it serves."""
+        backends = self.backends
+        await backends.open()
+        self.cursors = CursorCodec(backends.keys.key("cursor"))
+        self._request_states = None
 
     def bind_loop(self) -> None:
         """Announce changes made from other threads on the running loop from now on, and start the services (a
@@ -363,6 +372,15 @@ async def _confirm(request: Any, call: Any, message: str, schema: dict[str, Any]
     from .context import Context
 
     return await Context(request, call.name, None).elicit(message, schema, timeout=timeout)
+
+
+def _cursor_codec(backends: Backends) -> CursorCodec:
+    """Cursors signed with the backends' cursor key; until a shared ring is open (``open_backends``, before the deck
+    serves) a key of this process's own, which nothing served ever used."""
+    try:
+        return CursorCodec(backends.keys.key("cursor"))
+    except RuntimeError:
+        return CursorCodec(os.urandom(32))
 
 
 def _service_done(task: asyncio.Task[None]) -> None:

@@ -117,6 +117,11 @@ class HttpApp:
         while True:
             message: Any = await receive()
             if message["type"] == "lifespan.startup":
+                try:
+                    await self.deck.open_backends()
+                except Exception as exc:  # a shared backend out of reach, or a key only this process knows
+                    await send({"type": "lifespan.startup.failed", "message": str(exc)})
+                    return
                 self.deck.bind_loop()
                 await send({"type": "lifespan.startup.complete"})
             elif message["type"] == "lifespan.shutdown":

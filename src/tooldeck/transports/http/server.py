@@ -122,6 +122,17 @@ class _DrainingServer(uvicorn.Server):
         if self.on_listening is not None:
             self.on_listening(self.url, bound)
 
+    async def serve(self, sockets: Any = None) -> None:
+        # The backends first, in this loop (a shared server's connections belong to the loop that made them): one
+        # that cannot be reached ends the run with one line, before a socket is bound.
+        try:
+            await self.mcp_app.deck.open_backends()
+        except Exception as exc:
+            from ...protocol.errors import TargetError
+
+            raise TargetError(str(exc)) from None
+        await super().serve(sockets=sockets)
+
     async def shutdown(self, sockets: Any = None) -> None:
         self.mcp_app.begin_shutdown()
         await super().shutdown(sockets=sockets)
