@@ -14,7 +14,9 @@ import pytest
 
 from helpers import client
 from mcp_schema import check
+from server.test_stateless import Driver
 from tooldeck import Context, Deck
+from tooldeck.security.principal import Principal, principal_id
 from tooldeck.server.takeover import STOPPED
 from tooldeck.server.task_manager import TaskManager
 from tooldeck.tasks import PollInterval
@@ -65,6 +67,13 @@ class Node:
             self.started.set()
             await self.gate.wait()
             return f"again({n}) done on {name}"
+
+        @deck.tool(task="optional", annotations={"idempotentHint": True})
+        async def who(ctx: Context) -> str:
+            runs.add(f"who@{name}")
+            self.started.set()
+            await self.gate.wait()
+            return f"{principal_id(ctx.principal)} on {name}"
 
         @deck.tool(task="optional")
         async def quick(n: int) -> int:
@@ -147,17 +156,20 @@ async def test_after_the_lease_an_idempotent_task_runs_once_more_and_any_other_f
         await asyncio.wait_for(second.started.wait(), 5)
         assert runs.seen == ["held@first", "again(7)@first", "again(7)@second"]
         assert await status(b, again) == ("working", None)
-        second.gate.set()
-        result = await b.request("tasks/result", {"taskId": again})
-        assert result["structuredContent"] == {"result": "again(7) done on second"}
 
-        # The first process was only stalled: its late outcomes change nothing the second recorded.
+        # The first process was only stalled: its work ends while the second's run still goes on, and what it tries
+        # to record changes nothing (the task is the second's now).
         watchers = set(first.manager.running.values())
         assert len(watchers) == 2
         first.gate.set()
         await asyncio.wait_for(asyncio.wait(watchers), 5)  # its work ended and tried to settle the tasks
         assert not first.manager.running
         assert await status(a, held) == ("failed", STOPPED)
+        assert await status(a, again) == ("working", None)
+
+        second.gate.set()
+        result = await b.request("tasks/result", {"taskId": again})
+        assert result["structuredContent"] == {"result": "again(7) done on second"}
         assert (await a.request("tasks/result", {"taskId": again}))["structuredContent"] == {
             "result": "again(7) done on second"
         }
@@ -220,3 +232,49 @@ async def test_two_nodes_racing_to_take_over_one_task_exactly_one_wins(store: st
             assert (await a.request("tasks/result", {"taskId": task_id}))["structuredContent"]["result"].startswith(
                 "again("
             )
+
+
+async def test_a_2026_task_is_taken_over_in_its_era_under_its_identity(store: str) -> None:
+    tasks = {"extensions": {"io.modelcontextprotocol/tasks": {}}}
+    runs = Runs()
+    first, second = Node(store, runs, "first"), Node(store, runs, "second")
+    ci = Principal("ci")
+    a, b, other = Driver(first.deck, principal=ci), Driver(second.deck, principal=ci), Driver(second.deck)
+    ids = {}
+    for name in ("who", "held"):
+        created = await a.request(name, "tools/call", {"name": name, "arguments": {}}, capabilities=tasks)
+        ids[name] = created["result"]["taskId"]
+    await runs.until(2)
+    assert await second.tend(T0 + LEASE) == 2
+    await runs.until(3)
+    assert runs.seen == ["who@first", "held@first", "who@second"]
+    second.gate.set()
+    await asyncio.wait_for(asyncio.wait({second.manager.running[ids["who"]]}), 5)
+    got = (await b.request(1, "tasks/get", {"taskId": ids["who"]}, capabilities=tasks))["result"]
+    assert got["status"] == "completed"  # the 2026 era's outcome: any result completes the task
+    assert got["result"]["structuredContent"] == {"result": "token:ci on second"}  # run again as the same identity
+    failed = (await b.request(2, "tasks/get", {"taskId": ids["held"]}, capabilities=tasks))["result"]
+    assert (failed["status"], failed["statusMessage"]) == ("failed", STOPPED)
+    assert failed["error"] == {"code": -32603, "message": STOPPED}
+    refused = await other.request(3, "tasks/get", {"taskId": ids["who"]}, capabilities=tasks)
+    assert refused["error"]["code"] == -32602  # still another identity's task, on the node that took it over
+    first.gate.set()
+
+
+async def test_a_task_whose_tool_is_not_idempotent_where_it_is_taken_over_is_failed(store: str) -> None:
+    runs = Runs()
+    first, second = Node(store, runs, "first"), Node(store, runs, "second")
+    second.deck.remove_tool("again")
+
+    @second.deck.tool(name="again", task="required")  # the same tool, not marked idempotent on this node
+    async def again(n: int) -> str:
+        runs.add(f"again({n})@second")
+        return "ran again"
+
+    async with client(first.deck) as a, client(second.deck) as b:
+        task_id = await create(a, "again", {"n": 5})
+        await runs.until(1)
+        assert await second.tend(T0 + LEASE) == 1
+        assert await status(b, task_id) == ("failed", STOPPED)
+        first.gate.set()
+    assert runs.seen == ["again(5)@first"]

@@ -449,6 +449,12 @@ async def test_take_over_refuses_a_live_lease_a_stale_sighting_and_a_finished_ta
     await store.update("t1", status="completed", now=T0 + 91, result=RESULT)
     assert await store.take_over(seen, node="n2", now=T0 + 92, lease_until=T0 + 122) is None
     assert await store.take_over(held("unknown"), node="n2", now=T0 + 92, lease_until=T0 + 122) is None
+    # A node taking over its own task (a process restarted under the same node id): a sighting of the attempt
+    # before is stale too, so the task never runs a third time.
+    await store.create(held("t2", lease_until=T0 + 30, arguments={}))
+    (stale,) = await store.expired(T0 + 30)
+    assert await store.take_over(stale, node="n1", now=T0 + 30, lease_until=T0 + 60) is not None
+    assert await store.take_over(stale, node="n2", now=T0 + 60, lease_until=T0 + 90) is None
 
 
 async def test_of_nodes_racing_to_take_over_one_task_exactly_one_wins(store: TaskStore) -> None:
