@@ -278,3 +278,19 @@ async def test_a_task_whose_tool_is_not_idempotent_where_it_is_taken_over_is_fai
         assert await status(b, task_id) == ("failed", STOPPED)
         first.gate.set()
     assert runs.seen == ["again(5)@first"]
+
+
+async def test_a_task_cancelled_on_another_node_stops_where_it_runs_at_the_next_renewal(store: str) -> None:
+    runs = Runs()
+    first, second = Node(store, runs, "first"), Node(store, runs, "second")
+    async with client(first.deck) as a, client(second.deck) as b:
+        task_id = await create(a, "held")
+        await runs.until(1)
+        watcher = first.manager.running[task_id]
+        assert (await b.request("tasks/cancel", {"taskId": task_id}))["status"] == "cancelled"
+        assert not watcher.done()  # the second cannot reach the first's work; the store tells the first
+        await first.tend(T0 + 1)
+        await asyncio.wait_for(asyncio.wait({watcher}), 5)
+        assert task_id not in first.manager.running
+        assert await status(a, task_id) == ("cancelled", "Cancelled by the client")
+    assert runs.seen == ["held@first"]

@@ -13,8 +13,8 @@ from stdio_client import StdioServer
 from tooldeck.server.takeover import STOPPED
 
 DECK = "tests/transports/decks/tasks_deck.py"  # a lease of 1 s, renewed every 0.2 s
-FLEET = "tests/transports/decks/fleet_deck.py"  # the same lease
-TAKEOVER_WITHIN = 1.0 + 0.2 + 3.0  # the lease, one renewal period, and a grace for a loaded machine
+FLEET = "tests/transports/decks/fleet_deck.py"  # a lease of 1.5 s, renewed every 0.25 s
+TAKEOVER_WITHIN = 1.5 + 0.25 + 3.0  # the lease, one renewal period, and a grace for a loaded machine
 
 
 def serve(store: Path, deck: str = DECK) -> StdioServer:
@@ -72,8 +72,8 @@ def test_two_processes_share_the_store_and_the_survivor_takes_over_after_the_lea
             "result": 40
         }
 
-        # Both alive for three leases: the first renews, and the second, looking all along, never takes over.
-        looked, until = 0, time.monotonic() + 3.0
+        # Both alive for over two leases: the first renews, and the second, looking all along, never takes over.
+        looked, until = 0, time.monotonic() + 3.5
         while time.monotonic() < until:
             for task_id in (slow, again):
                 assert second.request("tasks/get", {"taskId": task_id}, id=next(ids))["result"]["status"] == "working"

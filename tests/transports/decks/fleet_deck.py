@@ -10,7 +10,7 @@ import sys
 
 from tooldeck import Deck
 
-deck = Deck("fleet-deck", version="0.0.1", task_lease=1.0, task_lease_renewal=0.2)
+deck = Deck("fleet-deck", version="0.0.1", task_lease=1.5, task_lease_renewal=0.25)
 
 
 @deck.tool(task="optional")
