@@ -99,8 +99,7 @@ class Leases:
             taken += 1
             log.warning("task %s: node %s stopped renewing its lease; %s", seen.task_id, seen.node or "(none)",
                         "running it once more here" if again else "ended failed")  # fmt: skip
-            if again:
-                assert tool is not None
+            if again and tool is not None:
                 rerun(manager, record, tool)
             else:
                 manager.announce(record)
