@@ -188,14 +188,16 @@ async def test_failures_are_answered_by_their_kind(caplog: Any) -> None:
 
 
 async def test_requests_to_the_client_are_numbered_resolved_and_failed_on_close() -> None:
-    runner = Runner()
+    runner = Runner(node="n7")
     sent: list[Any] = []
     first, answered = runner.ask(lambda m, r: sent.append(m), "sampling/createMessage", {}, None)
     second, pending = runner.ask(lambda m, r: sent.append(m), "elicitation/create", {}, None)
-    assert (first, second) == (1, 2) and [m["id"] for m in sent] == [1, 2]
-    assert runner.resolve(Response(1, result={"ok": 1}))
+    assert (first, second) == ("n7-1", "n7-2") and [m["id"] for m in sent] == ["n7-1", "n7-2"]
+    assert not runner.resolve(Response(1, result={"ok": 1}))  # the number alone is not the id: another node's 1
+    assert not runner.resolve(Response("n8-1", result={"ok": 1}))  # another node's first request
+    assert runner.resolve(Response("n7-1", result={"ok": 1}))
     assert (await answered).result == {"ok": 1}
-    assert not runner.resolve(Response(99, result={}))  # nobody waits for 99
+    assert not runner.resolve(Response("n7-99", result={}))  # nobody waits for n7-99
     runner.close()
     with pytest.raises(ConnectionError):
         await pending

@@ -53,7 +53,8 @@ def test_records_compare_by_value_and_repr_shows_what_is_set() -> None:
     assert a != TaskRecord(task_id="t", tool="add", created_at=T0, owner="bob")
     assert (
         repr(a)
-        == f"TaskRecord(task_id='t', owner='alice', status='working', created_at={T0!r}, updated_at={T0!r}, tool='add')"
+        == f"TaskRecord(task_id='t', owner='alice', status='working', created_at={T0!r}, updated_at={T0!r}, tool='add', "
+        "attempts=1)"
     )
 
 

@@ -29,7 +29,8 @@ DIE_AFTER = textwrap.dedent(
 
     async def main(path, complete):
         store = await SqliteTaskStore.open(path)
-        await store.create(TaskRecord(task_id="t1", tool="slow", owner="alice", created_at=1764066600.0))
+        await store.create(TaskRecord(task_id="t1", tool="slow", owner="alice", created_at=1764066600.0,
+                                      node="dead", lease_until=1764066630.0))
         if complete:
             await store.update("t1", status="completed", now=1764066601.5, result={complete_result})
         print("written", flush=True)
@@ -62,31 +63,33 @@ async def test_a_completed_task_survives_sigkill(tmp_path: Path) -> None:
             created_at=T0,
             updated_at=T0 + 1.5,
             result=RESULT,
+            node="dead",
+            lease_until=T0 + 30,
         )
-        assert await store.interrupt_running(T0 + 3, "restarted") == 0
+        assert await store.expired(T0 + 1000) == []
     finally:
         await store.close()
 
 
-async def test_a_task_left_working_by_a_killed_process_is_failed_on_restart(tmp_path: Path) -> None:
+async def test_a_task_left_working_by_a_killed_process_is_taken_over_after_its_lease(tmp_path: Path) -> None:
     path = tmp_path / "tasks.db"
     die_after_writing(path, "leave-working")
     store = await SqliteTaskStore.open(path)
     try:
         left = await store.get("t1", T0 + 2)
-        assert left is not None and left.status == "working"
-        assert await store.interrupt_running(T0 + 3, "The server restarted; the work was lost") == 1
-        failed = await store.get("t1", T0 + 4)
+        assert left is not None and (left.status, left.node, left.lease_until) == ("working", "dead", T0 + 30)
+        assert await store.expired(T0 + 29.9) == []  # its lease: the dead process's tasks wait for it to run out
+        (seen,) = await store.expired(T0 + 30)
+        failed = await store.take_over(seen, node="alive", now=T0 + 30, lease_until=T0 + 60, failure="it stopped")
         assert failed is not None
-        assert (failed.status, failed.status_message, failed.updated_at) == (
+        assert await store.get("t1", T0 + 31) == failed
+        assert (failed.status, failed.status_message, failed.updated_at, failed.node) == (
             "failed",
-            "The server restarted; the work was lost",
-            T0 + 3,
+            "it stopped",
+            T0 + 30,
+            "alive",
         )
-        assert failed.result == {
-            "content": [{"type": "text", "text": "The server restarted; the work was lost"}],
-            "isError": True,
-        }
+        assert failed.result == {"content": [{"type": "text", "text": "it stopped"}], "isError": True}
     finally:
         await store.close()
 
@@ -124,6 +127,117 @@ async def test_complete_versus_cancel_across_two_connections_has_one_winner(tmp_
     finally:
         await first.close()
         await second.close()
+
+
+async def test_takeover_across_two_connections_has_one_winner(tmp_path: Path) -> None:
+    # Two stores on one file, as two processes: each sees every task expired and tries to take all of them over.
+    path = tmp_path / "tasks.db"
+    first, second = await SqliteTaskStore.open(path), await SqliteTaskStore.open(path)
+    try:
+        for n in range(100):
+            await first.create(TaskRecord(task_id=f"t{n:03d}", tool="add", created_at=T0, node="dead",
+                                          lease_until=T0 + 30, arguments={"n": n}))  # fmt: skip
+        seen = await first.expired(T0 + 30), await second.expired(T0 + 30)
+        assert seen[0] == seen[1] and len(seen[0]) == 100
+
+        async def take_all(store: SqliteTaskStore, node: str) -> list[str]:
+            taken = await asyncio.gather(*(store.take_over(r, node=node, now=T0 + 30, lease_until=T0 + 60)
+                                           for r in seen[0]))  # fmt: skip
+            return [r.task_id for r in taken if r is not None]
+
+        won = await asyncio.gather(take_all(first, "a"), take_all(second, "b"))
+        assert sorted(won[0] + won[1]) == [f"t{n:03d}" for n in range(100)]  # every task taken over exactly once
+        for store, node, ids in ((first, "a", won[0]), (second, "b", won[1])):
+            for task_id in ids:
+                record = await store.get(task_id, T0 + 31)
+                assert record is not None and (record.node, record.attempts, record.status) == (node, 2, "working")
+    finally:
+        await first.close()
+        await second.close()
+
+
+async def test_renewal_against_takeover_across_two_connections_never_loses_both_ways(tmp_path: Path) -> None:
+    # The holder renews while another process takes over: either the renewal lands first (the takeover is refused)
+    # or the takeover does (the renewal leaves the task out, and the holder knows it lost it). Never both.
+    path = tmp_path / "tasks.db"
+    holder, taker = await SqliteTaskStore.open(path), await SqliteTaskStore.open(path)
+    try:
+        for n in range(100):
+            task_id = f"t{n:03d}"
+            await holder.create(TaskRecord(task_id=task_id, tool="add", created_at=T0, node="h", lease_until=T0 + 30))
+            (seen,) = await taker.expired(T0 + 30)
+            renewed, taken = await asyncio.gather(holder.renew("h", [task_id], T0 + 30, T0 + 60),
+                                                  taker.take_over(seen, node="t", now=T0 + 30, lease_until=T0 + 60,
+                                                                  failure="stopped"))  # fmt: skip
+            assert (renewed == [task_id]) != (taken is not None), (renewed, taken)
+            record = await holder.get(task_id, T0 + 31)
+            assert record is not None and record.node == ("h" if renewed else "t")
+    finally:
+        await holder.close()
+        await taker.close()
+
+
+# A tasks table as tooldeck wrote it before leases (schema version 1), with one finished and one unfinished task.
+SCHEMA_V1 = """
+CREATE TABLE tasks (task_id TEXT PRIMARY KEY NOT NULL, owner TEXT, status TEXT NOT NULL, status_message TEXT,
+    created_at REAL NOT NULL, updated_at REAL NOT NULL, ttl_ms INTEGER, poll_interval_ms INTEGER, tool TEXT NOT NULL,
+    result TEXT, error TEXT, expires_at REAL);
+CREATE INDEX tasks_by_owner ON tasks (owner, created_at, task_id);
+CREATE INDEX tasks_by_expiry ON tasks (expires_at) WHERE expires_at IS NOT NULL;
+CREATE INDEX tasks_active ON tasks (owner) WHERE status IN ('working', 'input_required');
+INSERT INTO tasks VALUES ('done', 'alice', 'completed', NULL, 1764066600.0, 1764066601.0, NULL, 50, 'add',
+    '{"content":[],"isError":false}', NULL, NULL);
+INSERT INTO tasks VALUES ('left', 'alice', 'working', 'step 1', 1764066600.0, 1764066600.5, 60000, 50, 'slow',
+    NULL, NULL, 1764066660.0);
+PRAGMA user_version = 1;
+"""
+
+
+def version_1_file(path: Path) -> None:
+    db = sqlite3.connect(path)
+    db.executescript(SCHEMA_V1)
+    db.close()
+
+
+async def test_a_version_1_file_is_migrated_and_its_tasks_kept(tmp_path: Path) -> None:
+    path = tmp_path / "tasks.db"
+    version_1_file(path)
+    store = await SqliteTaskStore.open(path)
+    try:
+        done = await store.get("done", T0 + 2)
+        assert done == TaskRecord(task_id="done", owner="alice", status="completed", created_at=T0, updated_at=T0 + 1,
+                                  poll_interval_ms=50, tool="add", result={"content": [], "isError": False})  # fmt: skip
+        left = await store.get("left", T0 + 2)
+        assert left is not None and (left.status, left.node, left.lease_until, left.attempts) == (
+            "working", None, None, 1)  # fmt: skip
+        # Left by a process without a lease: the first node that looks takes it over.
+        assert [r.task_id for r in await store.expired(T0 + 2)] == ["left"]
+        await store.create(TaskRecord(task_id="new", tool="add", created_at=T0, node="n1", lease_until=T0 + 30,
+                                      arguments={"a": 1}))  # fmt: skip
+        assert (await store.get("new", T0)).arguments == {"a": 1}  # type: ignore[union-attr]
+    finally:
+        await store.close()
+    db = sqlite3.connect(path)
+    try:
+        assert db.execute("PRAGMA user_version").fetchone() == (2,)
+        indexes = {row[0] for row in db.execute("SELECT name FROM sqlite_master WHERE type = 'index'")}
+        assert {"tasks_by_node", "tasks_by_lease", "tasks_active"} <= indexes
+    finally:
+        db.close()
+    again = await SqliteTaskStore.open(path)  # a migrated file opens as it is
+    await again.close()
+
+
+async def test_two_processes_opening_a_version_1_file_at_once_migrate_it_once(tmp_path: Path) -> None:
+    path = tmp_path / "tasks.db"
+    version_1_file(path)
+    stores = await asyncio.gather(*(SqliteTaskStore.open(path) for _ in range(4)))  # four connections, four threads
+    try:
+        for store in stores:
+            assert [r.task_id for r in await store.list("alice", T0 + 2)] == ["done", "left"]
+    finally:
+        for store in stores:
+            await store.close()
 
 
 async def test_statements_run_off_the_event_loop_thread(tmp_path: Path) -> None:

@@ -169,7 +169,8 @@ async def test_a_terminal_task_never_changes(store: TaskStore, terminal: str) ->
     for step, status in enumerate(STATUSES * 2, start=2):
         got = await store.update("t1", status=status, now=T0 + step, status_message=f"try {step}", error=ERROR)
         assert got == final
-    assert await store.interrupt_running(T0 + 50, "restarted") == 0
+    assert await store.expired(T0 + 50) == []  # a finished task holds no lease: nobody takes it over
+    assert await store.take_over(final, node="n2", now=T0 + 50, lease_until=T0 + 80) is None
     assert await store.get("t1", T0 + 60) == final
 
 
@@ -345,33 +346,153 @@ async def test_count_active_counts_live_unfinished_tasks_of_one_owner(store: Tas
     assert await store.count_active("bob", T0 + 2) == 0
 
 
-# interrupt_running
+# leases: renew, expired, take_over, and the holder's own moves
 
 
-async def test_interrupt_running_fails_every_unfinished_task(store: TaskStore) -> None:
-    message = "The server restarted while this task was running"
-    await store.create(task("w", owner="alice", status_message="step 2 of 3", poll_interval_ms=500, ttl_ms=60_000))
-    await store.create(task("i", status="input_required"))
-    for status in ("completed", "failed", "cancelled"):
-        await store.create(task(status, status=status, status_message="final", result=RESULT))
-    before = {r.task_id: r for r in await store.list(None, T0)}
-    assert await store.interrupt_running(T0 + 5, message) == 2
-    assert await store.get("w", T0 + 6) == task(
-        "w",
-        owner="alice",
-        status="failed",
-        status_message=message,
-        updated_at=T0 + 5,
-        poll_interval_ms=500,
-        ttl_ms=60_000,
-        result={"content": [{"type": "text", "text": message}], "isError": True},
-    )
-    interrupted = await store.get("i", T0 + 6)
-    assert interrupted is not None and (interrupted.status, interrupted.updated_at) == ("failed", T0 + 5)
-    for status in ("completed", "failed", "cancelled"):
-        assert await store.get(status, T0 + 6) == before[status]
-    assert await store.count_active("alice", T0 + 6) == 0
-    assert await store.interrupt_running(T0 + 7, message) == 0
+def held(task_id: str, node: str = "n1", lease_until: float = T0 + 30, **fields: Any) -> TaskRecord:
+    """A task held by ``node`` until ``lease_until``."""
+    return task(task_id, node=node, lease_until=lease_until, **fields)
+
+
+async def test_the_lease_fields_are_stored_as_given(store: TaskStore) -> None:
+    record = held("t1", owner="alice", attempts=2, arguments={"n": [1, "two", None], "deep": {"x": 1.5}})
+    await store.create(record)
+    assert await store.get("t1", T0) == record
+    assert (await store.list("alice", T0))[0] == record
+
+
+@pytest.mark.parametrize("attempts", [0, 3, -1, 1.0, True])
+async def test_create_refuses_attempts_out_of_range(store: TaskStore, attempts: Any) -> None:
+    with pytest.raises(ValueError, match="attempts must be from 1 to 2"):
+        await store.create(held("t1", attempts=attempts))
+
+
+async def test_renew_extends_the_leases_the_node_holds_and_only_those(store: TaskStore) -> None:
+    await store.create(held("mine", arguments={"a": 1}))
+    await store.create(held("waiting", status="input_required"))
+    await store.create(held("late", lease_until=T0 + 1))  # its lease ran out, and nobody took it over yet
+    await store.create(held("theirs", node="n2"))
+    await store.create(held("done", status="completed"))
+    await store.create(held("short", ttl_ms=1000))
+    await store.create(held("not-asked"))
+    asked = ["mine", "waiting", "late", "theirs", "done", "short", "unknown"]
+    renewed = await store.renew("n1", asked, T0 + 5, T0 + 35)
+    assert sorted(renewed) == ["late", "mine", "waiting"]
+    for task_id in renewed:
+        record = await store.get(task_id, T0 + 5)
+        assert record is not None and record.lease_until == T0 + 35 and record.node == "n1"
+        assert record.updated_at == T0  # a renewal is not a change of the task: lastUpdatedAt stays
+    assert (await store.get("mine", T0 + 5)) == held("mine", arguments={"a": 1}, lease_until=T0 + 35)
+    for task_id, lease in (("theirs", T0 + 30), ("done", T0 + 30), ("not-asked", T0 + 30)):
+        record = await store.get(task_id, T0 + 5)
+        assert record is not None and record.lease_until == lease
+    assert await store.renew("n1", [], T0 + 5, T0 + 35) == []
+
+
+async def test_expired_finds_held_tasks_whose_lease_ran_out_oldest_first(store: TaskStore) -> None:
+    await store.create(held("live", lease_until=T0 + 10))
+    await store.create(held("edge", lease_until=T0 + 5))  # runs out at T0 + 5 exactly
+    await store.create(held("older", node="n2", lease_until=T0 + 2, status="input_required"))
+    await store.create(task("no-lease"))  # left by a process without leases (an older tooldeck)
+    await store.create(held("finished", lease_until=T0 + 1, status="failed"))
+    await store.create(held("gone", lease_until=T0 + 1, ttl_ms=4000))
+    assert [r.task_id for r in await store.expired(T0 + 4.999)] == ["no-lease", "older"]
+    found = await store.expired(T0 + 5)
+    assert [r.task_id for r in found] == ["no-lease", "older", "edge"]
+    assert found[1] == held("older", node="n2", lease_until=T0 + 2, status="input_required")
+    assert [r.task_id for r in await store.expired(T0 + 5, limit=1)] == ["no-lease"]
+    assert [r.task_id for r in await store.expired(T0 + 100)] == ["no-lease", "older", "edge", "live"]
+
+
+async def test_take_over_to_run_again(store: TaskStore) -> None:
+    await store.create(held("t1", owner="alice", status="input_required", status_message="asking",
+                            arguments={"n": 7}, poll_interval_ms=50, ttl_ms=60_000))  # fmt: skip
+    (seen,) = await store.expired(T0 + 30)
+    taken = await store.take_over(seen, node="n2", now=T0 + 30, lease_until=T0 + 60)
+    assert taken == task("t1", owner="alice", status="working", updated_at=T0 + 30, node="n2", lease_until=T0 + 60,
+                         attempts=2, arguments={"n": 7}, poll_interval_ms=50, ttl_ms=60_000)  # fmt: skip
+    assert await store.get("t1", T0 + 31) == taken
+    assert await store.expired(T0 + 59) == []
+    assert await store.count_active("alice", T0 + 31) == 1
+
+
+async def test_take_over_to_fail(store: TaskStore) -> None:
+    message = "The process running this task stopped"
+    await store.create(held("t1", owner="alice", status_message="step 2", arguments={"n": 7}, ttl_ms=60_000))
+    (seen,) = await store.expired(T0 + 40)
+    taken = await store.take_over(seen, node="n2", now=T0 + 40, lease_until=T0 + 70, failure=message)
+    assert taken == task("t1", owner="alice", status="failed", status_message=message, updated_at=T0 + 40,
+                         node="n2", lease_until=T0 + 70, ttl_ms=60_000,
+                         result={"content": [{"type": "text", "text": message}], "isError": True})  # fmt: skip
+    assert taken.arguments is None and taken.attempts == 1  # finished: never runs again
+    assert await store.get("t1", T0 + 41) == taken
+    assert await store.count_active("alice", T0 + 41) == 0
+    assert await store.expired(T0 + 1000) == []
+
+
+async def test_take_over_refuses_a_live_lease_a_stale_sighting_and_a_finished_task(store: TaskStore) -> None:
+    await store.create(held("t1", lease_until=T0 + 30, arguments={}))
+    (seen,) = await store.expired(T0 + 30)
+    # A live lease (the taker's clock says it has not run out) is never taken over.
+    assert await store.take_over(seen, node="n2", now=T0 + 29.999, lease_until=T0 + 60) is None
+    # Renewed after it was seen: the lease is live again.
+    assert await store.renew("n1", ["t1"], T0 + 30, T0 + 60) == ["t1"]
+    assert await store.take_over(seen, node="n2", now=T0 + 31, lease_until=T0 + 61) is None
+    # Taken over by another node after it was seen (on another attempt): the stale sighting loses.
+    (seen,) = await store.expired(T0 + 60)
+    assert await store.take_over(seen, node="n3", now=T0 + 60, lease_until=T0 + 90) is not None
+    assert await store.take_over(seen, node="n2", now=T0 + 1000, lease_until=T0 + 1030) is None
+    record = await store.get("t1", T0 + 1000)
+    assert record is not None and (record.node, record.attempts) == ("n3", 2)
+    # Finished since: nothing to take over.
+    (seen,) = await store.expired(T0 + 90)
+    await store.update("t1", status="completed", now=T0 + 91, result=RESULT)
+    assert await store.take_over(seen, node="n2", now=T0 + 92, lease_until=T0 + 122) is None
+    assert await store.take_over(held("unknown"), node="n2", now=T0 + 92, lease_until=T0 + 122) is None
+    # A node taking over its own task (a process restarted under the same node id): a sighting of the attempt
+    # before is stale too, so the task never runs a third time.
+    await store.create(held("t2", lease_until=T0 + 30, arguments={}))
+    (stale,) = await store.expired(T0 + 30)
+    assert await store.take_over(stale, node="n1", now=T0 + 30, lease_until=T0 + 60) is not None
+    assert await store.take_over(stale, node="n2", now=T0 + 60, lease_until=T0 + 90) is None
+
+
+async def test_of_nodes_racing_to_take_over_one_task_exactly_one_wins(store: TaskStore) -> None:
+    for n in range(50):
+        await store.create(held(f"race-{n}", lease_until=T0 + 30, arguments={"n": n}))
+    seen = await store.expired(T0 + 30)
+    assert len(seen) == 50
+    for record in seen:
+        got = await asyncio.gather(*(store.take_over(record, node=node, now=T0 + 30, lease_until=T0 + 60)
+                                     for node in ("n2", "n3", "n4")))  # fmt: skip
+        won = [r for r in got if r is not None]
+        assert len(won) == 1 and won[0].attempts == 2
+        assert await store.get(record.task_id, T0 + 31) == won[0]
+
+
+async def test_the_holders_own_moves_apply_only_while_it_holds_the_task(store: TaskStore) -> None:
+    await store.create(held("t1", arguments={"n": 1}))
+    moved = await store.update("t1", status="input_required", now=T0 + 1, node="n1")
+    assert moved is not None and moved.status == "input_required"
+    assert await store.update("t1", status="working", now=T0 + 2, node="n2") == moved  # n2 does not hold it
+    (seen,) = await store.expired(T0 + 30)
+    taken = await store.take_over(seen, node="n2", now=T0 + 30, lease_until=T0 + 60)
+    assert taken is not None
+    # The first holder wakes up and tries to finish the task: refused, the taker's record stands.
+    assert await store.update("t1", status="completed", now=T0 + 31, result=RESULT, node="n1") == taken
+    # A move without a node (a client's cancel) applies whoever holds the task.
+    cancelled = await store.update("t1", status="cancelled", now=T0 + 32, status_message="Cancelled")
+    assert cancelled is not None and cancelled.status == "cancelled" and cancelled.node == "n2"
+
+
+@pytest.mark.parametrize("terminal", ["completed", "failed", "cancelled"])
+async def test_a_finished_task_forgets_its_arguments(store: TaskStore, terminal: str) -> None:
+    await store.create(held("t1", arguments={"secret": "s3cr3t"}))
+    moved = await store.update("t1", status="input_required", now=T0 + 1, status_message="asking")
+    assert moved is not None and moved.arguments == {"secret": "s3cr3t"}
+    done = await store.update("t1", status=terminal, now=T0 + 2, status_message="done")
+    assert done is not None and done.arguments is None
+    assert (await store.get("t1", T0 + 3)).arguments is None  # type: ignore[union-attr]
 
 
 # close
@@ -388,7 +509,9 @@ async def test_a_closed_store_refuses_every_call(store: TaskStore) -> None:
         store.list(None, T0),
         store.count_active(None, T0),
         store.purge_expired(T0),
-        store.interrupt_running(T0, "restarted"),
+        store.renew("n1", ["t1"], T0, T0 + 30),
+        store.expired(T0),
+        store.take_over(task("t1"), node="n1", now=T0, lease_until=T0 + 30),
     ]
     for call in calls:
         with pytest.raises(TaskStoreError, match="closed"):

@@ -51,8 +51,8 @@ class Server:
         self.instructions: str | None = info.get("instructions")
         self.options = options
         # This process among the processes that serve the deck: unique across them, it is part of every identity that
-        # crosses processes (server-to-client request ids, SSE stream and event ids, a task's owner and lease).
-        self.node_id = os.urandom(4).hex()
+        # crosses processes (server-to-client request ids, SSE stream and event ids, the node holding a task's lease).
+        self.node_id: str = options.node_id or os.urandom(4).hex()
         # Where the state lives that must hold across processes (server/backends.py): one record, from one spec.
         self.backends: Backends = resolve(options.backends, task_store=options.task_store,
                                           keys={"request-state": options.state_key, "cursor": options.cursor_secret})  # fmt: skip
@@ -221,6 +221,9 @@ class Server:
                 default_ttl_ms=int(options.task_ttl * 1000),
                 max_ttl_ms=int(options.max_task_ttl * 1000),
                 max_active=options.max_tasks_per_requestor,
+                server=self,
+                lease=options.task_lease,
+                renewal=options.task_lease_renewal,
             )
         return self._tasks
 

@@ -34,6 +34,9 @@ class ServerSettings(TypedDict, total=False):
     task_ttl: float
     max_task_ttl: float
     max_tasks_per_requestor: int
+    task_lease: float
+    task_lease_renewal: float
+    node_id: str | None
     list_ttl: float
     read_ttl: float
     cache_scope: str | None
@@ -60,12 +63,18 @@ class ServerOptions(Record):
     ``backends``: where the state lives that must hold across processes — a ``Backends`` record or a spec
     (``"memory"``, ``"sqlite:PATH"``; server/backends.py); None: in this process, tasks where the transport puts
     them. ``task_store`` (a store or a spec) sets the tasks seam of whatever record the deck serves with.
+    ``task_lease``: seconds a process holds a running task without renewing it; another process sharing the task
+    store takes the task over only once that has run out (see server/takeover.py). ``task_lease_renewal``: seconds
+    between renewals, at most half the lease (so one late renewal never loses a task).
+    ``node_id``: this process's name among the processes serving the deck, in every identity that crosses processes
+    (request ids to the client, SSE stream and event ids, the holder of a task): letters, digits, ``_`` and ``-``, at
+    most 64; unique among live processes. None: 8 random hex digits, made at start-up.
     """
 
     __slots__ = (
         "page_size", "mask_errors", "max_threads", "log_level", "max_message_bytes", "max_batch", "cursor_secret",
-        "tool_timeout", "task_store", "task_ttl", "max_task_ttl", "max_tasks_per_requestor", "list_ttl_ms", "read_ttl_ms",
-        "cache_scope", "state_key", "backends",
+        "tool_timeout", "task_store", "task_ttl", "max_task_ttl", "max_tasks_per_requestor", "task_lease",
+        "task_lease_renewal", "node_id", "list_ttl_ms", "read_ttl_ms", "cache_scope", "state_key", "backends",
     )  # fmt: skip
 
     def __init__(
@@ -83,6 +92,9 @@ class ServerOptions(Record):
         task_ttl: float = 3600.0,
         max_task_ttl: float = 86400.0,
         max_tasks_per_requestor: int = 100,
+        task_lease: float = 30.0,
+        task_lease_renewal: float = 10.0,
+        node_id: str | None = None,
         list_ttl: float = 60.0,
         read_ttl: float = 0.0,
         cache_scope: str | None = None,
@@ -107,6 +119,14 @@ class ServerOptions(Record):
             raise RegistrationError(f'cache_scope must be "public", "private" or None, got {cache_scope!r}')
         if state_key is not None and (not isinstance(state_key, bytes) or len(state_key) < 32):
             raise RegistrationError("state_key must be bytes, at least 32 of them (os.urandom(32), say), or None")
+        for name, seconds in (("task_lease", task_lease), ("task_lease_renewal", task_lease_renewal)):
+            if isinstance(seconds, bool) or not isinstance(seconds, int | float) or not seconds > 0:
+                raise RegistrationError(f"{name} must be a positive number of seconds, got {seconds!r}")
+        if task_lease_renewal > task_lease / 2:
+            raise RegistrationError(f"task_lease_renewal ({task_lease_renewal:g} s) must be at most half of task_lease "
+                                    f"({task_lease:g} s), so that one late renewal never loses a task")  # fmt: skip
+        if node_id is not None and not _is_node_id(node_id):
+            raise RegistrationError(f"node_id must be 1 to 64 letters, digits, '_' or '-', got {node_id!r}")
         self.page_size = page_size
         self.mask_errors = mask_errors
         self.max_threads = max_threads
@@ -119,6 +139,9 @@ class ServerOptions(Record):
         self.task_ttl = task_ttl
         self.max_task_ttl = max_task_ttl
         self.max_tasks_per_requestor = max_tasks_per_requestor
+        self.task_lease = float(task_lease)
+        self.task_lease_renewal = float(task_lease_renewal)
+        self.node_id = node_id
         self.list_ttl_ms = int(list_ttl * 1000)
         self.read_ttl_ms = int(read_ttl * 1000)
         self.cache_scope = cache_scope
@@ -155,3 +178,14 @@ def split_settings(settings: dict[str, Any]) -> tuple[dict[str, Any], ServerOpti
 
 def _positive_int(value: Any) -> bool:
     return type(value) is int and value >= 1
+
+
+def _is_node_id(value: Any) -> bool:
+    # It goes into ids of several shapes ("<node>-<n>" request and stream ids, "<stream>.<n>" event ids, SSE id lines):
+    # no dot, no separator, nothing to escape.
+    return (
+        type(value) is str
+        and 0 < len(value) <= 64
+        and value.isascii()
+        and value.replace("_", "").replace("-", "").isalnum()
+    )

@@ -16,8 +16,10 @@ Contract. ``start(rctx, reply, work, inline=...)`` takes the ``Work`` a handler 
       awaits in the task it already has (HTTP: one task and one loop turn fewer per call);
     * anything else runs in a task of its own.
 
-The runner also owns the session's requests *to* the client (``ask`` / ``resolve`` / ``abandon``): their ids count
-up and never repeat, and each has a future that the client's response (or the session's end) settles.
+The runner also owns the session's requests *to* the client (``ask`` / ``resolve`` / ``abandon``): their ids are
+``"<node>-<n>"`` strings, ``n`` counting up, so they never repeat — not even across the processes that serve one
+session, each with its own node id (a response that reaches another process finds its way back through the bus) —
+and each has a future that the client's response (or the session's end) settles.
 """
 
 from __future__ import annotations
@@ -50,8 +52,9 @@ class Runner:
     """Runs one session's request work on one event loop (bound at creation: ``get_running_loop()`` costs a system
     call on every use in Python 3.11)."""
 
-    def __init__(self, loop: asyncio.AbstractEventLoop | None = None) -> None:
+    def __init__(self, loop: asyncio.AbstractEventLoop | None = None, node: str = "0") -> None:
         self.loop = loop if loop is not None else asyncio.get_running_loop()
+        self.prefix = f"{node}-"  # of the ids of its requests to the client: the node id of its process
         self.in_flight: dict[RequestId, Flight] = {}
         self.outgoing: dict[RequestId, asyncio.Future[Response]] = {}
         self.refused: Callable[[RequestId, RefusedError], None] | None = None  # transport hook: HTTP status, headers
@@ -128,7 +131,7 @@ class Runner:
     ) -> tuple[RequestId, asyncio.Future[Response]]:
         """Send a request to the client through ``send``: its id, and a future that gets its ``Response``."""
         self._next_id += 1
-        request_id = self._next_id
+        request_id = f"{self.prefix}{self._next_id}"
         waiter: asyncio.Future[Response] = self.loop.create_future()
         if self.closed:
             waiter.set_exception(ConnectionError("the session is closed"))

@@ -419,7 +419,7 @@ class Session:
             global _Runner
             if _Runner is None:  # imported once, when the first work needs it: it loads the event loop
                 from .runner import Runner as _Runner
-            self.runner = _Runner()
+            self.runner = _Runner(node=self.server.node_id)
             self.runner.refused = self.request_refused
             self.runner.closed = self.phase == lifecycle.CLOSED  # a request to the client after the end fails
         return self.runner

@@ -9,6 +9,9 @@ server's bus (topic ``session/<key>``).
 
 The pollInterval of a task that is not finished is worked out from its age whenever it is sent (``PollInterval``:
 short while the task is young, longer as it ages), so a short task is seen finished soon after it finishes.
+
+Processes sharing the task store each run their own tasks, held under a lease this manager renews; a task whose
+process died is taken over by another after its lease (takeover.py has the rule).
 """
 
 from __future__ import annotations
@@ -64,8 +67,15 @@ class TaskManager:
         poll_interval_ms: int | None = None,
         max_active: int = 100,
         clock: Callable[[], float] = time.time,
+        server: Any = None,
+        lease: float = 30.0,
+        renewal: float = 10.0,
     ) -> None:
+        from .takeover import Leases
+
         self.pipeline = pipeline
+        self.server = server  # the tools a taken-over task runs again, and its request context, come from here
+        self.node: str = server.node_id if server is not None else "local"
         self.bus = bus
         self.cursors = cursors
         self.page_size = page_size
@@ -85,22 +95,35 @@ class TaskManager:
         self._requests: dict[str, RequestContext] = {}
         # The questions each running 2026-07-28 task waits on (the tasks extension: tasks/get, tasks/update).
         self.inputs: dict[str, TaskInputs] = {}
+        self.leases = Leases(self, self.node, lease, renewal)
         self._started = False
         self._purger: asyncio.Task[None] | None = None
+        self._keeper: asyncio.Task[None] | None = None
 
     async def start(self) -> None:
-        """Once per process: tasks a previous process left running can never finish, so they are failed now."""
-        if self._started:
-            return
+        """Once per process: open the store, take over at once the tasks whose lease already ran out (left by a
+        process that died), and from now on renew this node's leases and look for others that run out."""
+        if not self._started:
+            await self._begin()
+
+    async def _begin(self) -> int:
         self._started = True
         import asyncio
 
         if self._spec is not None:
             self.store = await open_store(self._spec)
-        count = await self.store.interrupt_running(self.clock(), "interrupted by server restart")
-        if count:
-            log.warning("%d task(s) left running by a previous process were marked failed", count)
-        self._purger = asyncio.get_running_loop().create_task(self._purge_forever())
+        taken = await self.leases.tend()
+        loop = asyncio.get_running_loop()
+        self._purger = loop.create_task(self._purge_forever())
+        self._keeper = loop.create_task(self.leases.forever())
+        return taken
+
+    async def tend_leases(self) -> int:
+        """One round of lease keeping now (the manager does one every ``renewal`` seconds by itself): renew this
+        node's leases and take over the tasks whose lease ran out; how many were taken over."""
+        if not self._started:
+            return await self._begin()
+        return await self.leases.tend()
 
     async def _purge_forever(self) -> None:
         import asyncio
@@ -117,8 +140,9 @@ class TaskManager:
             request.cancel()
         for task in list(self.running.values()):
             task.cancel()
-        if self._purger is not None:
-            self._purger.cancel()
+        for service in (self._purger, self._keeper):
+            if service is not None:
+                service.cancel()
         await self.store.close()
 
     # --- creating and running -----------------------------------------------------------------------------------
@@ -146,6 +170,7 @@ class TaskManager:
         if await self.store.count_active(owner, now) >= self.max_active:
             raise TaskLimitError(f"Too many active tasks: the limit is {self.max_active} per requestor")
         ttl = self.default_ttl_ms if requested_ttl is None else min(requested_ttl, self.max_ttl_ms)
+        annotations = tool.annotations
         record = TaskRecord(
             task_id=new_task_id(),
             owner=owner,
@@ -155,6 +180,10 @@ class TaskManager:
             ttl_ms=ttl,
             poll_interval_ms=self.poll_interval.at(0),  # what a task of age 0 advertises; stored for the record
             tool=tool.name,
+            node=self.node,
+            lease_until=now + self.leases.lease,
+            # kept only for a tool that may be run again by a node that takes the task over
+            arguments=arguments if annotations is not None and annotations.get("idempotentHint") else None,
         )
         await self.store.create(record)
         self._requests[record.task_id] = rctx
@@ -164,6 +193,24 @@ class TaskManager:
         """Run the call (already admitted) in the background; its outcome settles the task."""
         work = functools.partial(self.pipeline.call_tool, rctx, tool, arguments, task=(self, task_id), admitted=True)
         self._watch(rctx, task_id, work)
+
+    def run_again(self, rctx: RequestContext, task_id: str, tool: Tool, arguments: dict[str, Any]) -> None:
+        """Run a task taken over from another node (takeover.py): admitted when it was created, so not again."""
+        self._requests[task_id] = rctx
+        self.launch(rctx, task_id, tool, arguments)
+
+    def halt(self, task_id: str) -> None:
+        """Stop the work of a task this node no longer holds (taken over, or ended, elsewhere); record nothing."""
+        request = self._requests.get(task_id)
+        if request is not None:
+            request.cancel()
+        running = self.running.get(task_id)
+        if running is not None:
+            running.cancel()
+
+    def tool(self, name: str) -> Tool | None:
+        """The tool ``name`` as this process serves it (None without a server, or if it is not registered here)."""
+        return None if self.server is None else self.server.tools.get(name)
 
     def adopt(self, rctx: RequestContext, task_id: str, job: asyncio.Task[dict[str, Any]]) -> None:
         """Let ``job`` (a call that began in its request and became this task) settle the task when it ends."""
@@ -217,21 +264,35 @@ class TaskManager:
                 await self.settle(task_id, "completed", result=result)
 
     async def settle(self, task_id: str, status: str, *, status_message: str | None = None,
-                     result: dict[str, Any] | None = None, error: dict[str, Any] | None = None) -> TaskRecord | None:  # fmt: skip
-        """Move a task to ``status`` (if the status machine allows it) and announce the change."""
-        record = await self.store.update(
-            task_id, status=status, now=self.clock(), status_message=status_message, result=result, error=error
-        )
+                     result: dict[str, Any] | None = None, error: dict[str, Any] | None = None,
+                     held: bool = True) -> TaskRecord | None:  # fmt: skip
+        """Move a task to ``status`` (if the status machine allows it) and announce the change. ``held``: the move
+        comes from the task's own work, so it applies only while this node holds the task (a client's cancel,
+        ``held=False``, applies wherever the task runs)."""
+        record = await self.store.update(task_id, status=status, now=self.clock(), status_message=status_message,
+                                         result=result, error=error, node=self.node if held else None)  # fmt: skip
         if record is not None and record.status == status:
-            request = self._requests.get(task_id)
-            if request is not None and versions.is_modern(request.revision):
-                self.bus.publish(f"task/{task_id}", record)  # listen streams that asked for this task (listen.py)
-            else:
-                key = None if request is None else getattr(request.peer, "key", None)
-                if key is not None:
-                    note = jsonrpc.notification("notifications/tasks/status", self._wire(record, self.clock()))
-                    self.bus.publish(f"session/{key}", note)
+            self.announce(record)
         return record
+
+    def announce(self, record: TaskRecord) -> None:
+        """Tell who listens that the task's status changed: the 2025 session that created it (if its request is
+        known here), or the 2026-07-28 streams listening for the task."""
+        task_id = record.task_id
+        request = self._requests.get(task_id)
+        if request is not None:
+            modern = versions.is_modern(request.revision)
+        else:
+            from .takeover import era_of
+
+            modern = versions.is_modern(era_of(record.owner)[0])
+        if modern:
+            self.bus.publish(f"task/{task_id}", record)  # listen streams that asked for this task (listen.py)
+        else:
+            key = None if request is None else getattr(request.peer, "key", None)
+            if key is not None:
+                note = jsonrpc.notification("notifications/tasks/status", self._wire(record, self.clock()))
+                self.bus.publish(f"session/{key}", note)
 
     # --- tasks/* ------------------------------------------------------------------------------------------------
 
@@ -319,7 +380,7 @@ class TaskManager:
 
     async def stop(self, task_id: str) -> TaskRecord | None:
         """Record the task ``cancelled`` (if it is not finished) and stop its work; the record as it now stands."""
-        updated = await self.settle(task_id, "cancelled", status_message="Cancelled by the client")
+        updated = await self.settle(task_id, "cancelled", status_message="Cancelled by the client", held=False)
         if updated is not None and updated.status == "cancelled":
             running = self.running.get(task_id)
             if running is not None:

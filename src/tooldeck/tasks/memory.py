@@ -11,7 +11,7 @@ from typing import Any
 
 from ..protocol.errors import TaskStoreError, UnknownCursorError
 from .record import TaskRecord, can_move
-from .store import check_new, check_status, interrupted_result
+from .store import check_new, check_status
 
 
 class MemoryTaskStore:
@@ -53,13 +53,14 @@ class MemoryTaskStore:
         status_message: str | None = None,
         result: dict[str, Any] | None = None,
         error: dict[str, Any] | None = None,
+        node: str | None = None,
     ) -> TaskRecord | None:
         self._check_open()
         check_status(status)
         current = self._live(task_id, now)
         if current is None:
             return None
-        if not can_move(current.status, status):
+        if not can_move(current.status, status) or (node is not None and current.node != node):
             return current
         if status == current.status and (status_message is None or status_message == current.status_message):
             return current
@@ -107,16 +108,37 @@ class MemoryTaskStore:
             self._delete(record)
         return len(expired)
 
-    async def interrupt_running(self, now: float, message: str) -> int:
+    async def renew(
+        self, node: str, task_ids: builtins.list[str], now: float, lease_until: float
+    ) -> builtins.list[str]:
         self._check_open()
-        count = 0
-        for ids in self._active.values():
-            for task_id in ids:
-                moved = self._tasks[task_id].moved("failed", now, message, interrupted_result(message))
-                self._tasks[task_id] = moved
-            count += len(ids)
-        self._active.clear()
-        return count
+        renewed = []
+        for task_id in task_ids:
+            record = self._live(task_id, now)
+            if record is not None and record.node == node and not record.is_terminal:
+                self._tasks[task_id] = record.renewed(lease_until)
+                renewed.append(task_id)
+        return renewed
+
+    async def expired(self, now: float, limit: int = 100) -> builtins.list[TaskRecord]:
+        self._check_open()
+        found = [r for r in self._held() if r.lease_expired(now) and not r.is_expired(now)]
+        found.sort(key=lambda r: (r.lease_until is not None, r.lease_until or 0.0))
+        return found[:limit]
+
+    async def take_over(
+        self, seen: TaskRecord, *, node: str, now: float, lease_until: float, failure: str | None = None
+    ) -> TaskRecord | None:
+        self._check_open()
+        current = self._live(seen.task_id, now)
+        if (current is None or current.node != seen.node or current.attempts != seen.attempts
+                or not current.lease_expired(now)):  # fmt: skip
+            return None
+        taken = current.taken_over(node, now, lease_until, failure)
+        self._tasks[taken.task_id] = taken
+        if taken.is_terminal:
+            self._deactivate(taken)
+        return taken
 
     async def close(self) -> None:
         self._closed = True
@@ -142,6 +164,10 @@ class MemoryTaskStore:
         if not keys:
             del self._order[record.owner]
         self._deactivate(record)
+
+    def _held(self) -> builtins.list[TaskRecord]:
+        tasks = self._tasks
+        return [tasks[task_id] for ids in self._active.values() for task_id in ids]
 
     def _deactivate(self, record: TaskRecord) -> None:
         active = self._active.get(record.owner)

@@ -1,7 +1,14 @@
-"""The durable state of one MCP task (``TaskRecord``), its status machine, and task ids.
+"""The durable state of one MCP task (``TaskRecord``), its status machine, its lease, and task ids.
 
 The status machine (spec §7.4): a task starts ``working``; ``working`` and ``input_required`` move to each other or to
 a terminal status; ``completed``, ``failed`` and ``cancelled`` never change again.
+
+The lease: a task that is not finished is *held* by the node (the process) that runs its work, until ``lease_until``;
+that node renews the lease while the work runs. Another node may take the task over only once the lease has run out
+(the holder stopped renewing: it died or stalled), and only from a status that holds a lease (``HELD``): to
+``working``, to run it once more (``attempts`` counts the runs started, so it never reaches ``MAX_RUNS`` + 1), or to
+``failed``. A holder's own moves apply only while it still holds the task, so a stalled node that wakes up cannot
+overwrite what the node that took over recorded.
 """
 
 from __future__ import annotations
@@ -14,6 +21,9 @@ from ..protocol.record import Record
 
 STATUSES = ("working", "input_required", "completed", "failed", "cancelled")
 TERMINAL = frozenset({"completed", "failed", "cancelled"})
+
+HELD = tuple(s for s in STATUSES if s not in TERMINAL)  # the statuses in which a node holds the task under a lease
+MAX_RUNS = 2  # a task is run at most twice: once, and once more by a node that took it over (idempotent tools only)
 
 _ANY = frozenset(STATUSES)
 # old status -> the statuses it may move to. A non-terminal status may "move" to itself: that is how its
@@ -86,6 +96,11 @@ class TaskRecord(Record):
     - ``tool``: the name of the tool the task runs.
     - ``result``: the final ``CallToolResult`` (``completed``, or ``failed`` with ``isError: true``).
     - ``error``: the JSON-RPC error object, when the call failed with a protocol error.
+    - ``node``: the node id of the process that runs (or ran) the task's work; ``lease_until``: epoch seconds until
+      which that node holds the task (None: no lease, so anyone may take the task over).
+    - ``attempts``: how many times the work was started (1, or 2 once a node took the task over to run it again).
+    - ``arguments``: the call's arguments, kept only for a tool that may be run again (``idempotentHint``) and only
+      until the task ends; None otherwise.
     """
 
     __slots__ = (
@@ -100,6 +115,10 @@ class TaskRecord(Record):
         "tool",
         "result",
         "error",
+        "node",
+        "lease_until",
+        "attempts",
+        "arguments",
     )
 
     def __init__(
@@ -116,6 +135,10 @@ class TaskRecord(Record):
         poll_interval_ms: int | None = None,
         result: dict[str, Any] | None = None,
         error: dict[str, Any] | None = None,
+        node: str | None = None,
+        lease_until: float | None = None,
+        attempts: int = 1,
+        arguments: dict[str, Any] | None = None,
     ) -> None:
         self.task_id = task_id
         self.owner = owner
@@ -128,6 +151,10 @@ class TaskRecord(Record):
         self.tool = tool
         self.result = result
         self.error = error
+        self.node = node
+        self.lease_until = lease_until
+        self.attempts = attempts
+        self.arguments = arguments
 
     def moved(
         self,
@@ -137,7 +164,8 @@ class TaskRecord(Record):
         result: dict[str, Any] | None = None,
         error: dict[str, Any] | None = None,
     ) -> TaskRecord:
-        """This task in ``status`` as of ``now``: a new record (whether the move is allowed is the store's check)."""
+        """This task in ``status`` as of ``now``: a new record (whether the move is allowed is the store's check). A
+        terminal status drops the arguments: the task will never run again."""
         return TaskRecord(
             task_id=self.task_id,
             owner=self.owner,
@@ -150,7 +178,36 @@ class TaskRecord(Record):
             tool=self.tool,
             result=result,
             error=error,
+            node=self.node,
+            lease_until=self.lease_until,
+            attempts=self.attempts,
+            arguments=None if status in TERMINAL else self.arguments,
         )
+
+    def renewed(self, lease_until: float) -> TaskRecord:
+        """This task with its lease extended to ``lease_until``: a new record, nothing else changed."""
+        record = TaskRecord.__new__(TaskRecord)
+        for name in TaskRecord.__slots__:
+            setattr(record, name, getattr(self, name))
+        record.lease_until = lease_until
+        return record
+
+    def lease_expired(self, now: float) -> bool:
+        """Whether another node may take this task over at ``now``: it is held (not finished) and its holder's lease
+        has run out (``now >= lease_until``), or it has none."""
+        return self.status in HELD and (self.lease_until is None or now >= self.lease_until)
+
+    def taken_over(self, node: str, now: float, lease_until: float, failure: str | None) -> TaskRecord:
+        """This task taken over by ``node`` at ``now`` (whether it may be is the store's check): held by ``node`` until
+        ``lease_until`` and ``working`` on its next run; or, with a ``failure`` message, ended ``failed`` with it."""
+        if failure is not None:
+            taken = self.moved("failed", now, failure, interrupted_result(failure))
+        else:
+            taken = self.moved("working", now)
+            taken.attempts = self.attempts + 1
+        taken.node = node
+        taken.lease_until = lease_until
+        return taken
 
     @property
     def is_terminal(self) -> bool:
@@ -187,3 +244,8 @@ class TaskRecord(Record):
         if poll_interval_ms is not None:
             wire[poll] = poll_interval_ms
         return wire
+
+
+def interrupted_result(message: str) -> dict[str, Any]:
+    """The ``CallToolResult`` of a task whose work was lost."""
+    return {"content": [{"type": "text", "text": message}], "isError": True}

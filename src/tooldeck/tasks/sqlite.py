@@ -2,7 +2,14 @@
 
 Every statement runs in one dedicated worker thread that owns the connection, so the event loop never waits on the
 disk and statements run in the order they were issued. Each statement commits on its own (autocommit); a status move
-is a single ``UPDATE ... WHERE status IN (<allowed sources>)``, so it is atomic even across processes sharing the file.
+is a single ``UPDATE ... WHERE status IN (<allowed sources>)``, and a takeover a single ``UPDATE ... WHERE status IN
+(<held statuses>) AND <lease ran out> AND node IS <seen> AND attempts = <seen>``, both written from record.py's tables,
+so each is atomic even across processes sharing the file.
+
+Schema versions (``PRAGMA user_version``): 1, the task table; 2 adds the lease (``node``, ``lease_until``,
+``attempts``, ``arguments``). A file of version 1 is migrated when it is opened, under the write lock, so two
+processes opening it at once migrate it once; its unfinished tasks have no lease, so the first node that looks takes
+them over (they were left by a process of an older tooldeck, which held no lease).
 """
 
 from __future__ import annotations
@@ -19,14 +26,14 @@ from typing import Any, Literal, TypeVar
 import orjson
 
 from ..protocol.errors import TaskStoreError, UnknownCursorError
-from .record import STATUSES, TaskRecord, can_move
-from .store import check_new, check_status, interrupted_result
+from .record import HELD, STATUSES, TaskRecord, can_move
+from .store import check_new, check_status
 
 T = TypeVar("T")
 
-SCHEMA_VERSION = 1  # PRAGMA user_version of a file this module created
+SCHEMA_VERSION = 2  # PRAGMA user_version of a file this module created
 _BUSY_TIMEOUT = 10.0  # seconds a statement waits for another process's write lock
-_COLUMNS = (
+_COLUMNS_V1 = (
     "task_id",
     "owner",
     "status",
@@ -40,10 +47,12 @@ _COLUMNS = (
     "error",
     "expires_at",
 )
+_COLUMNS = (*_COLUMNS_V1, "node", "lease_until", "attempts", "arguments")
+_COLUMNS_OF = {1: _COLUMNS_V1, 2: _COLUMNS}  # schema version -> the columns of its tasks table
 _SELECT = ", ".join(_COLUMNS)
-_SCHEMA = """
-BEGIN IMMEDIATE;
-CREATE TABLE IF NOT EXISTS tasks (
+_ACTIVE = f"status IN ({', '.join(repr(s) for s in HELD)})"  # the statuses that hold a lease: 'working', ...
+_TABLE = """
+CREATE TABLE tasks (
     task_id TEXT PRIMARY KEY NOT NULL,
     owner TEXT,                 -- NULL: an unbound task
     status TEXT NOT NULL,
@@ -56,15 +65,21 @@ CREATE TABLE IF NOT EXISTS tasks (
     result TEXT,                -- JSON
     error TEXT,                 -- JSON
     expires_at REAL             -- created_at + ttl (NULL: never), what expiry compares
-);
-CREATE INDEX IF NOT EXISTS tasks_by_owner ON tasks (owner, created_at, task_id);
-CREATE INDEX IF NOT EXISTS tasks_by_expiry ON tasks (expires_at) WHERE expires_at IS NOT NULL;
-CREATE INDEX IF NOT EXISTS tasks_active ON tasks (owner) WHERE status IN ('working', 'input_required');
-PRAGMA user_version = 1;
-COMMIT;
-"""
+)"""
+_INDEXES_V1 = (
+    "CREATE INDEX IF NOT EXISTS tasks_by_owner ON tasks (owner, created_at, task_id)",
+    "CREATE INDEX IF NOT EXISTS tasks_by_expiry ON tasks (expires_at) WHERE expires_at IS NOT NULL",
+    f"CREATE INDEX IF NOT EXISTS tasks_active ON tasks (owner) WHERE {_ACTIVE}",
+)
+_TO_V2 = (
+    "ALTER TABLE tasks ADD COLUMN node TEXT",  # the node id holding the task (or that last held it)
+    "ALTER TABLE tasks ADD COLUMN lease_until REAL",  # epoch seconds; NULL: no lease, anyone may take it over
+    "ALTER TABLE tasks ADD COLUMN attempts INTEGER NOT NULL DEFAULT 1",  # runs started
+    "ALTER TABLE tasks ADD COLUMN arguments TEXT",  # JSON, kept while an idempotent tool's task may run again
+    f"CREATE INDEX IF NOT EXISTS tasks_by_node ON tasks (node) WHERE {_ACTIVE}",
+    f"CREATE INDEX IF NOT EXISTS tasks_by_lease ON tasks (lease_until) WHERE {_ACTIVE}",
+)
 _LIVE = "(expires_at IS NULL OR expires_at > :now)"
-_ACTIVE = "status IN ('working', 'input_required')"
 _GET = f"SELECT {_SELECT} FROM tasks WHERE task_id = ?"
 _GET_LIVE = f"SELECT {_SELECT} FROM tasks WHERE task_id = :id AND {_LIVE}"
 _INSERT = f"INSERT INTO tasks ({_SELECT}) VALUES ({', '.join('?' * len(_COLUMNS))})"
@@ -75,20 +90,33 @@ _LIST_AFTER = (
 )
 _CURSOR = f"SELECT created_at FROM tasks WHERE task_id = :id AND owner IS :owner AND {_LIVE}"
 _COUNT_ACTIVE = f"SELECT count(*) FROM tasks WHERE owner IS :owner AND {_ACTIVE} AND {_LIVE}"
-_INTERRUPT = (
-    "UPDATE tasks SET status = 'failed', status_message = :message, result = :result, error = NULL, "
-    f"updated_at = :now WHERE {_ACTIVE}"
+_RENEW = (
+    "UPDATE tasks SET lease_until = :until WHERE task_id IN (SELECT value FROM json_each(:ids)) AND node = :node "
+    f"AND {_ACTIVE} AND {_LIVE} RETURNING task_id"
+)
+# TaskRecord.lease_expired: held, and no lease or one that has run out (NULLs first: they have no holder at all)
+_LEASE_EXPIRED = f"{_ACTIVE} AND (lease_until IS NULL OR lease_until <= :now)"
+_EXPIRED = f"SELECT {_SELECT} FROM tasks WHERE {_LEASE_EXPIRED} AND {_LIVE} ORDER BY lease_until LIMIT :limit"
+# TaskRecord.taken_over, guarded by what the taker saw: the same holder on the same attempt, the lease still out
+_TAKE_OVER = (
+    "UPDATE tasks SET node = :node, lease_until = :until, updated_at = :now, status = :status, "
+    "status_message = :message, result = :result, error = NULL, arguments = :arguments, attempts = :attempts "
+    f"WHERE task_id = :id AND {_LEASE_EXPIRED} AND {_LIVE} AND node IS :seen_node AND attempts = :seen_attempts "
+    f"RETURNING {_SELECT}"
 )
 
 
 def _update_sql(status: str) -> str:
     # The allowed sources come from the status machine itself, so the WHERE clause is the atomic can_move check.
     sources = ", ".join(f"'{s}'" for s in STATUSES if can_move(s, status))
+    arguments = ", arguments = NULL" if status not in HELD else ""  # a finished task never runs again
     return (
         "UPDATE tasks SET status = :status, status_message = :message, result = :result, error = :error, "
-        f"updated_at = :now WHERE task_id = :id AND {_LIVE} AND status IN ({sources}) "
+        f"updated_at = :now{arguments} WHERE task_id = :id AND {_LIVE} AND status IN ({sources}) "
         # a move to the same status is a new statusMessage, or nothing
         "AND (status != :status OR (:message IS NOT NULL AND status_message IS NOT :message)) "
+        # the task's own work settles it only while its node holds it
+        "AND (:node IS NULL OR node = :node) "
         f"RETURNING {_SELECT}"
     )
 
@@ -113,6 +141,10 @@ def _record(row: tuple[Any, ...]) -> TaskRecord:
         tool=row[8],
         result=None if row[9] is None else orjson.loads(row[9]),
         error=None if row[10] is None else orjson.loads(row[10]),
+        node=row[12],
+        lease_until=row[13],
+        attempts=row[14],
+        arguments=None if row[15] is None else orjson.loads(row[15]),
     )
 
 
@@ -163,6 +195,7 @@ class SqliteTaskStore:
         status_message: str | None = None,
         result: dict[str, Any] | None = None,
         error: dict[str, Any] | None = None,
+        node: str | None = None,
     ) -> TaskRecord | None:
         check_status(status)
         params = {
@@ -172,6 +205,7 @@ class SqliteTaskStore:
             "result": _json(result),
             "error": _json(error),
             "now": now,
+            "node": node,
         }
         return await self._run(self._update, status, params)
 
@@ -188,9 +222,36 @@ class SqliteTaskStore:
     async def purge_expired(self, now: float) -> int:
         return await self._run(self._changes, "DELETE FROM tasks WHERE expires_at <= ?", (now,))
 
-    async def interrupt_running(self, now: float, message: str) -> int:
-        params = {"message": message, "result": _json(interrupted_result(message)), "now": now}
-        return await self._run(self._changes, _INTERRUPT, params)
+    async def renew(
+        self, node: str, task_ids: builtins.list[str], now: float, lease_until: float
+    ) -> builtins.list[str]:
+        params = {"ids": orjson.dumps(task_ids).decode(), "node": node, "now": now, "until": lease_until}
+        return await self._run(self._column, _RENEW, params)
+
+    async def expired(self, now: float, limit: int = 100) -> builtins.list[TaskRecord]:
+        if limit < 1:
+            raise ValueError(f"limit must be at least 1, got {limit}")
+        return await self._run(self._records, _EXPIRED, {"now": now, "limit": limit})
+
+    async def take_over(
+        self, seen: TaskRecord, *, node: str, now: float, lease_until: float, failure: str | None = None
+    ) -> TaskRecord | None:
+        taken = seen.taken_over(node, now, lease_until, failure)  # what the row becomes, if the WHERE lets it
+        params = {
+            "id": seen.task_id,
+            "now": now,
+            "node": node,
+            "until": lease_until,
+            "status": taken.status,
+            "message": failure,
+            "result": _json(taken.result),
+            "arguments": _json(taken.arguments),
+            "attempts": taken.attempts,
+            "seen_node": seen.node,
+            "seen_attempts": seen.attempts,
+        }
+        rows = await self._run(self._records, _TAKE_OVER, params)
+        return rows[0] if rows else None
 
     async def close(self) -> None:
         if self._closed:
@@ -225,6 +286,10 @@ class SqliteTaskStore:
             _json(record.result),
             _json(record.error),
             record.expires_at,
+            record.node,
+            record.lease_until,
+            record.attempts,
+            _json(record.arguments),
         )
         try:
             self._db.execute(_INSERT, row)
@@ -267,6 +332,13 @@ class SqliteTaskStore:
 
     def _changes(self, sql: str, params: Any) -> int:
         return self._db.execute(sql, params).rowcount
+
+    def _column(self, sql: str, params: dict[str, Any]) -> builtins.list[Any]:
+        return [row[0] for row in self._db.execute(sql, params).fetchall()]
+
+    def _records(self, sql: str, params: dict[str, Any]) -> builtins.list[TaskRecord]:
+        # fetchall, not fetchone: an UPDATE ... RETURNING commits only once its statement has run to the end
+        return [_record(row) for row in self._db.execute(sql, params).fetchall()]
 
 
 class _Worker:
@@ -322,14 +394,16 @@ def _connect(path: str, synchronous: str) -> sqlite3.Connection:
     try:
         db.execute("PRAGMA journal_mode = WAL")
         db.execute(f"PRAGMA synchronous = {synchronous}")
-        version = db.execute("PRAGMA user_version").fetchall()[0][0]
-        if version > SCHEMA_VERSION:
-            raise TaskStoreError(_cannot_open(path, f"schema version {version} is newer than this tooldeck's"))
-        columns = tuple(row[1] for row in db.execute("PRAGMA table_info(tasks)").fetchall())
-        if columns and sorted(columns) != sorted(_COLUMNS):
-            raise TaskStoreError(_cannot_open(path, f"its tasks table is not a tooldeck one (columns {columns})"))
+        version = _check_schema(db, path)
         if version < SCHEMA_VERSION:
-            db.executescript(_SCHEMA)
+            db.execute("BEGIN IMMEDIATE")  # the write lock: of two processes opening an old file, one migrates it
+            try:
+                _migrate(db, _check_schema(db, path))  # read again under the lock: it may be migrated already
+                db.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+                db.execute("COMMIT")
+            except BaseException:
+                db.execute("ROLLBACK")
+                raise
     except sqlite3.Error as exc:
         db.close()
         raise TaskStoreError(_cannot_open(path, str(exc))) from None
@@ -337,6 +411,28 @@ def _connect(path: str, synchronous: str) -> sqlite3.Connection:
         db.close()
         raise
     return db
+
+
+def _check_schema(db: sqlite3.Connection, path: str) -> int:
+    """The file's schema version, if this tooldeck can use it (or migrate it); ``TaskStoreError`` otherwise."""
+    version: int = db.execute("PRAGMA user_version").fetchall()[0][0]
+    if version > SCHEMA_VERSION:
+        raise TaskStoreError(_cannot_open(path, f"schema version {version} is newer than this tooldeck's"))
+    columns = tuple(row[1] for row in db.execute("PRAGMA table_info(tasks)").fetchall())
+    if columns and sorted(columns) != sorted(_COLUMNS_OF.get(version, ())):
+        raise TaskStoreError(_cannot_open(path, f"its tasks table is not a tooldeck one (columns {columns})"))
+    return version
+
+
+def _migrate(db: sqlite3.Connection, version: int) -> None:
+    """Bring a file of schema ``version`` to ``SCHEMA_VERSION`` (inside the caller's transaction)."""
+    if version < 1:
+        db.execute(_TABLE)
+        for index in _INDEXES_V1:
+            db.execute(index)
+    if version < 2:
+        for statement in _TO_V2:
+            db.execute(statement)
 
 
 def _cannot_open(path: str, reason: str) -> str:

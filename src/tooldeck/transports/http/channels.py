@@ -28,7 +28,7 @@ if TYPE_CHECKING:
     from ...server.core import Server
 
 log = logging.getLogger("tooldeck.http")
-STANDALONE = "0"
+STANDALONE = "0"  # the number of a session's standalone (GET) stream; request streams count from 1
 MAX_BACKLOG = 1000  # messages waiting to be written, per stream, by default
 
 
@@ -128,12 +128,15 @@ class HttpSession:
         self.last_active = time.monotonic()
         self.connections = 0  # HTTP exchanges in progress: a session is never reaped while one is open
         self.closed = False
+        # Stream ids are "<node>-<n>": the processes serving one session through a shared event store never issue the
+        # same one, so neither the same event id ("<stream>.<n>"), and a Last-Event-ID names the stream it belongs to.
+        self._stream_prefix = server.node_id + "-"
         self._next_stream = 0
         self._next_event = 0
 
     def open_channel(self, request_ids: tuple[Any, ...]) -> Channel:
         self._next_stream += 1
-        channel = Channel(str(self._next_stream), request_ids, self.backlog)
+        channel = Channel(f"{self._stream_prefix}{self._next_stream}", request_ids, self.backlog)
         self.channels[channel.stream_id] = channel
         for request_id in request_ids:
             self.by_request[request_id] = channel
@@ -141,8 +144,8 @@ class HttpSession:
 
     def open_standalone(self) -> Channel:
         if self.standalone is None:
-            self.standalone = Channel(STANDALONE, (), self.backlog)
-            self.channels[STANDALONE] = self.standalone
+            self.standalone = Channel(self._stream_prefix + STANDALONE, (), self.backlog)
+            self.channels[self.standalone.stream_id] = self.standalone
         return self.standalone
 
     def retire(self, channel: Channel) -> None:
