@@ -115,3 +115,40 @@ def test_the_printed_head_is_what_expect_head_takes(tmp_path: Path) -> None:
     done = run("--expect-head", head.removeprefix("head: "), str(path))  # ... and still holds the copied head
     assert (done.returncode, done.stdout.splitlines()[0]) == (0, "ok: 4 records in 1 file, chain intact")
     assert done.stdout.splitlines()[1] != head
+
+
+async def test_a_fleet_keeps_one_trail_per_process_and_verify_checks_each(tmp_path: Path) -> None:
+    # Two processes of one deck, sharing their backends and one policy: each writes audit.<node>.jsonl, never one
+    # chain between two writers; verify takes all the files at once and names the trail that broke.
+    from helpers import client
+    from tooldeck import Deck
+    from tooldeck.security.keys import MemoryKeyRing
+    from tooldeck.security.policy import Policy
+    from tooldeck.server.backends import Backends
+
+    shared = Backends(shared=True, keys=MemoryKeyRing({"request-state": b"k" * 32, "cursor": b"c" * 32}))
+    policy = Policy({"audit": {"file": str(tmp_path / "audit.jsonl")}})
+    decks = [Deck("fleet", node_id=node, backends=shared) for node in ("web-1", "web-2")]
+    for deck in decks:
+        deck.add_tool(lambda: "ok", name="ping")
+        deck.apply_policy(policy)
+        async with client(deck) as c:
+            for _ in range(3):
+                await c.call_tool("ping")
+        await deck.aclose()
+        deck.apply_policy(Policy())  # closes the trail
+    files = sorted(str(p) for p in tmp_path.glob("audit.*.jsonl*"))
+    assert [Path(f).name for f in files] == ["audit.web-1.jsonl", "audit.web-2.jsonl"]
+    done = run(*files)
+    lines = done.stdout.splitlines()
+    assert done.returncode == 0 and lines[0] == f"{files[0]}: ok: 3 records in 1 file, chain intact", done.stdout
+    assert lines[2] == f"{files[1]}: ok: 3 records in 1 file, chain intact" and lines[3].startswith(
+        f"{files[1]}: head: "
+    )
+    second = Path(files[1])
+    records = second.read_bytes().splitlines()
+    second.write_bytes(b"\n".join([records[0], records[2]]) + b"\n")  # a record of web-2's trail removed
+    done = run(*files)
+    assert done.returncode == 1 and f"{files[1]}:2:" in done.stdout and f"{files[0]}: ok" in done.stdout
+    refused = run("--expect-head", "0" * 64, *files)
+    assert refused.returncode == 2 and "check each trail with its own head" in refused.stderr

@@ -72,7 +72,7 @@ def apply_policy(server: Any, policy: Policy) -> None:
         )
     if policy.audit.get("file"):
         try:
-            installed.sink = audit_sink(policy.audit)
+            installed.sink = audit_sink(policy.audit, server.node_id if server.backends.shared else None)
         except OSError as exc:  # a directory that does not exist, a file that may not be written
             from .policy import PolicyError
 
@@ -283,7 +283,9 @@ class MessageSanitiser:
         return sanitise(method, params)
 
 
-def audit_sink(audit: dict[str, Any]) -> Any:
+def audit_sink(audit: dict[str, Any], node: str | None = None) -> Any:
+    """The sink of a policy's ``[audit]``; ``node``: this process's id when several processes serve the deck: each
+    keeps a trail of its own, ``audit.jsonl`` becoming ``audit.<node>.jsonl`` (one writer per chain)."""
     from .audit_file import FileAuditSink
     from .audit_sinks import StderrAuditSink
 
@@ -291,6 +293,10 @@ def audit_sink(audit: dict[str, Any]) -> Any:
         return StderrAuditSink()
     options = {key: audit[key] for key in ("max_bytes", "backups", "fsync") if key in audit}
     import os
+
+    if node is not None:
+        base, extension = os.path.splitext(audit["file"])
+        audit = {**audit, "file": f"{base}.{node}{extension}"}
 
     if not os.path.isdir(os.path.dirname(audit["file"]) or "."):  # said of the trail, not of its lock file
         import errno

@@ -173,3 +173,27 @@ def _acknowledges(following: _Line, line: _Line) -> bool:
         and record.get("line") == line.number
         and record.get("lost_sha256") == hashlib.sha256(line.raw).hexdigest()
     )
+
+
+def trails(paths: Iterable[str | os.PathLike[str]]) -> dict[str, list[str]]:
+    """``paths`` grouped by the trail each belongs to: a file and its rotated ``.1``, ``.2``, ... are one trail, named
+    by the file (a fleet writes one trail per process: ``audit.<node>.jsonl`` and its rotations)."""
+    import re
+
+    found: dict[str, list[str]] = {}
+    for path in paths:
+        name = os.fspath(path)
+        found.setdefault(re.sub(r"\.\d+$", "", name), []).append(name)
+    return found
+
+
+def verify_trails(paths: Iterable[str | os.PathLike[str]], *, expect_head: str | None = None,
+                  allow_breaks: bool = False) -> dict[str, VerifyReport]:  # fmt: skip
+    """``verify`` of each trail among ``paths`` (see ``trails``), by trail name. ``expect_head`` needs one trail: a
+    head is one chain's."""
+    found = trails(paths)
+    if expect_head is not None and len(found) > 1:
+        raise AuditError(f"--expect-head names one chain's head, and these files hold {len(found)} trails "
+                         f"({', '.join(sorted(found))}): check each trail with its own head")  # fmt: skip
+    return {trail: verify(files, expect_head=expect_head, allow_breaks=allow_breaks)
+            for trail, files in sorted(found.items())}  # fmt: skip
