@@ -179,6 +179,10 @@ def _parser() -> argparse.ArgumentParser:
         help="messages each SSE stream keeps waiting for a slow client; past it the oldest notification is dropped "
              "(default 1000)",
     )  # fmt: skip
+    http.add_argument(
+        "--workers", type=positive_int, default=1, metavar="N",
+        help="serve with N processes on the one port (needs shared backends: --backend redis://...)",
+    )  # fmt: skip
     http.add_argument("--stateless", action="store_true", help="no sessions: each POST stands alone")
     http.add_argument("--json-response", action="store_true", help="answer requests with JSON, never SSE")
     serve.set_defaults(command=_command("serve", "serve"))

@@ -46,6 +46,9 @@ def serve(args: argparse.Namespace) -> int:
         if deck.http_auth is None and args.host not in _LOOPBACK:
             log.warning("serving %s on %s without authentication: anyone who can reach it can call its tools "
                         "(give --policy with [authentication])", deck.name, args.host)  # fmt: skip
+        if args.workers > 1 and not deck.backends.shared:
+            raise TargetError(f"--workers {args.workers} runs {args.workers} processes, which must share their state: "
+                              "give --backend redis://HOST:PORT/DB (or a deck whose backends are shared)")  # fmt: skip
         if deck.backends.tasks is None:
             deck.backends.tasks = store or f"sqlite:{default_store_path(deck.name)}"
         run_http(
@@ -63,6 +66,7 @@ def serve(args: argparse.Namespace) -> int:
             body_timeout=args.body_timeout,
             max_connections=args.max_connections,
             max_backlog=args.max_backlog,
+            workers=args.workers,
         )
         return 0
     from ..transports.stdio import claim_stdout, run_stdio

@@ -25,14 +25,30 @@ log = logging.getLogger("tooldeck.http")
 _WILDCARDS = ("0.0.0.0", "::", "")
 
 
-def run_http(deck: Deck, **options: Any) -> None:
+def run_http(deck: Deck, *, workers: int = 1, **options: Any) -> None:
     """Serve ``deck`` at ``http://host:port/mcp`` until SIGTERM/SIGINT; ``options`` are ``http_server``'s.
 
     On shutdown new sessions are refused and GET streams end at once; POSTs in flight get up to
     ``graceful_timeout`` seconds to finish before their work is cancelled. A request's headers must arrive within
     ``header_timeout`` seconds, and at most ``max_connections`` connections are open at once (see connections.py);
     a body must arrive within ``body_timeout`` seconds (an ``HttpApp`` option, like the rest of ``app_options``).
+    ``workers``: that many processes on the one port (workers.py), for a deck with shared backends.
     """
+    if workers > 1:
+        from .workers import run_workers
+
+        on_listening = options.pop("on_listening", None)
+
+        def serve(worker_deck: Deck, sock: Any) -> None:
+            server = http_server(worker_deck, **options)
+            try:
+                server.run(sockets=[sock])
+            except KeyboardInterrupt:
+                pass
+
+        run_workers(deck, workers, serve, host=options.get("host", "127.0.0.1"), port=options.get("port", 8000),
+                    on_listening=on_listening)  # fmt: skip
+        return
     server = http_server(deck, **options)
     # uvicorn re-raises the signal that stopped it once it has drained, with the handlers it found installed;
     # these turn that into a clean exit (status 0), as on stdio.
