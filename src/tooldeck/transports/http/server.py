@@ -47,7 +47,7 @@ def run_http(deck: Deck, *, workers: int = 1, **options: Any) -> None:
                 pass
 
         run_workers(deck, workers, serve, host=options.get("host", "127.0.0.1"), port=options.get("port", 8000),
-                    on_listening=on_listening)  # fmt: skip
+                    endpoint_url=endpoint_url, on_listening=on_listening)  # fmt: skip
         return
     server = http_server(deck, **options)
     # uvicorn re-raises the signal that stopped it once it has drained, with the handlers it found installed;

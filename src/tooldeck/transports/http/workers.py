@@ -42,11 +42,11 @@ def bind(host: str, port: int, *, listen: bool) -> socket.socket:
 
 
 def run_workers(deck: Deck, workers: int, serve: Callable[[Deck, socket.socket], None], *, host: str, port: int,
+                endpoint_url: Callable[[str, int], tuple[str, str | None]],
                 on_listening: Callable[[str, str | None], None] | None = None) -> None:  # fmt: skip
-    """Fork ``workers`` processes that each run ``serve(deck, sock)`` on one shared socket; supervise until a
-    SIGTERM or SIGINT, then pass it on and wait for every worker to end."""
-    from .server import endpoint_url
-
+    """Fork ``workers`` processes that each run ``serve(deck, sock)`` on their socket of the one port; supervise
+    until a SIGTERM or SIGINT, then pass it on and wait for every worker to end. ``endpoint_url(host, port)``: the
+    URL (and wildcard address) ``on_listening`` is told."""
     if not getattr(deck.backends, "shared", False):
         raise ValueError(
             f"{workers} workers are {workers} processes, which must share their state: give the deck shared "
