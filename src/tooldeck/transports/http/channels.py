@@ -35,8 +35,8 @@ MAX_BACKLOG = 1000  # messages waiting to be written, per stream, by default
 class Channel:
     """One logical SSE stream. ``pending`` holds the request ids whose responses have not been queued yet."""
 
-    __slots__ = ("_wakeup", "attached", "backlog", "drop_connection", "dropped", "finished", "pending", "queue",
-                 "request_ids", "sse", "stream_id")  # fmt: skip
+    __slots__ = ("_events", "_wakeup", "attached", "backlog", "drop_connection", "dropped", "finished", "pending",
+                 "queue", "request_ids", "sse", "stream_id")  # fmt: skip
 
     def __init__(self, stream_id: str, request_ids: tuple[Any, ...] = (), backlog: int = MAX_BACKLOG) -> None:
         self.stream_id = stream_id
@@ -51,6 +51,7 @@ class Channel:
         self.drop_connection = False  # the server asked to end the current connection (the client will resume)
         # Every response this channel exists for has been queued (never true for the standalone channel).
         self.finished = False
+        self._events = 0  # event ids handed out without an event store (local_event_id)
 
     @property
     def wakeup(self) -> asyncio.Event:
@@ -62,7 +63,8 @@ class Channel:
         if self._wakeup is not None:
             self._wakeup.set()
 
-    def put(self, message: Any) -> None:
+    def put(self, message: Any, related: Any = None) -> None:
+        """Queue ``message`` to be written (``related``: the request it belongs to, which picked this channel)."""
         queue = self.queue
         if self.pending:
             if type(message) is list:  # a 2025-03-26 batch reply answers all of its requests at once
@@ -106,6 +108,32 @@ class Channel:
         self.drop_connection = True
         self.wake()
 
+    async def decided(self, json_only: bool, sse_ok: bool, session: HttpSession | None = None) -> None:
+        """Wait until the form of a POST's answer is known: the responses came (JSON, or a stream if more came), or
+        something came first and the client takes a stream (SSE), or ``session`` ended."""
+        while not self.finished and (session is None or not session.closed):
+            if self.queue and not json_only:
+                return  # something came before the response: this answer is a stream
+            if self.sse and sse_ok:
+                return
+            self.wakeup.clear()
+            await self.wakeup.wait()
+
+    def take_response(self) -> Any:
+        """The response waiting here (a 2025-03-26 batch's array, or one response), None if there is none; what else
+        waits is dropped with it (notifications cannot reach a client that is answered with JSON)."""
+        response = None
+        for message in self.queue:
+            if type(message) is list or "method" not in message:
+                response = message
+        self.queue.clear()
+        return response
+
+    def local_event_id(self) -> str:
+        """An event id for a stream without an event store (stateless): unique in the stream, not resumable."""
+        self._events += 1
+        return f"{self.stream_id}.{self._events}"
+
 
 class HttpSession:
     """An MCP session over HTTP: the sans-IO Session plus the channels its messages are routed to."""
@@ -129,7 +157,6 @@ class HttpSession:
         self.connections = 0  # HTTP exchanges in progress: a session is never reaped while one is open
         self.closed = False
         self._next_stream = 0
-        self._next_event = 0
 
     def open_channel(self, request_ids: tuple[Any, ...]) -> Channel:
         self._next_stream += 1
@@ -163,11 +190,6 @@ class HttpSession:
             self.standalone.put(message)
         # No GET stream was ever opened: a message that belongs to no request has nowhere to go, and is dropped.
 
-    def local_event_id(self, channel: Channel) -> str:
-        """An event id for a session without an event store (stateless): unique, not resumable."""
-        self._next_event += 1
-        return f"{channel.stream_id}.{self._next_event}"
-
     def _dropped(self, request_id: Any) -> None:
         channel = self.by_request.get(request_id)
         if channel is not None:
@@ -192,24 +214,3 @@ class HttpSession:
         for channel in self.channels.values():
             channel.wake()
         return tasks
-
-    def reusable(self) -> bool:
-        """Whether this carrier of a 2026-07-28 request left nothing behind (no channel, no refusal status, no work
-        running or waiting on the client): then another request may use it (``SessionRegistry.stateless``)."""
-        runner = self.session.runner
-        return (not self.closed and not self.channels and not self.by_request and not self.status
-                and (runner is None or (not runner.in_flight and not runner.outgoing)))  # fmt: skip
-
-    def release(self) -> None:
-        """The carrier of one 2026-07-28 request is done: its session lets go of it (the hooks are bound methods of
-        this object), so the pair is freed at once by reference counting, not later by the cyclic collector. Work
-        that outlives the request (a task) still holds the session; what it sends then goes nowhere."""
-        session = self.session
-        session.send = session._direct._send = _nowhere
-        session.close_stream_hook = session.request_dropped = session.request_refused = None
-        if session.runner is not None:
-            session.runner.refused = None
-
-
-def _nowhere(message: Any, related: Any) -> None:
-    """Where a released carrier's session sends: its request has been answered, and no one is listening."""
