@@ -22,7 +22,9 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
-from ..protocol import codec, jsonrpc
+import orjson
+
+from ..protocol import jsonrpc
 from ..protocol.errors import ProtocolError, RefusedError
 from ..protocol.jsonrpc import RequestId, Response
 from . import stateless
@@ -97,10 +99,12 @@ class RequestPeer:
 
     def close(self) -> list[asyncio.Task[Any]]:
         """The request's exchange is over: work of the request still running is cancelled (its client left before
-        the answer) and nothing more is sent. A task the call became runs on: it is no work of this runner's."""
+        the answer; its tasks are returned) and nothing more is sent. A task the call became runs on: it is no work
+        of this runner's. A runner with nothing running is left as it is (it never sends the client a request)."""
         self.send = _nowhere
         self._close_stream = None
-        return [] if self.runner is None else self.runner.close()
+        runner = self.runner
+        return runner.close() if runner is not None and runner.in_flight else []
 
 
 def _nowhere(message: Any, related: Any) -> None:
@@ -126,7 +130,7 @@ class MockPeer(RequestPeer):
         self._next_id = 0
 
     def _record(self, message: Any, related: Any) -> None:
-        self.sent.append(codec.decode(codec.encode(message)))
+        self.sent.append(orjson.loads(orjson.dumps(message)))  # strict: a TypeError for what JSON cannot carry
 
     def _closed_stream(self) -> None:
         self.streams_closed += 1

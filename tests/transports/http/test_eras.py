@@ -248,12 +248,12 @@ async def test_a_modern_request_has_a_peer_of_its_own_that_outlives_the_exchange
     first, second = peers  # one peer per request, none of them a session
     assert first is not second and first.key is None and first.address == "127.0.0.1"
     assert not app.registry.live and deck.bus.subscribers(f"session/{first.key}") == 0
-    assert first.runner is not None and first.runner.closed and not first.runner.in_flight
+    assert first.runner is not None and not first.runner.in_flight
     tasks = {"extensions": {"io.modelcontextprotocol/tasks": {}}}
     status, body, _ = await answer(client, modern(2, "tools/call", {"name": "job"}, capabilities=tasks))
     assert (status, body["result"]["resultType"]) == (200, "task")
     task_peer = peers[-1]
-    assert task_peer.runner is not None and task_peer.runner.closed  # the exchange is over; its task is not
+    assert task_peer.runner is not None and not task_peer.runner.in_flight  # the exchange is over; its task is not
     task_id = body["result"]["taskId"]
     get = modern(3, "tasks/get", {"taskId": task_id}, capabilities=tasks)
     assert (await answer(client, get, mcp_name=task_id))[1]["result"]["status"] == "working"
