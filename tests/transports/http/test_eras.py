@@ -16,6 +16,7 @@ from eras import MODERN, SERVER_INFO_KEY, era_deck, modern, token_policy
 from tooldeck.server.peer import RequestPeer
 from tooldeck.transports.http import modern as modern_exchange
 from tooldeck.transports.http.app import HttpApp
+from tooldeck.transports.http.channels import Channel
 
 NAMED = {"tools/call": "name", "prompts/get": "name", "resources/read": "uri"}
 
@@ -151,6 +152,26 @@ async def test_progress_and_logs_stream_on_the_request_only_when_asked(client: A
     assert methods == ["notifications/progress", "notifications/message", "notifications/progress", None]
     quiet = await post(client, modern(2, "tools/call", {"name": "steps"}), accept="application/json, text/event-stream")
     assert quiet.headers["content-type"] == "application/json"  # nothing came before the response
+
+
+async def test_a_modern_answer_needs_a_channel_only_when_the_request_streams(
+    client: AsgiClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    made: list[Channel] = []
+
+    def recorded(*args: Any) -> Channel:
+        made.append(Channel(*args))
+        return made[-1]
+
+    monkeypatch.setattr(modern_exchange, "Channel", recorded)
+    status, body, _ = await answer(client, modern(1, "tools/call", {"name": "add", "arguments": {"a": 1, "b": 1}}))
+    assert (status, body["result"]["structuredContent"], made) == (200, {"result": 2}, [])  # answered at once
+    status, body, _ = await answer(client, modern(2, "tools/list"))
+    assert (status, made) == (200, [])
+    message = modern(3, "tools/call", {"name": "steps"}, logLevel="info", progressToken="t")
+    response = await post(client, message, accept="application/json, text/event-stream")
+    assert [m.get("method") for m in await response.messages_until(3)][-2:] == ["notifications/progress", None]
+    assert len(made) == 1 and made[0].finished  # its messages waited in a channel for the stream
 
 
 async def test_both_eras_on_one_endpoint_at_the_same_time(client: AsgiClient) -> None:

@@ -1,4 +1,5 @@
-"""Channels: the logical SSE streams of an HTTP session, and the session that routes messages to them.
+"""Channels: the logical SSE streams of an HTTP session, and the session that routes messages to them. (A 2026-07-28
+request has no session: its one channel is fed by its request peer, see ``modern.py``.)
 
 A POSTed request gets a channel; its response and the notifications sent while it runs go there. The standalone
 channel (the GET stream) carries what belongs to no request, such as list_changed. A channel outlives any one HTTP

@@ -5,9 +5,10 @@ A POSTed request gets JSON when its response is the first thing it produces, and
 comes first (progress, a log line, a request to the client); ``json_response=True`` always answers JSON.
 Notifications and responses get 202. Work that cannot stream (no Context) runs in the POST's own task, and its
 response is written from there. A POST of the 2026-07-28 era (its ``params._meta`` claims it; ``eras.py`` checks the
-rest) is served on its own: no session id is issued, read or echoed; GET and DELETE are the 2025 era's, and a GET or DELETE
-that names a 2026-07-28 ``MCP-Protocol-Version`` and no session is 405 (that revision has neither). While the server
-shuts down a modern request is refused with 503, as a 2025 initialize is.
+rest) is served on its own, by a request peer of its own (``modern.py``; ``listen.py`` for ``subscriptions/listen``):
+no session id is issued, read or echoed; GET and DELETE are the 2025 era's, and a GET or DELETE that names a
+2026-07-28 ``MCP-Protocol-Version`` and no session is 405 (that revision has neither). While the server shuts down a
+modern request is refused with 503, as a 2025 initialize is.
 """
 
 from __future__ import annotations

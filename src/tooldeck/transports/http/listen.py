@@ -37,7 +37,7 @@ async def serve(endpoint: Any, request: Request, env: Envelope, principal: Any, 
             channel.wakeup.clear()
             await channel.wakeup.wait()
         if channel.finished:  # refused (a malformed filter): a plain JSON-RPC error
-            await answer_json(peer, channel, send)
+            await answer_json(peer, channel.take_response(), send)
             return
         await start(send, 200, SSE)
         await endpoint.sse.stream(None, channel, receive, send, prime=False)
