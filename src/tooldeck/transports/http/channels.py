@@ -52,7 +52,6 @@ class Channel:
         self.drop_connection = False  # the server asked to end the current connection (the client will resume)
         # Every response this channel exists for has been queued (never true for the standalone channel).
         self.finished = False
-        self._events = 0  # event ids handed out without an event store (local_event_id)
 
     @property
     def wakeup(self) -> asyncio.Event:
@@ -123,16 +122,20 @@ class Channel:
     def take_response(self) -> Any:
         """The response waiting here (a 2025-03-26 batch's array, or one response), None if there is none; what else
         waits is dropped with it (notifications cannot reach a client that is answered with JSON)."""
+        queue = self.queue
+        if len(queue) == 1:  # the usual case: the response alone
+            message = queue.pop()
+            return message if type(message) is list or "method" not in message else None
         response = None
-        for message in self.queue:
+        for message in queue:
             if type(message) is list or "method" not in message:
                 response = message
-        self.queue.clear()
+        queue.clear()
         return response
 
     def local_event_id(self) -> str:
         """An event id for a stream without an event store (stateless): unique in the stream, not resumable."""
-        self._events += 1
+        self._events = getattr(self, "_events", 0) + 1  # counted from the first (most streams have a store)
         return f"{self.stream_id}.{self._events}"
 
 
