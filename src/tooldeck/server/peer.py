@@ -28,16 +28,15 @@ from ..protocol import jsonrpc
 from ..protocol.errors import ProtocolError, RefusedError
 from ..protocol.jsonrpc import RequestId, Response
 from . import stateless
+from .runner import Runner
 
 if TYPE_CHECKING:
     import asyncio
 
     from ..protocol.envelope import Envelope
     from ..protocol.jsonrpc import Request
-    from .runner import Runner
 
 Send = Callable[[Any, Any], None]
-_Runner: Any = None  # runner.Runner, imported when the first request has work to run
 
 
 class RequestPeer:
@@ -79,10 +78,7 @@ class RequestPeer:
     def _runner(self) -> Runner:
         runner = self.runner
         if runner is None:
-            global _Runner
-            if _Runner is None:  # imported once, when the first work needs it: it loads the event loop
-                from .runner import Runner as _Runner
-            runner = self.runner = _Runner(self._loop)
+            runner = self.runner = Runner(self._loop)
             runner.refused = self.refusals.__setitem__
         return runner
 
