@@ -660,8 +660,10 @@ A = S + "apply.py"
 m(
     "anonymous keyed by session",
     A,
-    """return f"address:{address}" if address is not None else f"session:{getattr(peer, 'key', None)}\"""",
-    """return f"session:{getattr(peer, 'key', None)}\"""",
+    """    if address is not None:
+        return f"address:{address}"
+    key = getattr(peer, "key", None)""",
+    """    key = getattr(peer, "key", None)""",
     APPLY,
 )
 m(

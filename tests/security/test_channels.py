@@ -356,6 +356,25 @@ async def test_anonymous_callers_are_limited_by_address_across_sessions_and_eras
     assert response.status == 200
 
 
+async def test_anonymous_2026_callers_with_no_known_address_share_one_bucket_and_are_audited_with_no_session(
+    tmp_path: Path,
+) -> None:
+    path = policy(tmp_path, limits='[limits]\nper_principal = "2/minute"\n')
+    path.write_text(path.read_text() + f'\n[audit]\nfile = "{tmp_path / "audit.jsonl"}"\n')
+    guarded = Guarded(path)
+    unknown = AsgiClient(guarded.app.app, client=None)  # type: ignore[arg-type]  # a Unix socket: no address
+    open_prompt = completion({"type": "ref/prompt", "name": "open_prompt"}, "w")
+    statuses = []
+    for request_id in range(3):  # each request has a peer of its own, and none is a new caller for it
+        message = modern(request_id, "completion/complete", open_prompt)
+        response = await unknown.post(message, version=None, accept="application/json", headers=headers_for(message))
+        statuses.append(response.status)
+    assert statuses == [200, 200, 429]
+    records = [orjson.loads(line) for line in (tmp_path / "audit.jsonl").read_bytes().splitlines()]
+    calls = [r for r in records if r.get("event") == "call"]
+    assert [(r["session"], r["decision"]) for r in calls] == [(None, "allowed"), (None, "allowed"), (None, "refused")]
+
+
 # --- the audit trail --------------------------------------------------------------------------------------------
 
 

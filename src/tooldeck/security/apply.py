@@ -178,10 +178,14 @@ def rate_limits(limits: dict[str, Any], limiter: Any = None) -> Any:
 
 def anonymous_key(request: Any) -> str | None:
     """Whose bucket an anonymous call takes from: its client's address where the transport knows one (over HTTP a
-    new session, or a 2026-07-28 request with none, is no new caller); else its connection (stdio: one client)."""
+    new session, or a 2026-07-28 request with none, is no new caller); else its connection (stdio: one client); else
+    (a request with neither) the one bucket every anonymous caller nobody can tell apart shares (None)."""
     peer = request.peer
     address = getattr(peer, "address", None)
-    return f"address:{address}" if address is not None else f"session:{getattr(peer, 'key', None)}"
+    if address is not None:
+        return f"address:{address}"
+    key = getattr(peer, "key", None)
+    return None if key is None else f"session:{key}"
 
 
 class InputStep:

@@ -10,19 +10,19 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Generator
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from ..protocol import jsonrpc, versions
 from ..protocol.errors import ClientRequestError
+from .asking import ClientRequests
 from .options import LOG_LEVELS, LOG_RANK
-
-RELATED_TASK = "io.modelcontextprotocol/related-task"
 
 ELICIT_TIMEOUT = 600.0  # a person is answering
 SAMPLE_TIMEOUT = 300.0  # a model is answering (and maybe a person approving)
 ROOTS_TIMEOUT = 60.0  # the client answers by itself
 
 if TYPE_CHECKING:
+    from .asking import Asker, Requester
     from .elicitation import ElicitResult
     from .request import RequestContext
 
@@ -162,10 +162,11 @@ class Context:
         return self.log("error", message, logger=logger)
 
     # --- what the tool can ask the client (async tools only) -----------------------------------------------------
-    # In a 2025 session each is a request to the client. In a 2026-07-28 request the first question without an answer
-    # ends the run with an input-required result, and the client's retry runs the function again with the answers
-    # (server/rounds.py): code before a question runs once per round. ``key`` names the question in ``inputRequests``
-    # (default: ``input-1``, ``input-2``, ... in call order); 2025 sessions ignore it.
+    # Each question goes to the request's asker (server/asking.py). In a 2025 session it is a request to the client.
+    # In a 2026-07-28 request the first question without an answer ends the run with an input-required result, and
+    # the client's retry runs the function again with the answers (server/rounds.py): code before a question runs
+    # once per round. ``key`` names the question in ``inputRequests`` (default: ``input-1``, ``input-2``, ... in call
+    # order); 2025 sessions ignore it.
 
     async def elicit(self, message: str, schema: dict[str, Any], *, timeout: float = ELICIT_TIMEOUT,
                      key: str | None = None) -> ElicitResult:  # fmt: skip
@@ -176,13 +177,13 @@ class Context:
         """
         from . import elicitation  # loaded by the first tool that asks the client something
 
-        rounds = self._rounds({"elicitation": {"form": {}}}, "An elicitation")
+        asker = self._asker({"elicitation": {"form": {}}}, "An elicitation")
         try:
             params, validator = elicitation.form_params(message, schema, self.request.client_capabilities)
         except ClientRequestError:
-            self._undeclared(rounds, {"elicitation": {"form": {}}}, "An elicitation")
+            self._undeclared({"elicitation": {"form": {}}}, "An elicitation")
             raise
-        result = await self._ask("elicitation/create", params, timeout, rounds, key)
+        result = await self._ask(asker, asker.key(key), "elicitation/create", params, timeout)
         return elicitation.elicit_result(result, validator)
 
     async def elicit_url(self, message: str, url: str, *, elicitation_id: str | None = None,
@@ -190,17 +191,16 @@ class Context:
         """Ask the user to open ``url`` (elicitation/create, URL mode). "accept" means they agreed to open it."""
         from . import elicitation
 
-        rounds = self._rounds({"elicitation": {"url": {}}}, "A URL elicitation")
-        if rounds is not None:  # the id must be the same on each round, or the question would never be answered
-            key = rounds.key(key)
-            if elicitation_id is None:
-                elicitation_id = rounds.memo(f"{key}/elicitationId", elicitation.new_elicitation_id)
+        asker = self._asker({"elicitation": {"url": {}}}, "A URL elicitation")
+        named = asker.key(key)
+        if elicitation_id is None:  # the same on each round, or the question would never be answered
+            elicitation_id = asker.memo(f"{named}/elicitationId", elicitation.new_elicitation_id)
         try:
             params = elicitation.url_params(message, url, elicitation_id, self.request.client_capabilities)
         except ClientRequestError:
-            self._undeclared(rounds, {"elicitation": {"url": {}}}, "A URL elicitation")
+            self._undeclared({"elicitation": {"url": {}}}, "A URL elicitation")
             raise
-        result = await self._ask("elicitation/create", params, timeout, rounds, key, keyed=rounds is not None)
+        result = await self._ask(asker, named, "elicitation/create", params, timeout)
         return elicitation.elicit_result(result, None)
 
     async def sample(
@@ -226,7 +226,7 @@ class Context:
         from . import sampling
 
         capability: dict[str, Any] = {"sampling": {"tools": {}} if tools else {}}
-        rounds = self._rounds(capability, "A sampling request")
+        asker = self._asker(capability, "A sampling request")
         try:
             params = sampling.sampling_params(
                 messages,
@@ -242,9 +242,9 @@ class Context:
                 tool_choice=tool_choice,
             )
         except ClientRequestError:
-            self._undeclared(rounds, capability, "A sampling request")
+            self._undeclared(capability, "A sampling request")
             raise
-        result = await self._ask("sampling/createMessage", params, timeout, rounds, key)
+        result = await self._ask(asker, asker.key(key), "sampling/createMessage", params, timeout)
         return sampling.sampling_result(result)
 
     async def list_roots(self, *, timeout: float = ROOTS_TIMEOUT, key: str | None = None) -> list[dict[str, Any]]:
@@ -253,11 +253,11 @@ class Context:
         Raises ``ClientRequestError`` if the client did not declare the ``roots`` capability (in a 2026-07-28 request:
         -32021) or answers badly.
         """
-        rounds = self._rounds({"roots": {}}, "A roots request")
+        asker = self._asker({"roots": {}}, "A roots request")
         if not isinstance(self.request.client_capabilities.get("roots"), dict):
-            self._undeclared(rounds, {"roots": {}}, "A roots request")
+            self._undeclared({"roots": {}}, "A roots request")
             raise ClientRequestError("the client does not support roots (it did not declare the capability)")
-        result = await self._ask("roots/list", {}, timeout, rounds, key)
+        result = await self._ask(asker, asker.key(key), "roots/list", {}, timeout)
         roots = result.get("roots")
         if not isinstance(roots, list) or not all(isinstance(r, dict) and isinstance(r.get("uri"), str) for r in roots):
             raise ClientRequestError('the client\'s roots result has no "roots" array of {"uri": ...} objects')
@@ -277,71 +277,35 @@ class Context:
             escalate, rounds.escalate = rounds.escalate, None
             self.task = await escalate()
 
-    def _rounds(self, capability: dict[str, Any], what: str) -> Any:
-        """None in a 2025 session (the question is a request to the client); in a 2026-07-28 request, its rounds
-        (server/rounds.py), in a 2026-07-28 task its inputs (server/task_inputs.py), or -32021 where the request may
-        not ask (see server/stateless.py)."""
-        if not versions.is_modern(self.request.revision):
-            return None
+    def _asker(self, capability: dict[str, Any], what: str) -> Asker:
+        """Where this question goes (server/asking.py): in a 2025 request a request to the client; in a 2026-07-28
+        request its rounds (server/rounds.py), in a 2026-07-28 task its inputs (server/task_inputs.py), or -32021
+        where the request may not ask (see server/stateless.py). Chosen per question: ``continue_as_task`` may
+        have made the call a task since the last one."""
+        request = self.request
+        if not versions.is_modern(request.revision):
+            return ClientRequests(cast("Requester", request.peer), request.request_id, self.task)  # its session
         if self.task is not None:
             manager, task_id = self.task
             return manager.questions(task_id)
-        rounds = getattr(self.request, "rounds", None)
+        rounds: Asker | None = getattr(request, "rounds", None)
         if rounds is None:
             from .stateless import missing
 
-            raise missing(self.request, capability, what)
+            raise missing(request, capability, what)
         return rounds
 
-    def _undeclared(self, rounds: Any, capability: dict[str, Any], what: str) -> None:
+    def _undeclared(self, capability: dict[str, Any], what: str) -> None:
         """A 2026-07-28 request that did not declare what the question needs: -32021 (never ask for it)."""
-        if rounds is not None:
+        if versions.is_modern(self.request.revision):
             from .stateless import missing
 
             raise missing(self.request, capability, what) from None
 
-    async def _ask(self, method: str, params: dict[str, Any], timeout: float, rounds: Any = None,
-                   key: str | None = None, *, keyed: bool = False) -> dict[str, Any]:  # fmt: skip
+    async def _ask(self, asker: Asker, key: str, method: str, params: dict[str, Any], timeout: float) -> dict[str, Any]:
         if self._sanitise is not None:  # the user (or the model) reads it: no escape sequences, no hidden text
             params = self._sanitise(method, params)
-        if rounds is not None:
-            if not keyed:
-                key = rounds.key(key)
-            if self.task is not None:  # a 2026-07-28 task: the question waits in its inputRequests
-                return await rounds.ask(key, method, params, timeout)
-            return rounds.ask(key, method, params)
-        if self.task is None:
-            return await self._request(method, params, timeout)
-        # In a task: the request names the task, and the task waits in "input_required" until it is answered.
-        manager, task_id = self.task
-        params["_meta"] = {RELATED_TASK: {"taskId": task_id}}
-        await manager.settle(task_id, "input_required")
-        try:
-            return await self._request(method, params, timeout)
-        finally:
-            await manager.settle(task_id, "working")
-
-    async def _request(self, method: str, params: dict[str, Any], timeout: float) -> dict[str, Any]:
-        """Send ``method`` to the client and return its result; errors and time-outs become ClientRequestError."""
-        import asyncio
-
-        peer, related = self.request.peer, self.request.request_id
-        request_id, waiter = peer.ask(method, params, related)
-        try:
-            response = await asyncio.wait_for(asyncio.shield(waiter), timeout)
-        except TimeoutError:
-            peer.abandon(request_id, f"no answer within {timeout:g} s", related)
-            raise ClientRequestError(f"the client did not answer {method} within {timeout:g} s") from None
-        except asyncio.CancelledError:
-            peer.abandon(request_id, "the tool call was cancelled", related)
-            raise
-        except ConnectionError as exc:
-            raise ClientRequestError(f"{method} could not complete: {exc}") from None
-        if response.error is not None:
-            error = response.error
-            raise ClientRequestError(f"the client refused {method}: {error.get('message')} ({error.get('code')})",
-                                     code=error.get("code"))  # fmt: skip
-        return response.result
+        return await asker.ask(key, method, params, timeout)
 
     # --- transport hints ----------------------------------------------------------------------------------------
 

@@ -4,13 +4,15 @@ A 2025-era request takes the revision, client capabilities and log level from it
 ``state``); a stateless request (2026-07-28, or stateless HTTP) carries them itself and has no ``state``. Handlers,
 the call pipeline and ``Context`` read only this object, so they work the same either way.
 
-``Peer`` is what a request can say to the client while it runs: notifications tied to it, requests of its own
-(elicitation, sampling), and transport hints. A session is a peer; so is the exchange of one stateless request.
+``Peer`` is the other end of a request while it runs: where the messages tied to it go, the event loop its work
+runs on, transport hints, and who asked (the client's address). A 2025 request's peer is its session, which can also
+send the client requests of its own (``asking.Requester``); a 2026-07-28 request over HTTP has a peer of its own
+(``peer.RequestPeer``), with nothing of a session.
 """
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Coroutine
+from collections.abc import Callable, Coroutine
 from typing import TYPE_CHECKING, Any, Protocol
 
 from ..protocol.errors import InvalidParamsError
@@ -26,18 +28,20 @@ Send = Callable[[Any, Any], None]
 
 
 class Peer(Protocol):
-    """The other end of a request (the session it arrived on, or one stateless exchange)."""
+    """The other end of a request: the session it arrived on, or a peer of its own (``peer.RequestPeer``)."""
+
+    @property
+    def key(self) -> str | None:
+        """The session's address on the bus and in audit records; None for a request that has no session."""
+        ...
+
+    @property
+    def address(self) -> str | None:
+        """The client's network address where the transport knows it: anonymous callers are told apart by it."""
+        ...
 
     def send(self, message: Any, related: Any) -> None:
         """Send ``message``; ``related`` is the id of the client request it belongs to (HTTP routes on it)."""
-        ...
-
-    def ask(self, method: str, params: dict[str, Any], related: RequestId | None) -> tuple[RequestId, Awaitable[Any]]:
-        """Send a request to the client: its id, and an awaitable of its ``Response``."""
-        ...
-
-    def abandon(self, request_id: RequestId, reason: str, related: RequestId | None) -> None:
-        """Stop waiting for a request sent to the client, and tell it so (notifications/cancelled)."""
         ...
 
     def close_stream(self, request_id: RequestId) -> None:

@@ -133,7 +133,7 @@ class Rounds:
         # call goes on as a task (task_extension.py).
         self.escalate: Callable[[], Awaitable[tuple[Any, str]]] | None = None
 
-    # --- what Context calls --------------------------------------------------------------------------------------
+    # --- what Context calls (an asking.Asker) ---------------------------------------------------------------------
 
     def key(self, key: str | None) -> str:
         """The key of the next question: the tool's own, or the next in call order."""
@@ -144,8 +144,9 @@ class Rounds:
         self.count += 1
         return f"input-{self.count}"
 
-    def ask(self, key: str, method: str, params: dict[str, Any]) -> dict[str, Any]:
-        """The client's result for this question if a round answered it; else the run ends (``InputRequired``)."""
+    async def ask(self, key: str, method: str, params: dict[str, Any], timeout: float) -> dict[str, Any]:
+        """The client's result for this question if a round answered it; else the run ends (``InputRequired``).
+        No time-out applies: the client takes as long as it likes before it retries."""
         digest = _digest(method, params)
         answer = self.answers.get(key)
         if answer is not None and answer[0] == digest:

@@ -52,6 +52,8 @@ class Runner:
     """Runs one session's request work on one event loop (bound at creation: ``get_running_loop()`` costs a system
     call on every use in Python 3.11)."""
 
+    __slots__ = ("_next_id", "closed", "in_flight", "loop", "outgoing", "prefix", "refused")
+
     def __init__(self, loop: asyncio.AbstractEventLoop | None = None, node: str = "0") -> None:
         self.loop = loop if loop is not None else asyncio.get_running_loop()
         self.prefix = f"{node}-"  # of the ids of its requests to the client: the node id of its process

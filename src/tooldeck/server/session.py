@@ -9,9 +9,10 @@ transport supplies; there is no asyncio here, and its tests drive it synchronous
   loads); a ``LATER`` method's ``Work`` goes to the session's ``Runner`` (``runner.py``), made on first use;
 - notifications from the client (cancellation, initialized) and responses to the server's own requests;
 - 2025-03-26 batches: one array of replies, at most ``max_batch`` messages;
-- requests of the stateless era (2026-07-28): ``receive_modern`` serves one request from its envelope, with no
-  lifecycle (``stateless.py``); ``receive_stateless`` is the input of a stdio connection whose first request was
-  modern (the era of a stdio connection is fixed by its first request).
+- requests of the stateless era (2026-07-28) on a stdio connection: ``receive_modern`` serves one request from its
+  envelope, with no lifecycle (``stateless.py``); ``receive_stateless`` is the input of a stdio connection whose
+  first request was modern (the era of a stdio connection is fixed by its first request). Over HTTP such a request
+  has a peer of its own instead (``peer.RequestPeer``).
 
 Session state (revision, client capabilities, log level, subscriptions, principal) is a ``SessionState`` that a
 ``SessionStore`` can keep; fan-out from the server (list_changed, resource updates, task status) arrives through the
@@ -301,21 +302,12 @@ class Session:
             error = InvalidRequestError(f"Invalid request: id {request.id!r} is already in use by a running request")
             reply(jsonrpc.error(request.id, error))
             return None
-        try:
-            rctx, outcome = stateless.serve(self, request, env)
-        except ProtocolError as exc:
-            if isinstance(exc, RefusedError) and self.request_refused is not None:
-                self.request_refused(request.id, exc)  # its HTTP status (a refused retry's 400)
-            reply(jsonrpc.error(request.id, stateless.translate(exc)))
+        state = self.state
+        found = stateless.answer(self.server, self, request, env, state.principal, state.identifies_requestor, reply,
+                                 self.request_refused)  # fmt: skip
+        if found is None:
             return None
-        except Exception:
-            log.exception("handler for %s failed", request.method)
-            reply(jsonrpc.error(request.id, InternalError(f"Internal error while handling {request.method}")))
-            return None
-        if type(outcome) is not Work:
-            reply(jsonrpc.result(request.id, outcome))
-            return None
-        return (runner or self._runner()).start(rctx, reply, outcome, inline=inline)
+        return (runner or self._runner()).start(found[0], reply, found[1], inline=inline)
 
     def receive_stateless(self, obj: Any) -> None:
         """One decoded message on a stdio connection of the 2026-07-28 era: each request stands alone; initialize
@@ -393,7 +385,7 @@ class Session:
                 continue
             self._receive(message, reply)
 
-    # --- the peer of its requests (request.Peer) ----------------------------------------------------------------
+    # --- the peer of its requests (request.Peer), which also asks the client (asking.Requester) ------------------
 
     def ask(self, method: str, params: dict[str, Any], related: RequestId | None) -> tuple[RequestId, Any]:
         """Send a request to the client: its id, and a future that gets its ``Response``."""

@@ -4,8 +4,10 @@ A modern request names its revision and the client's capabilities in ``params._m
 checks them); this module makes the request context from that envelope and picks the handler (``serve``; the same
 handlers as a 2025 session's, plus ``server/discover``; the methods 2026-07-28 removed are -32601), and finishes the
 result the way the revision wants it (``finish``: ``resultType``, ``serverInfo`` in ``_meta``, cache hints on
-discover, lists and reads; -32002 becomes -32602). The session (``Session.receive_modern``) drives it, so the call
-pipeline — authorization, limits, sanitiser, audit — runs exactly as it does for a 2025 request.
+discover, lists and reads; -32002 becomes -32602). ``answer`` is what drives it: the request's peer
+(``peer.RequestPeer`` over HTTP, the connection's session over stdio: ``Session.receive_modern``) hands it the
+request and runs the work it gets back, so the call pipeline — authorization, limits, sanitiser, audit — runs
+exactly as it does for a 2025 request.
 
 Logs: none unless the request set ``logLevel``. A tool, prompt or resource that asks the client for input
 (elicitation, sampling) ends its request with an input-required result and is resumed by the client's retry
@@ -14,24 +16,29 @@ Logs: none unless the request set ``logLevel``. A tool, prompt or resource that 
 
 from __future__ import annotations
 
-from collections.abc import Coroutine
+import logging
+from collections.abc import Callable, Coroutine
 from typing import Any
 
-from ..protocol import envelope, versions
+from ..protocol import envelope, jsonrpc, versions
 from ..protocol.envelope import Envelope
 from ..protocol.errors import (
+    InternalError,
     InvalidParamsError,
     MethodNotFoundError,
     MissingClientCapabilityError,
     ProtocolError,
+    RefusedError,
     ResourceNotFoundError,
     UrlElicitationRequiredError,
 )
-from ..protocol.jsonrpc import Request
+from ..protocol.jsonrpc import Request, RequestId
 from . import rounds, subscriptions
 from .options import LOG_LEVELS
-from .request import RequestContext, Work
+from .request import Peer, RequestContext, Work
 from .state import SessionState
+
+log = logging.getLogger("tooldeck.session")
 
 # What a modern request may ask for; tasks/* are the tasks extension's (task_extension.py).
 TASK_METHODS = frozenset({"tasks/get", "tasks/update", "tasks/cancel"})
@@ -55,29 +62,52 @@ def refusal(method: str) -> MethodNotFoundError:
     return MethodNotFoundError(f"Method not found: {method}")
 
 
-def serve(session: Any, request: Request, env: Envelope) -> tuple[RequestContext, Any]:
+def answer(server: Any, peer: Peer, request: Request, env: Envelope, principal: Any, identifies_requestor: bool,
+           reply: Callable[[dict[str, Any]], None],
+           refused: Callable[[RequestId, RefusedError], None] | None,
+           ) -> tuple[RequestContext, Work] | None:  # fmt: skip
+    """One modern request whose envelope was read and whose version is served, up to its work: the request context
+    and the ``Work`` for the peer's runner, or None when it was answered through ``reply`` already (a result that
+    needs no work, or an error; a ``RefusedError`` also goes to ``refused``, for its HTTP status)."""
+    try:
+        rctx, outcome = serve(server, peer, request, env, principal, identifies_requestor)
+    except ProtocolError as exc:
+        if refused is not None and isinstance(exc, RefusedError):
+            refused(request.id, exc)  # its HTTP status (a refused retry's 400)
+        reply(jsonrpc.error(request.id, translate(exc)))
+        return None
+    except Exception:
+        log.exception("handler for %s failed", request.method)
+        reply(jsonrpc.error(request.id, InternalError(f"Internal error while handling {request.method}")))
+        return None
+    if type(outcome) is not Work:
+        reply(jsonrpc.result(request.id, outcome))
+        return None
+    return rctx, outcome
+
+
+def serve(server: Any, peer: Peer, request: Request, env: Envelope, principal: Any,
+          identifies_requestor: bool) -> tuple[RequestContext, Any]:  # fmt: skip
     """One modern request: its request context (the envelope's revision, capabilities, client and log level; the
     principal of the connection it came on: the stdio user, or the HTTP request's bearer token) and what it gets, its
     finished result or the handler's ``Work``, its coroutine wrapped in ``finishing``."""
-    connection = session.state
-    server = session.server
     method = request.method
     params = request.params
     state = SessionState.of_request(
         server, env.version, client_capabilities=env.client_capabilities, client_info=env.client_info,
-        principal=connection.principal, log_level=env.log_level, identifies_requestor=connection.identifies_requestor,
+        principal=principal, log_level=env.log_level, identifies_requestor=identifies_requestor,
     )  # fmt: skip
     if env.log_level is None:
         state.log_rank = SILENT  # the request set no logLevel: no logs for it
     rctx: RequestContext
     if method in rounds.ASKING:
-        rctx = trip = rounds.RoundTrip(server, session, request.id, method, params, state)
+        rctx = trip = rounds.RoundTrip(server, peer, request.id, method, params, state)
         if "inputResponses" in params or "requestState" in params:
             rounds.begin(trip)
         else:
             trip._rounds = None  # made if the function asks (RoundTrip.rounds)
     else:
-        rctx = RequestContext(server, session, request.id, method, params, state)
+        rctx = RequestContext(server, peer, request.id, method, params, state)
     if method == "server/discover":
         return rctx, discover(rctx)
     outcome = handler(server, method)(rctx)

@@ -147,6 +147,14 @@ class Detached:
         self._loop = loop
         self._asked = 0
 
+    @property
+    def key(self) -> str | None:
+        return None
+
+    @property
+    def address(self) -> str | None:
+        return None
+
     def send(self, message: Any, related: Any) -> None:
         pass
 

@@ -31,7 +31,7 @@ class TaskInputs:
         self._count = 0
         self._memos: dict[str, Any] = {}
 
-    # --- what Context calls (the same names as server/rounds.py's Rounds) ----------------------------------------
+    # --- what Context calls (an asking.Asker, as server/rounds.py's Rounds is) -----------------------------------
 
     def key(self, key: str | None) -> str:
         """A key this task has never used: the next ``input-N``, or ``key`` (suffixed ``-2``, ``-3``... if used)."""

@@ -33,7 +33,7 @@ from ..tasks.memory import MemoryTaskStore
 from ..tasks.polling import PollInterval
 from ..tasks.record import TaskRecord, new_task_id
 from ..tasks.store import TaskStore
-from .context import RELATED_TASK
+from .asking import RELATED_TASK
 from .pipeline import Call, Pipeline
 
 if TYPE_CHECKING:

@@ -31,6 +31,7 @@ from http_client import serve_http as serve_http_deck
 from mcp_schema import LATEST, MODERN, WireChecker
 from stdio_client import ROOT, TOOLDECK
 from tooldeck.transports.http import HttpApp
+from tooldeck.transports.http import modern as modern_exchange
 from tooldeck.transports.http.channels import Channel, HttpSession
 from tooldeck.transports.http.server import http_server
 
@@ -105,6 +106,7 @@ def serving(**options: Any) -> Iterator[tuple[Live, Warnings]]:
     with (
         mock.patch.object(HttpSession, "open_channel", lambda self, ids: recorded(open_channel(self, ids))),
         mock.patch.object(HttpSession, "open_standalone", lambda self: recorded(open_standalone(self))),
+        mock.patch.object(modern_exchange, "Channel", lambda *args: recorded(Channel(*args))),
     ):
         thread.start()
         try:
@@ -188,8 +190,8 @@ def others_are_served(live: Live) -> None:
 
 
 def queued(live: Live) -> list[int]:
-    """How many messages wait, not yet written, on each stream the server opened (a 2026-07-28 request's carrier
-    is in no registry while it runs: the channels are recorded as they open, see ``serving``)."""
+    """How many messages wait, not yet written, on each stream the server opened (a 2026-07-28 request has no
+    session, so no registry holds its channel: the channels are recorded as they open, see ``serving``)."""
     return live.on_loop(lambda: [len(channel.queue) for channel in live.channels])
 
 

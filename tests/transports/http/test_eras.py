@@ -4,6 +4,7 @@ Every body is checked against the schema of its request's revision (tests/asgi_c
 
 from __future__ import annotations
 
+import asyncio
 import base64
 from pathlib import Path
 from typing import Any
@@ -12,7 +13,10 @@ import pytest
 
 from asgi_client import AsgiClient, Response
 from eras import MODERN, SERVER_INFO_KEY, era_deck, modern, token_policy
+from tooldeck.server.peer import RequestPeer
+from tooldeck.transports.http import modern as modern_exchange
 from tooldeck.transports.http.app import HttpApp
+from tooldeck.transports.http.channels import Channel
 
 NAMED = {"tools/call": "name", "prompts/get": "name", "resources/read": "uri"}
 
@@ -150,6 +154,26 @@ async def test_progress_and_logs_stream_on_the_request_only_when_asked(client: A
     assert quiet.headers["content-type"] == "application/json"  # nothing came before the response
 
 
+async def test_a_modern_answer_needs_a_channel_only_when_the_request_streams(
+    client: AsgiClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    made: list[Channel] = []
+
+    def recorded(*args: Any) -> Channel:
+        made.append(Channel(*args))
+        return made[-1]
+
+    monkeypatch.setattr(modern_exchange, "Channel", recorded)
+    status, body, _ = await answer(client, modern(1, "tools/call", {"name": "add", "arguments": {"a": 1, "b": 1}}))
+    assert (status, body["result"]["structuredContent"], made) == (200, {"result": 2}, [])  # answered at once
+    status, body, _ = await answer(client, modern(2, "tools/list"))
+    assert (status, made) == (200, [])
+    message = modern(3, "tools/call", {"name": "steps"}, logLevel="info", progressToken="t")
+    response = await post(client, message, accept="application/json, text/event-stream")
+    assert [m.get("method") for m in await response.messages_until(3)][-2:] == ["notifications/progress", None]
+    assert len(made) == 1 and made[0].finished  # its messages waited in a channel for the stream
+
+
 async def test_both_eras_on_one_endpoint_at_the_same_time(client: AsgiClient) -> None:
     session = await client.initialize()
     listed = await client.call(session, 1, "tools/list", accept="application/json")
@@ -214,27 +238,48 @@ async def test_a_level_5_tool_over_http_takes_the_principal_from_each_request(tm
     assert bad.status == 401
 
 
-async def test_a_modern_request_that_leaves_nothing_behind_hands_its_carrier_to_the_next_one() -> None:
+async def test_a_modern_request_has_a_peer_of_its_own_that_outlives_the_exchange_only_as_a_task(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     deck = era_deck()
+    release = asyncio.Event()
 
     @deck.tool(task="optional")
     async def job() -> str:
-        """A task tool: its call may outlive the exchange, so its carrier is never used again."""
+        """A task tool: its call runs on after the request is answered with the task."""
+        await release.wait()
         return "done"
 
+    peers: list[RequestPeer] = []
+
+    class Recorded(RequestPeer):
+        __slots__ = ()
+
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            super().__init__(*args, **kwargs)
+            peers.append(self)
+
+    monkeypatch.setattr(modern_exchange, "RequestPeer", Recorded)
     app = HttpApp(deck)
     client = AsgiClient(app)
-    registry = app.registry
     status, body, _ = await answer(client, modern(1, "tools/call", {"name": "add", "arguments": {"a": 1, "b": 2}}))
     assert (status, body["result"]["structuredContent"]) == (200, {"result": 3})
-    (carrier,) = registry._carriers  # left clean: kept
-    first_key = carrier.session.key
     status, body, _ = await answer(client, modern(1, "tools/call", {"name": "add", "arguments": {"a": 2, "b": 2}}))
     assert (status, body["result"]["structuredContent"]) == (200, {"result": 4})
-    assert registry._carriers == [carrier] and carrier.session.key != first_key  # the same carrier, a new key
-    assert not carrier.channels and not carrier.session.runner.in_flight
+    first, second = peers  # one peer per request, none of them a session
+    assert first is not second and first.key is None and first.address == "127.0.0.1"
+    assert not app.registry.live and deck.bus.subscribers(f"session/{first.key}") == 0
+    assert first.runner is not None and not first.runner.in_flight
     tasks = {"extensions": {"io.modelcontextprotocol/tasks": {}}}
     status, body, _ = await answer(client, modern(2, "tools/call", {"name": "job"}, capabilities=tasks))
     assert (status, body["result"]["resultType"]) == (200, "task")
-    assert registry._carriers == []  # the task's carrier was not kept (and the one kept before carried it)
-    assert carrier.closed
+    task_peer = peers[-1]
+    assert task_peer.runner is not None and not task_peer.runner.in_flight  # the exchange is over; its task is not
+    task_id = body["result"]["taskId"]
+    get = modern(3, "tasks/get", {"taskId": task_id}, capabilities=tasks)
+    assert (await answer(client, get, mcp_name=task_id))[1]["result"]["status"] == "working"
+    release.set()
+    async with asyncio.timeout(5):
+        while (found := (await answer(client, get, mcp_name=task_id))[1]["result"])["status"] == "working":
+            await asyncio.sleep(0)
+    assert found["status"] == "completed" and found["result"]["structuredContent"] == {"result": "done"}

@@ -1,4 +1,5 @@
-"""Channels: the logical SSE streams of an HTTP session, and the session that routes messages to them.
+"""Channels: the logical SSE streams of an HTTP session, and the session that routes messages to them. (A 2026-07-28
+request has no session: its one channel is fed by its request peer, see ``modern.py``.)
 
 A POSTed request gets a channel; its response and the notifications sent while it runs go there. The standalone
 channel (the GET stream) carries what belongs to no request, such as list_changed. A channel outlives any one HTTP
@@ -35,8 +36,8 @@ MAX_BACKLOG = 1000  # messages waiting to be written, per stream, by default
 class Channel:
     """One logical SSE stream. ``pending`` holds the request ids whose responses have not been queued yet."""
 
-    __slots__ = ("_wakeup", "attached", "backlog", "drop_connection", "dropped", "finished", "pending", "queue",
-                 "request_ids", "sse", "stream_id")  # fmt: skip
+    __slots__ = ("_events", "_wakeup", "attached", "backlog", "drop_connection", "dropped", "finished", "pending",
+                 "queue", "request_ids", "sse", "stream_id")  # fmt: skip
 
     def __init__(self, stream_id: str, request_ids: tuple[Any, ...] = (), backlog: int = MAX_BACKLOG) -> None:
         self.stream_id = stream_id
@@ -62,7 +63,8 @@ class Channel:
         if self._wakeup is not None:
             self._wakeup.set()
 
-    def put(self, message: Any) -> None:
+    def put(self, message: Any, related: Any = None) -> None:
+        """Queue ``message`` to be written (``related``: the request it belongs to, which picked this channel)."""
         queue = self.queue
         if self.pending:
             if type(message) is list:  # a 2025-03-26 batch reply answers all of its requests at once
@@ -106,6 +108,36 @@ class Channel:
         self.drop_connection = True
         self.wake()
 
+    async def decided(self, json_only: bool, sse_ok: bool, session: HttpSession | None = None) -> None:
+        """Wait until the form of a POST's answer is known: the responses came (JSON, or a stream if more came), or
+        something came first and the client takes a stream (SSE), or ``session`` ended."""
+        while not self.finished and (session is None or not session.closed):
+            if self.queue and not json_only:
+                return  # something came before the response: this answer is a stream
+            if self.sse and sse_ok:
+                return
+            self.wakeup.clear()
+            await self.wakeup.wait()
+
+    def take_response(self) -> Any:
+        """The response waiting here (a 2025-03-26 batch's array, or one response), None if there is none; what else
+        waits is dropped with it (notifications cannot reach a client that is answered with JSON)."""
+        queue = self.queue
+        if len(queue) == 1:  # the usual case: the response alone
+            message = queue.pop()
+            return message if type(message) is list or "method" not in message else None
+        response = None
+        for message in queue:
+            if type(message) is list or "method" not in message:
+                response = message
+        queue.clear()
+        return response
+
+    def local_event_id(self) -> str:
+        """An event id for a stream without an event store (stateless): unique in the stream, not resumable."""
+        self._events = getattr(self, "_events", 0) + 1  # counted from the first (most streams have a store)
+        return f"{self.stream_id}.{self._events}"
+
 
 class HttpSession:
     """An MCP session over HTTP: the sans-IO Session plus the channels its messages are routed to."""
@@ -132,7 +164,6 @@ class HttpSession:
         # same one, so neither the same event id ("<stream>.<n>"), and a Last-Event-ID names the stream it belongs to.
         self._stream_prefix = server.node_id + "-"
         self._next_stream = 0
-        self._next_event = 0
 
     def open_channel(self, request_ids: tuple[Any, ...]) -> Channel:
         self._next_stream += 1
@@ -166,11 +197,6 @@ class HttpSession:
             self.standalone.put(message)
         # No GET stream was ever opened: a message that belongs to no request has nowhere to go, and is dropped.
 
-    def local_event_id(self, channel: Channel) -> str:
-        """An event id for a session without an event store (stateless): unique, not resumable."""
-        self._next_event += 1
-        return f"{channel.stream_id}.{self._next_event}"
-
     def _dropped(self, request_id: Any) -> None:
         channel = self.by_request.get(request_id)
         if channel is not None:
@@ -195,24 +221,3 @@ class HttpSession:
         for channel in self.channels.values():
             channel.wake()
         return tasks
-
-    def reusable(self) -> bool:
-        """Whether this carrier of a 2026-07-28 request left nothing behind (no channel, no refusal status, no work
-        running or waiting on the client): then another request may use it (``SessionRegistry.stateless``)."""
-        runner = self.session.runner
-        return (not self.closed and not self.channels and not self.by_request and not self.status
-                and (runner is None or (not runner.in_flight and not runner.outgoing)))  # fmt: skip
-
-    def release(self) -> None:
-        """The carrier of one 2026-07-28 request is done: its session lets go of it (the hooks are bound methods of
-        this object), so the pair is freed at once by reference counting, not later by the cyclic collector. Work
-        that outlives the request (a task) still holds the session; what it sends then goes nowhere."""
-        session = self.session
-        session.send = session._direct._send = _nowhere
-        session.close_stream_hook = session.request_dropped = session.request_refused = None
-        if session.runner is not None:
-            session.runner.refused = None
-
-
-def _nowhere(message: Any, related: Any) -> None:
-    """Where a released carrier's session sends: its request has been answered, and no one is listening."""

@@ -29,7 +29,6 @@ from ...protocol.errors import (
 from ...protocol.jsonrpc import Request
 from ...server import stateless
 from ...tools.registry import ToolRegistry
-from ...tools.tool import Tool
 from .mirrored import OWS, SENTINEL, check_params, decode
 from .responses import Headers
 
@@ -72,10 +71,9 @@ def initialize_problem(request: Request, headers: Headers) -> HeaderMismatchErro
                                f"names it; send initialize without that header or server/discover with the envelope")  # fmt: skip
 
 
-def admit(request: Request, headers: Headers, tools: ToolRegistry | None = None) -> tuple[Envelope, Tool | None]:
-    """The envelope of a modern POST that passed the ladder, and the tool a tools/call names (None for any other
-    method or an unknown tool); raises the ``ProtocolError`` of the first rung missed (its HTTP status is
-    ``STATUS[code]``). ``tools``: where a tools/call finds its tool and the tool's ``Mcp-Param-*`` headers."""
+def admit(request: Request, headers: Headers, tools: ToolRegistry | None = None) -> Envelope:
+    """The envelope of a modern POST that passed the ladder; raises the ``ProtocolError`` of the first rung missed
+    (its HTTP status is ``STATUS[code]``). ``tools``: where a tools/call finds its tool's ``Mcp-Param-*`` headers."""
     params = request.params
     env = envelope.read(params)
     method = request.method
@@ -90,12 +88,11 @@ def admit(request: Request, headers: Headers, tools: ToolRegistry | None = None)
         envelope.check_version(env.version)
         if method not in stateless.METHODS:
             raise stateless.refusal(method)
-    tool = None
     if method == "tools/call" and tools is not None and type(value) is str:
         tool = tools.get(value)  # an unknown tool is the handler's -32602
         if tool is not None and tool.mirrored:  # most tools have none: one lookup is all they cost
             check_params(tool.mirrored, params.get("arguments"), headers)
-    return env, tool
+    return env
 
 
 def _check_headers(request: Request, env: Envelope, headers: Headers) -> None:

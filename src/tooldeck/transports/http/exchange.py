@@ -5,9 +5,10 @@ A POSTed request gets JSON when its response is the first thing it produces, and
 comes first (progress, a log line, a request to the client); ``json_response=True`` always answers JSON.
 Notifications and responses get 202. Work that cannot stream (no Context) runs in the POST's own task, and its
 response is written from there. A POST of the 2026-07-28 era (its ``params._meta`` claims it; ``eras.py`` checks the
-rest) is served on its own: no session id is issued, read or echoed; GET and DELETE are the 2025 era's, and a GET or DELETE
-that names a 2026-07-28 ``MCP-Protocol-Version`` and no session is 405 (that revision has neither). While the server
-shuts down a modern request is refused with 503, as a 2025 initialize is.
+rest) is served on its own, by a request peer of its own (``modern.py``; ``listen.py`` for ``subscriptions/listen``):
+no session id is issued, read or echoed; GET and DELETE are the 2025 era's, and a GET or DELETE that names a
+2026-07-28 ``MCP-Protocol-Version`` and no session is 405 (that revision has neither). While the server shuts down a
+modern request is refused with 503, as a 2025 initialize is.
 """
 
 from __future__ import annotations
@@ -16,10 +17,8 @@ import asyncio
 from typing import Any
 
 from ...protocol import codec, envelope, jsonrpc, versions
-from ...protocol.envelope import Envelope
 from ...protocol.errors import (
     INVALID_REQUEST,
-    METHOD_NOT_FOUND,
     SERVER_ERROR,
     SESSION_NOT_FOUND,
     HttpError,
@@ -27,7 +26,7 @@ from ...protocol.errors import (
 )
 from ...protocol.jsonrpc import Invalid, Notification, Request
 from ...server.session import batch_problem
-from . import eras, listen
+from . import eras, listen, modern
 from .auth import PRINCIPAL, settled
 from .channels import Channel, HttpSession
 from .guard import HEADERS
@@ -143,28 +142,21 @@ class Endpoint:
 
     async def _post_modern(self, request: Request, headers: Headers, principal: Any, address: str | None,
                            json_ok: bool, sse_ok: bool, receive: Receive, send: Send) -> None:  # fmt: skip
-        """A 2026-07-28 request: the ladder of checks, then the request served on its own (no session)."""
+        """A 2026-07-28 request: the ladder of checks, then the request served by a peer of its own (no session)."""
         registry = self.registry
         if registry.shutting_down:  # what a 2025 initialize gets, with the id: nothing new starts now
             closing = {"code": SERVER_ERROR, "message": "Service Unavailable: the server is shutting down"}
             await respond_json(send, 503, jsonrpc.error(request.id, closing))
             return
         try:
-            env, tool = eras.admit(request, headers, registry.server.tools)
+            env = eras.admit(request, headers, registry.server.tools)
         except ProtocolError as refusal:
             await respond_json(send, eras.STATUS.get(refusal.code, 400), jsonrpc.error(request.id, refusal))
             return
         if request.method == "subscriptions/listen":  # a long-lived stream of its own
-            await listen.serve(self, request, env, principal, sse_ok, receive, send)
-            return
-        http_session = registry.stateless(principal)
-        http_session.session.address = address
-        try:
-            await self._exchange(http_session, request, (request.id,), json_ok, sse_ok, False, receive, send, env)
-        finally:
-            # Nothing of the request can outlive its exchange unless it called a tool that may run as a task (the
-            # task, or a call that continues as one, keeps its request context and its carrier's session).
-            registry.done_with(http_session, tool is None or tool.task_support == "forbidden")
+            await listen.serve(self, request, env, principal, address, sse_ok, receive, send)
+        else:
+            await modern.serve(self, request, env, principal, address, json_ok, sse_ok, receive, send)
 
     async def _post_batch(self, headers: Headers, principal: Any, address: str | None, batch: list[Any],
                           json_ok: bool, sse_ok: bool, receive: Receive, send: Send) -> None:  # fmt: skip
@@ -206,7 +198,6 @@ class Endpoint:
         initialize: bool,
         receive: Receive,
         send: Send,
-        env: Envelope | None = None,
     ) -> None:
         channel = http_session.open_channel(request_ids)
         http_session.connections += 1
@@ -215,17 +206,12 @@ class Endpoint:
             if isinstance(message, list):
                 session.receive_batch(message)
             else:  # work that can only end in its response runs here, in this request's own task
-                work = session.receive_inline(message) if env is None else session.receive_modern(message, env, True)
+                work = session.receive_inline(message)
                 if work is not None:
                     await work
             json_only = not sse_ok or (self.json_response and json_ok)
-            while not channel.finished and not http_session.closed:
-                if channel.queue and not json_only:
-                    break  # something came before the response: this answer is a stream
-                if channel.sse and sse_ok:
-                    break
-                channel.wakeup.clear()
-                await channel.wakeup.wait()
+            if not channel.finished:
+                await channel.decided(json_only, sse_ok, http_session)
             extra = NO_HEADERS
             if initialize and http_session.id is not None and _initialized(http_session, channel):
                 await self.registry.register(http_session)
@@ -234,7 +220,7 @@ class Endpoint:
                 gone = "Session not found: it was deleted or expired while this request ran"
                 await error(send, 404, SESSION_NOT_FOUND, gone)
             elif json_only or (channel.finished and not channel.sse and len(channel.queue) <= 1):
-                await self._answer_json(http_session, channel, send, extra, env is not None)
+                await self._answer_json(http_session, channel, send, extra)
             else:
                 await start(send, 200, [*SSE, *extra])
                 await self.sse.stream(http_session, channel, receive, send, prime=True)
@@ -243,22 +229,14 @@ class Endpoint:
             if http_session.status:  # a refusal answered on a stream needs no status kept
                 for request_id in request_ids:
                     http_session.status.pop(request_id, None)
-            # A 2026-07-28 request's carrier is no live session: no reaper reads its clock, it has no state to store,
-            # and post decides its end. A session's own request ends here.
-            if env is None:
-                http_session.touch()
-                if http_session.id is None:
-                    http_session.close()  # stateless: nothing outlives the request
-                elif not initialize and http_session.saved != session.state.changes:
-                    await self.registry.save(http_session)  # logging/setLevel, resources/subscribe changed the state
+            http_session.touch()
+            if http_session.id is None:
+                http_session.close()  # stateless: nothing outlives the request
+            elif not initialize and http_session.saved != session.state.changes:
+                await self.registry.save(http_session)  # logging/setLevel, resources/subscribe changed the state
 
-    async def _answer_json(self, http_session: HttpSession, channel: Channel, send: Send, extra: list[Any],
-                           modern: bool = False) -> None:  # fmt: skip
-        response = None
-        for message in channel.queue:  # notifications cannot reach a JSON-only client: only the response is kept
-            if type(message) is list or "method" not in message:
-                response = message
-        channel.queue.clear()
+    async def _answer_json(self, http_session: HttpSession, channel: Channel, send: Send, extra: list[Any]) -> None:
+        response = channel.take_response()
         http_session.retire(channel)
         if response is None:  # cancelled by the client, or the session ended: there is no response to give
             await respond(send, 202, b"", extra)
@@ -268,8 +246,6 @@ class Endpoint:
             refusal = http_session.status.pop(response.get("id"), None)  # refused by the pipeline: 401/403/429
             if refusal is not None:
                 status, extra = refusal.http_status, [*extra, *refusal.headers]
-        if modern and type(response) is dict and "error" in response and response["error"]["code"] == METHOD_NOT_FOUND:
-            status = 404  # 2026-07-28: a method the server does not serve (a feature it does not offer) is a 404
         await respond(send, status, codec.encode(response), JSON + extra)
 
     # --- GET ----------------------------------------------------------------------------------------------------

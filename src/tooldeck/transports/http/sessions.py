@@ -17,12 +17,10 @@ from typing import Any
 from ...protocol.errors import INVALID_REQUEST, SERVER_ERROR, SESSION_NOT_FOUND, HttpError
 from ...server.core import Server
 from ...server.events import EventStore
-from ...server.session import new_key
 from ...server.state import MemorySessionStore, SessionState, SessionStore, principal_id
 from .channels import MAX_BACKLOG, HttpSession
 
 log = logging.getLogger("tooldeck.http")
-MAX_IDLE_CARRIERS = 64
 
 
 class SessionRegistry:
@@ -47,7 +45,6 @@ class SessionRegistry:
         self.live: dict[str, HttpSession] = {}
         self.shutting_down = False
         self._reaper: asyncio.Task[None] | None = None
-        self._carriers: list[HttpSession] = []  # carriers of 2026-07-28 requests, idle, for the next ones
 
     def create(self, principal: Any, *, stateless: bool = False) -> HttpSession:
         """A session for an initialize request (registered once the answer says it succeeded); ``stateless``: one
@@ -65,28 +62,6 @@ class SessionRegistry:
         """A session for one stateless request: as if initialized at ``revision``, with nothing to remember."""
         state = SessionState.of_request(self.server, revision, principal=principal, identifies_requestor=False)
         return HttpSession(self.server, None, state=state, backlog=self.backlog)
-
-    def stateless(self, principal: Any) -> HttpSession:
-        """The sessionless carrier of one 2026-07-28 request: its channel and principal, nothing to remember. One
-        that an earlier request left clean is used again (``done_with``): making one costs more than the rest of
-        the request's own overhead. It takes the new request's principal and a fresh session key (audit records tell
-        requests apart); its connection count went back to 0 as the earlier request ended."""
-        if self._carriers:
-            carrier = self._carriers.pop()
-            session = carrier.session
-            session.state.principal = principal
-            session.key = new_key()
-            return carrier
-        return HttpSession(self.server, None, principal=principal, backlog=self.backlog)
-
-    def done_with(self, carrier: HttpSession, reusable: bool) -> None:
-        """The exchange of a 2026-07-28 request ended. ``reusable``: nothing of it may outlive the exchange (it made
-        no task); its carrier is kept for another request if it left nothing behind, else closed and let go."""
-        if reusable and len(self._carriers) < MAX_IDLE_CARRIERS and not self.shutting_down and carrier.reusable():
-            self._carriers.append(carrier)
-            return
-        carrier.close()
-        carrier.release()
 
     async def register(self, http_session: HttpSession) -> None:
         assert http_session.id is not None

@@ -28,9 +28,10 @@ class SseWriter:
         self.keepalive = keepalive
 
     async def stream(
-        self, http_session: HttpSession, channel: Channel, receive: Receive, send: Send, *, prime: bool
+        self, http_session: HttpSession | None, channel: Channel, receive: Receive, send: Send, *, prime: bool
     ) -> None:
-        """Write ``channel``'s events to this connection until it is done, dropped, or the session ends."""
+        """Write ``channel``'s events to this connection until it is done, dropped, or the session ends
+        (``http_session`` None: the channel of a 2026-07-28 request, which has no session)."""
         gone = asyncio.Event()
         watcher = asyncio.get_running_loop().create_task(_watch_disconnect(receive, gone, channel))
         channel.attached = True
@@ -45,12 +46,15 @@ class SseWriter:
                     message = channel.queue.popleft()
                     await chunk(send, event(await self._store(http_session, channel, message), message))
                 if channel.finished:
-                    http_session.retire(channel)
+                    if http_session is not None:
+                        http_session.retire(channel)
                     break
                 if channel.drop_connection:
                     channel.drop_connection = False  # the client resumes with Last-Event-ID
                     break
-                if http_session.closed or (self.registry.shutting_down and channel is http_session.standalone):
+                if http_session is not None and (
+                    http_session.closed or (self.registry.shutting_down and channel is http_session.standalone)
+                ):
                     break
                 channel.wakeup.clear()
                 try:
@@ -84,9 +88,9 @@ class SseWriter:
         else:
             await self.stream(http_session, live, receive, send, prime=False)
 
-    async def _store(self, http_session: HttpSession, channel: Channel, message: Any) -> str:
-        if http_session.id is None:  # stateless: nothing can be resumed, ids only need to be unique
-            return http_session.local_event_id(channel)
+    async def _store(self, http_session: HttpSession | None, channel: Channel, message: Any) -> str:
+        if http_session is None or http_session.id is None:
+            return channel.local_event_id()  # stateless: nothing can be resumed, ids only need to be unique
         return await self.events.append(http_session.id, channel.stream_id, message)
 
 
