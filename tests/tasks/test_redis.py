@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import math
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -18,6 +19,7 @@ from tooldeck.tasks import TaskRecord
 from tooldeck.tasks.redis import RedisTaskStore
 
 RESULT = {"content": [{"type": "text", "text": "42"}], "isError": False}
+README = Path(__file__).resolve().parents[2] / "README.md"
 
 
 def held(task_id: str, node: str = "dead", lease_until: float = T0 + 30, **fields: Any) -> TaskRecord:
@@ -164,6 +166,11 @@ async def test_the_keys_are_the_ones_the_readme_documents_and_every_index_follow
     assert sorted(await engine.client.keys("*")) == [
         b"tooldeck:task-owner", b"tooldeck:task-owner:alice", b"tooldeck:task:d", b"tooldeck:task:u"
     ]  # fmt: skip
+
+    table = README.read_text().split("### Shared state in Redis", 1)[1].split("\n## ", 1)[0]
+    for documented in ("`task:<id>`", "`task-owner:<owner>`", "`task-owner`", "`task-active:<owner>`",
+                       "`task-active`", "`task-lease`", "`task-expiry`"):  # fmt: skip
+        assert documented in table, documented
 
 
 async def test_an_expired_task_read_on_the_way_is_deleted_with_its_index_entries(engine: Engine) -> None:
