@@ -387,20 +387,23 @@ def test_the_backends_command_serves_over_http_with_its_task_file(tmp_path: Path
 async def test_the_shared_state_example_serves_through_redis(redis_url: str, tmp_path: Path) -> None:
     section = README.split("### Shared state in Redis", 1)[1].split("\n## ", 1)[0]
     (block,) = re.findall(r"```python\n(.*?)```", section, re.S)
-    assert 'Engine.from_url("redis://127.0.0.1:6379/0")' in block and "/var/lib/weather/tasks.sqlite3" in block
-    source = block.replace("redis://127.0.0.1:6379/0", redis_url)
-    source = source.replace("/var/lib/weather/tasks.sqlite3", str(tmp_path / "tasks.sqlite3"))
-    module = run_as_module(source)
+    assert 'Engine.from_url("redis://127.0.0.1:6379/0")' in block
+    module = run_as_module(block.replace("redis://127.0.0.1:6379/0", redis_url))
     deck = module.deck
-    deck.add_tool(lambda: "sunny", name="forecast")
+    deck.add_tool(lambda: "sunny", name="forecast", task="optional")
     await deck.open_backends()
     try:
         from asgi_client import AsgiClient
         from tooldeck.transports.http import HttpApp
 
-        session = await AsgiClient(HttpApp(deck)).initialize()
+        app = AsgiClient(HttpApp(deck))
+        session = await app.initialize()
         assert await module.engine.client.exists(module.engine.key("session", session))  # kept in Redis
         key = await module.engine.client.get(module.engine.key("key", "cursor"))
         assert deck.backends.keys.key("cursor") == key  # the fleet's key, settled in Redis
+        params = {"name": "forecast", "arguments": {}, "task": {}}
+        created = await app.call(session, 2, "tools/call", params, accept="application/json")
+        task_id = (await created.json())["result"]["task"]["taskId"]
+        assert await module.engine.client.hget(module.engine.key("task", task_id), "tool") == b"forecast"
     finally:
         await deck.aclose()

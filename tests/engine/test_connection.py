@@ -3,6 +3,7 @@ forgetting them, and recovery without help once a stopped server is back."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable
 from typing import Any
 
@@ -105,3 +106,15 @@ async def test_the_engine_recovers_by_itself_when_the_server_returns(private_red
         assert await values.get("s1") == {"n": 3}
     finally:
         await engine.aclose()
+
+
+async def test_more_commands_at_once_than_the_pool_has_connections_wait_their_turn(
+    engines: Callable[..., Engine],
+) -> None:
+    # A busy process issues more commands at once than its pool holds connections: each waits for a connection to
+    # come free (within the engine's timeout), none is refused as if the server were unreachable.
+    engine = engines(max_connections=4)
+    values = JsonValues(engine, "session")
+    await asyncio.gather(*(values.put(f"s{n}", {"n": n}) for n in range(200)))
+    assert await asyncio.gather(*(values.get(f"s{n}") for n in range(200))) == [{"n": n} for n in range(200)]
+    assert len(engine.client.connection_pool._available_connections) <= 4

@@ -1,6 +1,6 @@
 """``RedisBus`` across processes: a publication reaches other real processes, in order, and their answers come back;
-a server announces its changes to sessions that another server holds; and a cancellation posted to one app stops the
-request another app runs."""
+a server announces its changes to sessions that another server holds; a cancellation posted to one app stops the
+request another app runs; and a 2026-07-28 task run by one deck is heard on a listen stream another deck holds."""
 
 from __future__ import annotations
 
@@ -11,12 +11,16 @@ from typing import Any, cast
 import fleet_peer
 from asgi_client import AsgiClient
 from helpers import adder_deck, client, sleep_until_cancelled
+from server.test_stateless import Driver
+from server.test_subscriptions import ACK, cancel, listen, next_messages, tagged
 from tooldeck import Context, Deck
 from tooldeck.engine.connection import Engine
 from tooldeck.engine.hub import Hub
+from tooldeck.security.principal import Principal
 from tooldeck.server.backends import Backends
 from tooldeck.server.bus_redis import RedisBus
 from tooldeck.server.state_redis import RedisSessionStore
+from tooldeck.tasks.redis import RedisTaskStore
 from tooldeck.transports.http import HttpApp
 
 
@@ -104,3 +108,50 @@ async def test_a_cancellation_posted_to_another_app_reaches_the_request_through_
     assert response.status == 202  # cancelled: no JSON-RPC response, as the spec asks
     await first.aclose()
     await second.aclose()
+
+
+async def test_a_2026_task_run_by_one_deck_is_heard_on_a_listen_stream_another_deck_holds(
+    engines: Callable[..., Engine],
+) -> None:
+    # Two decks as two processes: one Redis between them for the bus and the tasks. The task runs on the first; the
+    # client's listen stream for it is open on the second, which hears each change as JSON through Redis.
+    release = asyncio.Event()
+
+    def deck_on(engine: Engine) -> Deck:
+        deck = Deck("tasks", version="1.0.0", backends=Backends(bus=RedisBus(engine), tasks=RedisTaskStore(engine)))
+
+        @deck.tool(task="optional")
+        async def double(n: int) -> int:
+            await release.wait()
+            return 2 * n
+
+        return deck
+
+    first_engine, second_engine = engines(), engines()
+    runner, holder = deck_on(first_engine), deck_on(second_engine)
+    ada = Principal("ada")
+    caller, listener = Driver(runner, principal=ada), Driver(holder, principal=ada)
+    tasks = {"extensions": {"io.modelcontextprotocol/tasks": {}}}
+    try:
+        created = await caller.request(1, "tools/call", {"name": "double", "arguments": {"n": 21}}, capabilities=tasks)
+        task_id = created["result"]["taskId"]
+        start = len(listener.out)
+        await listen(listener, "L", {"taskIds": [task_id]}, capabilities=tasks)
+        working = (await next_messages(listener, start, 2))[1]
+        assert listener.out[start]["method"] == ACK
+        assert working["method"] == "notifications/tasks" and working["params"]["status"] == "working"
+        await Hub.of(second_engine).ready()  # the second deck hears the first's publications from now on
+        release.set()
+        done = (await next_messages(listener, start, 3))[2]
+        record = await holder.task_manager().store.get(task_id, holder.task_manager().clock())
+        assert record is not None and record.status == "completed"
+        assert done == tagged("notifications/tasks", "L", {
+            "taskId": task_id, "status": "completed", "createdAt": working["params"]["createdAt"],
+            "lastUpdatedAt": record.to_modern()["lastUpdatedAt"], "ttlMs": record.ttl_ms,
+            "result": {"content": [{"type": "text", "text": "42"}], "structuredContent": {"result": 42},
+                       "isError": False, "resultType": "complete"},
+        })  # fmt: skip
+        cancel(listener, "L")
+    finally:
+        await runner.task_manager().aclose()
+        await holder.task_manager().aclose()

@@ -1,4 +1,5 @@
-"""Two (and three) decks sharing one SQLite task store, as processes of one fleet do: a task is held by the node that
+"""Two (and three) decks sharing one task store (a SQLite file, or Redis with an engine per deck), as processes of one
+fleet do: a task is held by the node that
 runs it under a lease that node renews; another node never touches a task whose lease is live, and takes over one
 whose lease ran out (its process stopped renewing): an idempotent tool's task is run once more there, any other is
 ended ``failed`` saying why; a task never runs a third time, and the first process's late outcome never overwrites
@@ -7,6 +8,7 @@ what the taker recorded. Time is the managers' injected clock; leases are tended
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +21,7 @@ from tooldeck import Context, Deck
 from tooldeck.security.principal import Principal, principal_id
 from tooldeck.server.takeover import STOPPED
 from tooldeck.server.task_manager import TaskManager
-from tooldeck.tasks import PollInterval
+from tooldeck.tasks import PollInterval, TaskStore
 
 T0 = 1_000_000.0
 LEASE = 30.0
@@ -45,12 +47,12 @@ class Runs:
 class Node:
     """One deck of the fleet (its node id is ``name``), its clock, and a gate that holds its tools' work."""
 
-    def __init__(self, store: str, runs: Runs, name: str) -> None:
+    def __init__(self, store: Shared, runs: Runs, name: str) -> None:
         self.now = T0
         self.gate = asyncio.Event()  # releases the work of this node's tools
         self.started = asyncio.Event()
-        self.deck = deck = Deck("fleet", task_store=store, task_lease=LEASE, task_lease_renewal=LEASE / 3,
-                                node_id=name)  # fmt: skip
+        self.deck = deck = Deck("fleet", task_store=store() if callable(store) else store, task_lease=LEASE,
+                                task_lease_renewal=LEASE / 3, node_id=name)  # fmt: skip
         deck.task_manager().clock = lambda: self.now
         deck.task_manager().poll_interval = PollInterval.fixed(5)  # tasks/result of a task another node runs polls
 
@@ -88,9 +90,17 @@ class Node:
         return await self.manager.tend_leases()
 
 
-@pytest.fixture
-def store(tmp_path: Path) -> str:
-    return f"sqlite:{tmp_path / 'tasks.sqlite3'}"
+Shared = str | Callable[[], TaskStore]  # a store spec, or what makes each node its own store over the one backend
+
+
+@pytest.fixture(params=["sqlite", "redis"])
+def store(request: pytest.FixtureRequest, tmp_path: Path) -> Shared:
+    if request.param == "sqlite":
+        return f"sqlite:{tmp_path / 'tasks.sqlite3'}"
+    from tooldeck.tasks.redis import RedisTaskStore
+
+    engines = request.getfixturevalue("engines")
+    return lambda: RedisTaskStore(engines())  # each node on an engine of its own, as each process is
 
 
 async def create(c: Any, name: str, arguments: dict[str, Any] | None = None) -> str:
@@ -104,7 +114,7 @@ async def status(c: Any, task_id: str) -> tuple[str, str | None]:
     return got["status"], got.get("statusMessage")
 
 
-async def test_a_second_deck_never_fails_the_first_decks_running_tasks(store: str) -> None:
+async def test_a_second_deck_never_fails_the_first_decks_running_tasks(store: Shared) -> None:
     runs = Runs()
     first, second = Node(store, runs, "first"), Node(store, runs, "second")
     async with client(first.deck) as a, client(second.deck) as b:
@@ -123,7 +133,7 @@ async def test_a_second_deck_never_fails_the_first_decks_running_tasks(store: st
     assert runs.seen == ["held@first"]
 
 
-async def test_a_renewed_lease_is_never_taken_over(store: str) -> None:
+async def test_a_renewed_lease_is_never_taken_over(store: Shared) -> None:
     runs = Runs()
     first, second = Node(store, runs, "first"), Node(store, runs, "second")
     async with client(first.deck) as a, client(second.deck):
@@ -138,7 +148,7 @@ async def test_a_renewed_lease_is_never_taken_over(store: str) -> None:
     assert runs.seen == ["again(1)@first"]
 
 
-async def test_after_the_lease_an_idempotent_task_runs_once_more_and_any_other_fails_saying_why(store: str) -> None:
+async def test_after_the_lease_an_idempotent_task_runs_once_more_and_any_other_fails_saying_why(store: Shared) -> None:
     runs = Runs()
     first, second = Node(store, runs, "first"), Node(store, runs, "second")
     async with client(first.deck) as a, client(second.deck) as b:
@@ -177,7 +187,7 @@ async def test_after_the_lease_an_idempotent_task_runs_once_more_and_any_other_f
     assert sorted(runs.seen) == ["again(7)@first", "again(7)@second", "held@first"]
 
 
-async def test_a_task_never_runs_a_third_time(store: str) -> None:
+async def test_a_task_never_runs_a_third_time(store: Shared) -> None:
     runs = Runs()
     first, second, third = Node(store, runs, "first"), Node(store, runs, "second"), Node(store, runs, "third")
     async with client(first.deck) as a, client(second.deck), client(third.deck) as c:
@@ -193,7 +203,7 @@ async def test_a_task_never_runs_a_third_time(store: str) -> None:
         second.gate.set()
 
 
-async def test_a_node_that_lost_a_task_stops_its_work(store: str) -> None:
+async def test_a_node_that_lost_a_task_stops_its_work(store: Shared) -> None:
     runs = Runs()
     first, second = Node(store, runs, "first"), Node(store, runs, "second")
     async with client(first.deck) as a, client(second.deck):
@@ -211,7 +221,7 @@ async def test_a_node_that_lost_a_task_stops_its_work(store: str) -> None:
     assert runs.seen == ["again(2)@first", "again(2)@second"]
 
 
-async def test_two_nodes_racing_to_take_over_one_task_exactly_one_wins(store: str) -> None:
+async def test_two_nodes_racing_to_take_over_one_task_exactly_one_wins(store: Shared) -> None:
     runs = Runs()
     nodes = [Node(store, runs, name) for name in ("first", "second", "third")]
     async with client(nodes[0].deck) as a, client(nodes[1].deck), client(nodes[2].deck):
@@ -234,7 +244,7 @@ async def test_two_nodes_racing_to_take_over_one_task_exactly_one_wins(store: st
             )
 
 
-async def test_a_2026_task_is_taken_over_in_its_era_under_its_identity(store: str) -> None:
+async def test_a_2026_task_is_taken_over_in_its_era_under_its_identity(store: Shared) -> None:
     tasks = {"extensions": {"io.modelcontextprotocol/tasks": {}}}
     runs = Runs()
     first, second = Node(store, runs, "first"), Node(store, runs, "second")
@@ -261,7 +271,7 @@ async def test_a_2026_task_is_taken_over_in_its_era_under_its_identity(store: st
     first.gate.set()
 
 
-async def test_a_task_whose_tool_is_not_idempotent_where_it_is_taken_over_is_failed(store: str) -> None:
+async def test_a_task_whose_tool_is_not_idempotent_where_it_is_taken_over_is_failed(store: Shared) -> None:
     runs = Runs()
     first, second = Node(store, runs, "first"), Node(store, runs, "second")
     second.deck.remove_tool("again")
@@ -280,7 +290,7 @@ async def test_a_task_whose_tool_is_not_idempotent_where_it_is_taken_over_is_fai
     assert runs.seen == ["again(5)@first"]
 
 
-async def test_a_task_cancelled_on_another_node_stops_where_it_runs_at_the_next_renewal(store: str) -> None:
+async def test_a_task_cancelled_on_another_node_stops_where_it_runs_at_the_next_renewal(store: Shared) -> None:
     runs = Runs()
     first, second = Node(store, runs, "first"), Node(store, runs, "second")
     async with client(first.deck) as a, client(second.deck) as b:

@@ -6,6 +6,7 @@ import itertools
 import os
 import re
 
+import orjson
 import pytest
 
 from mcp_schema import check
@@ -135,6 +136,18 @@ def test_wire_form_of_a_full_task_carries_no_internal_fields() -> None:
 def test_every_status_is_a_valid_wire_task(status: str) -> None:
     record = TaskRecord(task_id=new_task_id(), tool="x", created_at=T0, status=status, status_message="m", ttl_ms=0)
     check("2025-11-25", "Task", record.to_wire())
+
+
+def test_the_json_form_reads_back_as_the_same_record() -> None:
+    full = TaskRecord(task_id="t1", tool="add", owner="alice", status="failed", status_message="boom",
+                      created_at=T0 + 0.123456, updated_at=T0 + 1 / 3, ttl_ms=60_000, poll_interval_ms=250,
+                      result={"content": [], "isError": True}, error={"code": -32603, "message": "x"}, node="n1",
+                      lease_until=T0 + 30, attempts=2, arguments={"n": [1, None]})  # fmt: skip
+    minimal = TaskRecord(task_id="t2", tool="add", created_at=T0)
+    for record in (full, minimal):
+        assert TaskRecord.from_dict(orjson.loads(orjson.dumps(record.to_dict()))) == record
+    assert minimal.to_dict() == {"task_id": "t2", "status": "working", "created_at": T0, "updated_at": T0,
+                                 "tool": "add", "attempts": 1}  # fmt: skip
 
 
 def test_a_forked_child_never_hands_out_the_parents_next_ids() -> None:

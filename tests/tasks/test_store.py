@@ -1,4 +1,4 @@
-"""The ``TaskStore`` contract: one suite, run against every implementation (memory and SQLite)."""
+"""The ``TaskStore`` contract: one suite, run against every implementation (memory, SQLite and Redis)."""
 
 from __future__ import annotations
 
@@ -28,12 +28,19 @@ RESULT = {"content": [{"type": "text", "text": "42"}], "structuredContent": {"re
 ERROR = {"code": -32603, "message": "Internal error", "data": {"why": ["a", 1, None]}}
 
 
-@pytest.fixture(params=["memory", "sqlite"])
+@pytest.fixture(params=["memory", "sqlite", "redis"])
 def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[TaskStore]:
-    # A store keeps no event loop, so the SQLite one can be opened here and used by the test's own loop.
-    made: TaskStore = (
-        MemoryTaskStore() if request.param == "memory" else asyncio.run(SqliteTaskStore.open(tmp_path / "tasks.db"))
-    )
+    # A store keeps no event loop, so the SQLite one can be opened here and used by the test's own loop; the Redis
+    # one connects on its first command, on the test's loop, and its engine is closed as that loop ends.
+    made: TaskStore
+    if request.param == "memory":
+        made = MemoryTaskStore()
+    elif request.param == "sqlite":
+        made = asyncio.run(SqliteTaskStore.open(tmp_path / "tasks.db"))
+    else:
+        from tooldeck.tasks.redis import RedisTaskStore
+
+        made = RedisTaskStore(request.getfixturevalue("engine"))
     yield made
     asyncio.run(made.close())
 

@@ -78,7 +78,9 @@ class Engine:
         ``unix:///path/redis.sock?db=0`` for a socket; ``valkey://`` and ``valkeys://`` are read as ``redis://`` and
         ``rediss://``). ``prefix`` (or the URL's ``prefix``) starts every key and channel, so several decks can share
         one server: "tooldeck:" unless told. ``timeout``: seconds to connect, and to wait for an answer, before a
-        command fails with ``BackendUnavailableError``. Nothing is connected until the first command."""
+        command fails with ``BackendUnavailableError``. ``max_connections``: the most the pool opens (the client's
+        default unless told); a command that finds them all busy waits for one to come free, within ``timeout``.
+        Nothing is connected until the first command."""
         parts = urlsplit(url)
         scheme = _SCHEMES.get(parts.scheme.lower())
         if scheme is None:
@@ -89,13 +91,17 @@ class Engine:
         once = Retry(
             ExponentialWithJitterBackoff(base=0.01, cap=0.1), retries=1, supported_errors=(RedisConnectionError,)
         )
-        client = aioredis.Redis.from_url(
+        # A blocking pool: with the client's plain one, a command beyond max_connections in flight is refused at
+        # once ("Too many connections"), as if the server were away, which a busy process is not.
+        pool = aioredis.BlockingConnectionPool.from_url(
             urlunsplit((scheme, parts.netloc, parts.path, rest, "")),
             socket_timeout=timeout,
             socket_connect_timeout=timeout,
             retry=once,
             max_connections=max_connections,
+            timeout=timeout,
         )
+        client = aioredis.Redis.from_pool(pool)  # closing the client closes its pool
         chosen = prefix if prefix is not None else (named[-1] if named else DEFAULT_PREFIX)
         return cls(client, prefix=chosen, name=_without_credentials(urlunsplit((scheme, *parts[1:3], "", ""))))
 

@@ -6,6 +6,8 @@ Topics in use (``server.core`` publishes, sessions and 2026-07-28 listen streams
   ``notifications/<kind>/list_changed``, and every listen stream whose filter asked for it (``subscriptions.py``).
 - ``resource_updated``: payload the URI; subscribed sessions send ``notifications/resources/updated``, and so do
   listen streams that subscribed to the URI (or one above it) for a principal who may read it.
+- ``task/<id>``: a 2026-07-28 task's new state, payload ``TaskRecord.to_dict()`` (without the arguments); every listen
+  stream whose filter named the task sends it as ``notifications/tasks`` (``subscriptions.py``).
 - ``session/<key>``: a message addressed to one session, delivered to its ``deliver``: a notification to send (a
   task's status), ``{"cancel": request_id}`` (the client cancelled a request that runs in another process serving the
   same session) or ``{"answer": {...}}`` (the client answered a request that another process made). An HTTP

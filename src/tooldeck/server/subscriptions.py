@@ -29,6 +29,8 @@ from .request import RequestContext, Work
 if TYPE_CHECKING:
     import asyncio
 
+    from ..tasks.record import TaskRecord
+
 METHOD = "subscriptions/listen"
 ACKNOWLEDGED = "notifications/subscriptions/acknowledged"
 SUBSCRIPTION_ID = "io.modelcontextprotocol/subscriptionId"
@@ -151,7 +153,7 @@ class Listener:
             if tasks:
                 self.requested_tasks = self.honoured[TASKS]
                 for record in await self._own_tasks():  # read after subscribing: no change falls in between
-                    self.task_changed(record)
+                    self._send_task(record)
             await self._ended
         finally:
             self._close()
@@ -181,7 +183,13 @@ class Listener:
                     self._send("notifications/resources/updated", {"uri": uri})
                 return
 
-    def task_changed(self, record: Any) -> None:
+    def task_changed(self, payload: dict[str, Any]) -> None:
+        """A task's change as the bus carries it (``TaskRecord.to_dict``, published by ``TaskManager.announce``)."""
+        from ..tasks.record import TaskRecord
+
+        self._send_task(TaskRecord.from_dict(payload))
+
+    def _send_task(self, record: TaskRecord) -> None:
         """notifications/tasks: the task as tasks/get would show it now (task_extension.detailed)."""
         from .task_extension import detailed
 

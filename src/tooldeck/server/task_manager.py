@@ -287,7 +287,11 @@ class TaskManager:
 
             modern = versions.is_modern(era_of(record.owner)[0])
         if modern:
-            self.bus.publish(f"task/{task_id}", record)  # listen streams that asked for this task (listen.py)
+            # The listen streams that asked for this task (subscriptions.py), wherever they are open: a bus payload is
+            # JSON, so the record goes as its dict, without the arguments, which no listener needs.
+            payload = record.to_dict()
+            payload.pop("arguments", None)
+            self.bus.publish(f"task/{task_id}", payload)
         else:
             key = None if request is None else getattr(request.peer, "key", None)
             if key is not None:

@@ -209,6 +209,16 @@ class TaskRecord(Record):
         taken.lease_until = lease_until
         return taken
 
+    def to_dict(self) -> dict[str, Any]:
+        """The record as JSON: its fields by name, those that are None left out (``from_dict`` reads it back). What
+        a record is when it crosses processes, on a bus."""
+        return {name: value for name in TaskRecord.__slots__ if (value := getattr(self, name)) is not None}
+
+    @classmethod
+    def from_dict(cls, fields: dict[str, Any]) -> TaskRecord:
+        """The record ``to_dict`` made (a missing field is None, or its default)."""
+        return cls(**fields)
+
     @property
     def is_terminal(self) -> bool:
         return self.status in TERMINAL

@@ -1,7 +1,8 @@
 """The ``TaskStore`` seam: where task records live between polls, and the rules every store enforces.
 
-Implementations: ``MemoryTaskStore`` (memory.py; tests and stdio) and ``SqliteTaskStore`` (sqlite.py; durable, and
-shared by the processes that open one file). Both pass the one parametrized suite in ``tests/tasks/test_store.py``.
+Implementations: ``MemoryTaskStore`` (memory.py; tests and stdio), ``SqliteTaskStore`` (sqlite.py; durable, and
+shared by the processes that open one file) and ``RedisTaskStore`` (redis.py; shared by a fleet's processes wherever
+they run). All pass the one parametrized suite in ``tests/tasks/test_store.py``.
 The clock is the caller's: every method whose answer depends on time takes ``now`` (epoch seconds). A task is expired
 from ``now >= created_at + ttl``; an expired task is gone for every method, whether or not it has been purged yet.
 
