@@ -41,8 +41,8 @@ def test_a_spec_names_the_record(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize(
     ("spec", "message"),
-    [("", "backends: expected a spec (memory, sqlite:PATH), got ''"),
-     ("postgres://db", "backends 'postgres://db': use one of memory, sqlite:PATH"),
+    [("", "backends: expected a spec (memory, sqlite:PATH, redis://HOST:PORT/DB), got ''"),
+     ("postgres://db", "backends 'postgres://db': use one of memory, sqlite:PATH, redis://HOST:PORT/DB"),
      ("sqlite:", "backends: task store 'sqlite:': use 'memory' or 'sqlite:PATH'")],
 )  # fmt: skip
 def test_a_bad_spec_says_what_is_accepted(spec: str, message: str) -> None:
@@ -155,7 +155,9 @@ def test_serve_takes_a_backend_spec_and_refuses_a_bad_one_in_one_line(tmp_path: 
     done = subprocess.run([*TOOLDECK, "serve", "--backend", "postgres://db"], capture_output=True, text=True,
                           cwd=ROOT, timeout=60, stdin=subprocess.DEVNULL)  # fmt: skip
     assert done.returncode == 2
-    assert done.stderr == "tooldeck: --backend: backends 'postgres://db': use one of memory, sqlite:PATH\n"
+    assert done.stderr == (
+        "tooldeck: --backend: backends 'postgres://db': use one of memory, sqlite:PATH, redis://HOST:PORT/DB\n"
+    )
 
 
 async def test_shared_backends_refuse_a_key_only_this_process_knows() -> None:
@@ -206,3 +208,61 @@ async def test_an_unreachable_shared_server_is_one_line_at_start(tmp_path: Path)
         await Backends(engine=engine, shared=True).open()
     assert "\n" not in str(refused.value) and "unreachable" in str(refused.value)
     await engine.aclose()
+
+
+async def test_a_redis_spec_puts_every_seam_in_redis_and_shares_them(redis_url: str) -> None:
+    from tooldeck.security.keys_redis import RedisKeyRing
+    from tooldeck.security.limits_redis import RedisRateLimiter
+    from tooldeck.security.spent_redis import RedisSpentStore
+    from tooldeck.server.bus_redis import RedisBus
+    from tooldeck.server.events_redis import RedisEventStore
+    from tooldeck.server.state_redis import RedisSessionStore
+    from tooldeck.tasks.redis import RedisTaskStore
+
+    first, second = backends_from_spec(redis_url), backends_from_spec(redis_url)  # two processes' records
+    try:
+        assert first.shared and first.spec == redis_url and first.engine is not None
+        expected = {"sessions": RedisSessionStore, "bus": RedisBus, "events": RedisEventStore,
+                    "limiter": RedisRateLimiter, "spent": RedisSpentStore, "keys": RedisKeyRing,
+                    "tasks": RedisTaskStore}  # fmt: skip
+        assert {name: type(getattr(first, name)) for name in expected} == expected
+        for record in (first, second):
+            await record.open()
+        assert first.keys.key("cursor") == second.keys.key("cursor")  # made by one, read by the other
+        assert first.keys.key("request-state") == second.keys.key("request-state")
+    finally:
+        for record in (first, second):
+            await record.aclose()
+
+
+async def test_a_redis_spec_takes_the_keys_configuration_gives(redis_url: str) -> None:
+    record = backends_from_spec(redis_url, keys={"request-state": KEY, "cursor": None})
+    try:
+        await record.open()
+        assert record.keys.key("request-state") == KEY and len(record.keys.key("cursor")) == 32
+    finally:
+        await record.aclose()
+
+
+@pytest.mark.parametrize(
+    ("spec", "message"),
+    [("redis://me:secret@h:port/0", "backends 'redis://h:port/0': the port is not a number (write redis://host:port/db)"),
+     ("redis://h:6379/x", "backends 'redis://h:6379/x': the database is not a number (write redis://host:port/db)")],
+)  # fmt: skip
+def test_a_redis_spec_that_cannot_be_a_server_is_one_line(spec: str, message: str) -> None:
+    with pytest.raises(RegistrationError) as refused:
+        backends_from_spec(spec)
+    assert str(refused.value) == message
+
+
+@pytest.mark.parametrize("transport", [[], ["--http", "--port", "0"]])
+def test_serve_with_an_unreachable_redis_is_one_line_and_exit_2(tmp_path: Path, transport: list[str]) -> None:
+    spec = f"unix://{tmp_path / 'nothing.sock'}"
+    done = subprocess.run([*TOOLDECK, "serve", "tests/transports/decks/eras_deck.py", "--backend", spec, *transport],
+                          capture_output=True, text=True, cwd=ROOT, timeout=60, stdin=subprocess.DEVNULL)  # fmt: skip
+    assert done.returncode == 2, done.stderr
+    line = done.stderr.strip().splitlines()[-1]
+    assert (
+        line
+        == f"tooldeck: the shared backend unix:{tmp_path / 'nothing.sock'} is unreachable: No such file or directory"
+    )

@@ -85,6 +85,13 @@ class Engine:
         scheme = _SCHEMES.get(parts.scheme.lower())
         if scheme is None:
             raise ValueError(f"not a Redis URL: {_without_credentials(url)!r} (write redis://host:port/db)")
+        shown = _without_credentials(url)
+        try:
+            parts.port  # noqa: B018 - a port that is not a number raises here, not at the first command
+        except ValueError:
+            raise ValueError(f"{shown!r}: the port is not a number (write redis://host:port/db)") from None
+        if scheme != "unix" and parts.path.strip("/") and not parts.path.strip("/").isdigit():
+            raise ValueError(f"{shown!r}: the database is not a number (write redis://host:port/db)")
         query = parse_qsl(parts.query, keep_blank_values=True)
         named = [value for key, value in query if key == "prefix"]
         rest = urlencode([(key, value) for key, value in query if key != "prefix"])

@@ -33,7 +33,9 @@ Per process, on purpose:
   the work of this process, which ends with it.
 
 A spec names the record: ``memory`` (everything in this process), ``sqlite:PATH`` (tasks in a SQLite file that
-outlives the process, the rest in memory). Without one, a deck keeps everything in memory and lets the transport
+outlives the process, the rest in memory), ``redis://HOST:PORT/DB`` (every seam in one Redis or Valkey, shared by
+every process given the same URL; ``rediss://``, ``unix://`` and ``valkey://`` too, ``?prefix=name:`` to share a
+server between decks). Without one, a deck keeps everything in memory and lets the transport
 choose where tasks live (memory over stdio; ``tooldeck serve --http`` keeps them in SQLite).
 """
 
@@ -58,7 +60,8 @@ if TYPE_CHECKING:
     from .events import EventStore
     from .state import SessionStore
 
-SPECS = "memory, sqlite:PATH"
+SPECS = "memory, sqlite:PATH, redis://HOST:PORT/DB"
+_REDIS = ("redis://", "rediss://", "valkey://", "valkeys://", "unix://")
 
 
 class Backends:
@@ -140,10 +143,12 @@ class Backends:
 
 
 def backends_from_spec(spec: str, *, keys: dict[str, bytes | None] | None = None) -> Backends:
-    """The record a spec names (``memory``, ``sqlite:PATH``); ``keys``: the keys configuration gives (purpose ->
-    key, None for none). Raises ``RegistrationError`` naming what is accepted."""
+    """The record a spec names (``memory``, ``sqlite:PATH``, ``redis://...``); ``keys``: the keys configuration gives
+    (purpose -> key, None for none). Raises ``RegistrationError`` naming what is accepted."""
     if not isinstance(spec, str) or not spec:
         raise RegistrationError(f"backends: expected a spec ({SPECS}), got {spec!r}")
+    if spec.lower().startswith(_REDIS):
+        return redis_backends(spec, keys=keys)
     ring = MemoryKeyRing(keys)
     if spec == "memory":
         return Backends(tasks="memory", keys=ring, spec=spec)
@@ -156,6 +161,43 @@ def backends_from_spec(spec: str, *, keys: dict[str, bytes | None] | None = None
             raise RegistrationError(f"backends: {exc}") from None
         return Backends(tasks=spec, keys=ring, spec=spec)
     raise RegistrationError(f"backends {spec!r}: use one of {SPECS}")
+
+
+def redis_backends(url: str, *, keys: dict[str, bytes | None] | None = None, session_ttl: float | None = None
+                   ) -> Backends:  # fmt: skip
+    """Every seam in the Redis or Valkey at ``url``, over one engine, shared (``shared=True``). Keys configuration
+    gives win over the ones kept in Redis. Imports the Redis client here, and only here; without the extra installed,
+    ``RegistrationError`` says how to install it."""
+    try:
+        from ..engine.connection import Engine
+    except ImportError:
+        raise RegistrationError(
+            f"backends {url.split('@')[-1]!r}: the Redis client is not installed (pip install 'tooldeck[redis]')"
+        ) from None
+    from ..security.keys_redis import RedisKeyRing
+    from ..security.limits_redis import RedisRateLimiter
+    from ..security.spent_redis import RedisSpentStore
+    from ..tasks.redis import RedisTaskStore
+    from .bus_redis import RedisBus
+    from .events_redis import RedisEventStore
+    from .state_redis import RedisSessionStore
+
+    try:
+        engine = Engine.from_url(url)
+    except ValueError as exc:
+        raise RegistrationError(f"backends {exc}") from None
+    return Backends(
+        sessions=RedisSessionStore(engine, ttl=session_ttl),
+        bus=RedisBus(engine),
+        events=RedisEventStore(engine),
+        limiter=RedisRateLimiter(engine),
+        spent=RedisSpentStore(engine),
+        keys=RedisKeyRing(engine, keys),
+        tasks=RedisTaskStore(engine),
+        engine=engine,
+        spec=engine.name,
+        shared=True,
+    )
 
 
 def resolve(given: Backends | str | None, *, task_store: Any = None, keys: dict[str, bytes | None]) -> Backends:

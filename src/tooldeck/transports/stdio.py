@@ -64,21 +64,43 @@ def run_stdio(
     out_fd = stdout_fd if stdout_fd is not None else claim_stdout()
     connection = Connection(deck, stdin_fd, out_fd, max_message_bytes, drain_timeout)
     previous = signal.signal(signal.SIGTERM, _stop_handshake)  # until the event loop installs its own handler
+    # Shared backends are reached first, in the loop that will serve (their connections belong to it): one that
+    # cannot be reached ends the run with one line, before the client is answered anything.
+    runner = _open_shared(deck) if deck.backends.engine is not None else None
     try:
         if not connection.handshake():
             connection.session.close()
+            if runner is not None:
+                runner.run(deck.aclose())
+                runner.close()
             return  # EOF before anything needed the event loop
         # From here until serve() installs the loop's handlers, SIGTERM is noted, not raised: raised inside one of
         # the loop's callbacks it would be logged there and lost, and the server would keep running.
         signal.signal(signal.SIGTERM, connection.note_stop)
         import asyncio
 
-        with asyncio.Runner(loop_factory=_loop_factory()) as runner:
-            runner.run(connection.serve())
+        with runner or asyncio.Runner(loop_factory=_loop_factory()) as running:
+            running.run(connection.serve())
     except (KeyboardInterrupt, _Stopped):
         pass
     finally:
         signal.signal(signal.SIGTERM, previous)
+
+
+def _open_shared(deck: Server) -> Any:
+    """A runner whose loop has opened the deck's shared backends; ``TargetError`` (one line) when it cannot."""
+    import asyncio
+
+    from ..protocol.errors import TargetError
+
+    runner = asyncio.Runner(loop_factory=_loop_factory())
+    try:
+        runner.run(deck.open_backends())
+    except Exception as exc:
+        runner.run(deck.backends.aclose())
+        runner.close()
+        raise TargetError(str(exc)) from None
+    return runner
 
 
 class _Stopped(Exception):

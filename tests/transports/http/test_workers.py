@@ -21,9 +21,9 @@ DECK = "tests/transports/decks/workers_deck.py"
 @pytest.fixture
 def workers(redis_url: str, tmp_path: Path) -> Iterator[tuple[subprocess.Popen[bytes], str]]:
     port = free_port()
-    env = {**os.environ, "TOOLDECK_TEST_REDIS": redis_url, "TOOLDECK_TEST_TASKS": str(tmp_path / "tasks.sqlite3")}
-    proc = subprocess.Popen([*TOOLDECK, "serve", DECK, "--http", "--port", str(port), "--workers", "3"],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, cwd=ROOT, env=env)  # fmt: skip
+    proc = subprocess.Popen([*TOOLDECK, "serve", DECK, "--http", "--port", str(port), "--workers", "3",
+                             "--backend", redis_url],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, cwd=ROOT)  # fmt: skip
     try:
         wait_for_port(port, proc)
         yield proc, f"http://127.0.0.1:{port}/mcp"
