@@ -15,6 +15,7 @@ process that died, and retrying a call is not the client's to decide. Every mess
 from __future__ import annotations
 
 import itertools
+import queue
 import os
 import re
 import signal
@@ -191,6 +192,7 @@ class Tally:
     answered: int = 0
     lost: list[Lost] = field(default_factory=list)
     redirected: int = 0  # connections refused by a dead process, sent to the next one
+    resent: int = 0  # notifications and responses whose connection broke, sent again to the next process
     not_found: list[str] = field(default_factory=list)  # 404s: a session "not found"
     lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -239,15 +241,18 @@ class RoundRobin:
     @contextmanager
     def _send(self, message: Any, version: str | None = LATEST) -> Iterator[tuple[str, httpx.Response]]:
         """POST ``message`` to the next process; a refused connection moves on to the one after (at most once
-        round the fleet)."""
+        round the fleet), and so does a notification or a response whose connection broke."""
         self.checker.sent(message)
         body = orjson.dumps(message)
+        first = self.turn
+        self.turn += 1
         for attempt in range(len(self.urls)):
-            url = self.urls[self.turn % len(self.urls)]
-            self.turn += 1
+            url = self.urls[(first + attempt) % len(self.urls)]
             started = time.monotonic()
+            answered = False
             try:
                 with self.http.stream("POST", url, content=body, headers=self.headers(version)) as response:
+                    answered = True  # from here on what breaks is thrown in at the yield: never sent again
                     self.last_url = url
                     self.tally.add(requests=1)
                     if response.status_code == 404:
@@ -258,7 +263,11 @@ class RoundRobin:
                 if attempt == len(self.urls) - 1:
                     raise
                 self.tally.add(redirected=1)
+                self.turn += 1
             except (httpx.RemoteProtocolError, httpx.ReadError, httpx.WriteError) as exc:
+                if not is_request(message) and not answered and attempt < len(self.urls) - 1:
+                    self.tally.add(resent=1)  # a notification or a response: safe to send twice, so sent again
+                    continue
                 what = message.get("method", "response") if isinstance(message, dict) else "batch"
                 lost = Lost(url, f"{what} ({exc!r})", started)
                 with self.tally.lock:
@@ -363,6 +372,10 @@ class RoundRobin:
         return task, task["taskId"]
 
 
+def is_request(message: Any) -> bool:
+    return isinstance(message, dict) and "method" in message and "id" in message
+
+
 def wait_a_little(seconds: float) -> None:
     """A client's poll interval (what ``pollInterval`` asks of it), not a wait for something to happen."""
     time.sleep(seconds)
@@ -372,3 +385,102 @@ def code_in(message: str) -> str:
     found = re.search(r"enter the code (\d{6})", message)
     assert found is not None, message
     return found.group(1)
+
+
+class Listener:
+    """The session's GET stream, read in a thread of its own: every notification goes to ``messages``. When its
+    process ends the stream, it opens it again on the next process with ``Last-Event-ID``, as a client resumes."""
+
+    def __init__(self, client: RoundRobin) -> None:
+        self.client = client
+        self.http = httpx.Client(timeout=httpx.Timeout(30.0, read=None))
+        self.messages: queue.Queue[dict[str, Any]] = queue.Queue()
+        self.last_event_id: str | None = None
+        self.opened = threading.Event()
+        self.stopped = False
+        self.reconnects = 0
+        self.broken: list[str] = []
+        self.stream: Any = None
+        self.errors: list[str] = []
+        self.thread = threading.Thread(target=self._run, name=f"listener-{client.name}", daemon=True)
+
+    def start(self) -> Listener:
+        self.thread.start()
+        if not self.opened.wait(20):
+            raise TimeoutError(f"the GET stream did not open: {self.errors}")
+        return self
+
+    def stop(self) -> None:
+        self.stopped = True
+        stream = self.stream
+        if stream is not None:  # shut the connection down under the read, which then ends at once
+            sock = stream.get_extra_info("socket")
+            if sock is not None:
+                try:
+                    sock.shutdown(socket.SHUT_RDWR)
+                except OSError:
+                    pass
+        self.thread.join(10)
+        self.http.close()
+
+    def _run(self) -> None:
+        client = self.client
+        turn = client.turn
+        while not self.stopped:
+            url = client.urls[turn % len(client.urls)]
+            turn += 1
+            headers = {k: v for k, v in client.headers().items() if k != "content-type"} | {
+                "accept": "text/event-stream"}  # fmt: skip
+            if self.last_event_id is not None:
+                headers["last-event-id"] = self.last_event_id
+            try:
+                with self.http.stream("GET", url, headers=headers) as response:
+                    if response.status_code != 200:
+                        self.errors.append(f"GET {url}: {response.status_code} {response.read()[:200]!r}")
+                        if response.status_code == 404:
+                            client.tally.not_found.append(f"GET {url} {client.session}")
+                        return
+                    self.stream = response.extensions.get("network_stream")
+                    self.opened.set()
+                    if self.stopped:
+                        return
+                    data: list[str] = []
+                    for line in response.iter_lines():
+                        if line.startswith("id:"):
+                            self.last_event_id = line[3:].strip()
+                        elif line.startswith("data:"):
+                            data.append(line[5:].removeprefix(" "))
+                        elif line == "":
+                            if data and data != [""]:
+                                message = orjson.loads("\n".join(data))
+                                client.checker.received(message)
+                                self.messages.put(message)
+                            data = []
+            except (httpx.TransportError, RuntimeError) as exc:  # RuntimeError: the client was closed by stop()
+                if self.stopped:
+                    return
+                self.broken.append(f"GET {url}: {exc!r}")  # its process died: open it again on the next one
+            if not self.stopped:
+                self.reconnects += 1
+
+    def wait_for(self, method: str, timeout: float = 10.0, match: Callable[[dict[str, Any]], bool] | None = None
+                 ) -> dict[str, Any]:  # fmt: skip
+        """The next notification ``method`` (others are dropped), within ``timeout`` seconds."""
+        deadline = time.monotonic() + timeout
+        while True:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise TimeoutError(f"no {method} within {timeout}s on {self.client.name}'s GET stream")
+            try:
+                message = self.messages.get(timeout=remaining)
+            except queue.Empty:
+                continue
+            if message.get("method") == method and (match is None or match(message)):
+                return message
+
+    def drain(self) -> None:
+        while True:
+            try:
+                self.messages.get_nowait()
+            except queue.Empty:
+                return

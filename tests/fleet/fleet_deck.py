@@ -86,6 +86,12 @@ async def touch() -> str:
     return "touched"
 
 
+@deck.prompt
+def hello() -> str:
+    """A prompt that stays, so that the deck always offers prompts (and their list_changed)."""
+    return "hello"
+
+
 def flag() -> str:
     """A prompt that comes and goes."""
     return "flag"
