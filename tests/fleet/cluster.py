@@ -15,8 +15,8 @@ process that died, and retrying a call is not the client's to decide. Every mess
 from __future__ import annotations
 
 import itertools
-import queue
 import os
+import queue
 import re
 import signal
 import socket

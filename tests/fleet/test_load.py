@@ -20,7 +20,10 @@ from fleet.load import Load
 
 LEASE = 3.0  # the task lease of the fleet's processes
 GRACE = 6.0
-TASK_TOOLS = ("job", "redo")  # besides the lease: a renewal round, the takeover, a rerun of TASK_SECONDS and a client's poll
+TASK_TOOLS = (
+    "job",
+    "redo",
+)  # besides the lease: a renewal round, the takeover, a rerun of TASK_SECONDS and a client's poll
 
 
 def test_32_clients_round_robin_over_three_processes_and_one_killed_mid_load(redis_url: str, tmp_path: Path) -> None:
@@ -80,9 +83,11 @@ def judge(running: Fleet, load: Load, victim: str | None, killed_at: float | Non
     # not ended there has no record of its creation (test_tasks_of_a_killed_process_are_audited, xfail, says so).
     unrecorded_tasks = [c for c in seen.calls if c[2] in TASK_TOOLS and c[3] == victim and (c[0], c[1]) not in audited]
     unaudited = [call for call in seen.calls if (call[0], call[1]) not in audited and call not in unrecorded_tasks]
-    assert unaudited == [], "\n".join(f"{call[1]} {call[2]} on {'the killed process' if call[3] == victim else call[3]}, "
-                                      f"answered {call[4] - (killed_at or 0):.3f}s after the kill"
-                                      for call in unaudited)
+    assert unaudited == [], "\n".join(
+        f"{call[1]} {call[2]} on {'the killed process' if call[3] == victim else call[3]}, "
+        f"answered {call[4] - (killed_at or 0):.3f}s after the kill"
+        for call in unaudited
+    )
     reran = {str(r.get("request_id")) for r in records if str(r.get("request_id")).startswith("takeover-")}
     for task in seen.tasks:  # a run taken over is recorded by the process that ran it
         if len(runs.get((task.tool, task.tag), [])) > 1:
