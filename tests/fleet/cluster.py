@@ -84,10 +84,10 @@ class Fleet:
         return path.read_text(errors="replace") if path.exists() else ""
 
     def start(self, node: str, timeout: float = 30.0) -> None:
-        env = {**os.environ, "FLEET_NODE": node, "FLEET_RUNS": str(self.runs), "FLEET_LEASE": str(self.lease)}
+        env = {**os.environ, "FLEET_RUNS": str(self.runs), "FLEET_LEASE": str(self.lease)}
         with open(self.directory / f"{node}.log", "ab") as log:
             proc = subprocess.Popen([*TOOLDECK, "serve", DECK, "--http", "--quiet", "--port", str(self.ports[node]),
-                                     "--backend", self.redis_url, "--policy", str(self.policy)],
+                                     "--node-id", node, "--backend", self.redis_url, "--policy", str(self.policy)],
                                     stdin=subprocess.DEVNULL, stdout=log, stderr=log, cwd=ROOT, env=env)  # fmt: skip
         self.procs[node] = proc
         deadline = time.monotonic() + timeout

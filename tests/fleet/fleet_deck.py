@@ -1,8 +1,8 @@
 """The deck the fleet tests serve from three ``tooldeck serve --http --backend redis://...`` processes.
 
-Its node id is ``$FLEET_NODE`` and its task lease ``$FLEET_LEASE`` seconds. Every run of a task's work appends a line
-``<what> <tag> <node>`` to ``$FLEET_RUNS`` (one ``write`` to a file opened for appending: lines of several processes
-never mix), so a test counts how often each task ran, and where.
+Each process is given its node id with ``--node-id``; its task lease is ``$FLEET_LEASE`` seconds. Every run of a
+task's work appends a line ``<what> <tag> <node>`` to ``$FLEET_RUNS`` (one ``write`` to a file opened for appending:
+lines of several processes never mix), so a test counts how often each task ran, and where.
 """
 
 import asyncio
@@ -11,8 +11,7 @@ import os
 from tooldeck import Context, Deck
 
 LEASE = float(os.environ.get("FLEET_LEASE", "3"))
-deck = Deck("fleet", version="1.0.0", node_id=os.environ.get("FLEET_NODE"), task_lease=LEASE,
-            task_lease_renewal=LEASE / 6)  # fmt: skip
+deck = Deck("fleet", version="1.0.0", task_lease=LEASE, task_lease_renewal=LEASE / 6)
 
 
 def ran(what: str, tag: str) -> None:
