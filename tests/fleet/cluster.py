@@ -252,9 +252,11 @@ class RoundRobin:
             answered = False
             try:
                 with self.http.stream("POST", url, content=body, headers=self.headers(version)) as response:
+                    self.tally.add(requests=1)
+                    if response.status_code in (502, 504) and "json" not in response.headers.get("content-type", ""):
+                        raise httpx.RemoteProtocolError(f"a balancer's {response.status_code}: its process died")
                     answered = True  # from here on what breaks is thrown in at the yield: never sent again
                     self.last_url = url
-                    self.tally.add(requests=1)
                     if response.status_code == 404:
                         self.tally.not_found.append(f"{url} {self.session}: {response.read()[:200]!r}")
                     yield url, response
