@@ -261,15 +261,19 @@ class Load:
         assert not stuck, f"clients still busy {timeout}s after the load stopped: {stuck}"
 
     def wait_for_operations(self, count: int, timeout: float = 60.0) -> None:
-        """Until the clients have done ``count`` operations in all."""
+        """Until the clients have done ``count`` operations in all; fails at once when one failed."""
         deadline = time.monotonic() + timeout
         while sum(self.seen.operations.values()) < count:
+            assert not self.seen.errors, "\n".join(self.seen.errors[:20])
             assert time.monotonic() < deadline, f"only {self.seen.operations} done in {timeout}s"
             time.sleep(0.05)  # a poll interval over the clients' counters
 
     def close(self) -> None:
-        for worker in self.workers:
-            worker.client.close()
+        """Stop the clients without waiting for them (their threads end when the fleet's processes do)."""
+        self.stopping.set()
+        if not any(thread.is_alive() for thread in self.threads):
+            for worker in self.workers:
+                worker.client.close()
 
     def sessions_alive(self) -> None:
         """Each client's session still answers, on every process that is up (one round of calls)."""
