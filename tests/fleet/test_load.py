@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import orjson
+import pytest
 
 from fleet.cluster import NODES, STOPPED, Fleet, fleet
 from fleet.load import Load
@@ -26,6 +27,7 @@ TASK_TOOLS = (
 )  # besides the lease: a renewal round, the takeover, a rerun of TASK_SECONDS and a client's poll
 
 
+@pytest.mark.slow
 def test_32_clients_round_robin_over_three_processes_and_one_killed_mid_load(redis_url: str, tmp_path: Path) -> None:
     with fleet(tmp_path, redis_url, lease=LEASE) as running:
         load = Load(running.urls)

@@ -84,6 +84,7 @@ def nginx(binary: str, directory: Path, running: Fleet) -> Iterator[str]:
         proc.communicate(timeout=30)
 
 
+@pytest.mark.slow
 def test_the_readme_nginx_configuration_balances_the_fleet_and_survives_a_killed_process(
     redis_url: str, tmp_path: Path
 ) -> None:
