@@ -76,6 +76,9 @@ def judge(running: Fleet, load: Load, victim: str | None, killed_at: float | Non
             taken_over += 1
             assert killed_at is not None and task.ended is not None
             assert task.ended <= killed_at + LEASE + GRACE, (task, task.ended - killed_at)
+    # list_changed made on one process reached GET streams held by others (a few coalesce: added and removed again
+    # within one turn of a loop is no change, so a waiting client may miss one and is not failed for it)
+    assert seen.notified.get("notifications/prompts/list_changed", 0) > 0, seen.missed
     cancelled = {tag for what, tag in runs if what == "nap-cancelled"}
     assert set(seen.cancelled) <= cancelled  # each cancellation reached the process running the call
 
