@@ -87,7 +87,8 @@ class Fleet:
         env = {**os.environ, "FLEET_RUNS": str(self.runs), "FLEET_LEASE": str(self.lease)}
         with open(self.directory / f"{node}.log", "ab") as log:
             proc = subprocess.Popen([*TOOLDECK, "serve", DECK, "--http", "--quiet", "--port", str(self.ports[node]),
-                                     "--node-id", node, "--backend", self.redis_url, "--policy", str(self.policy)],
+                                     "--node-id", node, "--backend", self.redis_url, "--policy", str(self.policy),
+                                     "--trusted-proxy", "127.0.0.1"],
                                     stdin=subprocess.DEVNULL, stdout=log, stderr=log, cwd=ROOT, env=env)  # fmt: skip
         self.procs[node] = proc
         deadline = time.monotonic() + timeout
