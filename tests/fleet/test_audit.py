@@ -4,17 +4,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import pytest
-
 from fleet.cluster import TOKENS, RoundRobin, Tally, fleet
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="a task-augmented tools/call is recorded when the task's work ends, on the process where it ends "
-    "(pipeline.call_tool, launched by TaskManager.launch after the CreateTaskResult is answered): a process killed "
-    "before then leaves no record of a call it answered, and a task ended failed by a takeover gets none either",
-)
 def test_a_task_call_answered_by_a_process_killed_before_the_task_ended_has_its_record(
     redis_url: str, tmp_path: Path
 ) -> None:

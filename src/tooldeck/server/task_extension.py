@@ -74,6 +74,9 @@ def call(rctx: RequestContext, tool: Tool, arguments: dict[str, Any]) -> Work | 
 
 async def _create(manager: TaskManager, rctx: RequestContext, tool: Tool, arguments: dict[str, Any]) -> dict[str, Any]:
     record = await manager.open(rctx, tool, arguments, owner_of(rctx))
+    problem = await manager.recorded(rctx, record, tool, arguments)
+    if problem is not None:
+        return problem
     manager.launch(rctx, record.task_id, tool, arguments)
     return created(rctx, manager, record)
 

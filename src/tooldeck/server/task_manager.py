@@ -152,6 +152,9 @@ class TaskManager:
     ) -> dict[str, Any]:
         """A task-augmented call of a 2025 session: the task is opened, its work started, its CreateTaskResult made."""
         record = await self.open(rctx, tool, arguments, rctx.owner(), task.get("ttl"))
+        problem = await self.recorded(rctx, record, tool, arguments)
+        if problem is not None:
+            return problem
         self.launch(rctx, record.task_id, tool, arguments)
         result: dict[str, Any] = {"task": record.to_wire()}
         if tool.immediate_response is not None:
@@ -188,6 +191,23 @@ class TaskManager:
         await self.store.create(record)
         self._requests[record.task_id] = rctx
         return record
+
+    async def recorded(self, rctx: RequestContext, record: TaskRecord, tool: Tool,
+                       arguments: dict[str, Any]) -> dict[str, Any] | None:  # fmt: skip
+        """Audit the call that created ``record`` (outcome "task_created") before its CreateTaskResult leaves. None
+        once it is recorded (or nothing audits); else the isError result that answers the call instead, the task
+        ended ``failed`` without running (the audit trail fails closed)."""
+        pipeline = self.pipeline
+        if not pipeline.auditors:
+            return None
+        from ..tools.result import TASK_CREATED
+        from .pipeline import Call
+
+        problem = await pipeline._audit(rctx, Call("tool", tool.name, tool, arguments), TASK_CREATED)
+        if problem is not None:
+            self._requests.pop(record.task_id, None)
+            await self.settle(record.task_id, "failed", status_message=_text(problem), result=problem)
+        return problem
 
     def launch(self, rctx: RequestContext, task_id: str, tool: Tool, arguments: dict[str, Any]) -> None:
         """Run the call (already admitted) in the background; its outcome settles the task."""
