@@ -7,8 +7,9 @@ others, hearing it, read the state and serve it in one swap of theirs (``notific
 their clients as it does for any change of a registry). If another change came first, the process serves that one,
 then plans its own again on it: a change the other already made (two processes watching one directory, say) is then
 "unchanged" and committed by no one, and one the version rules now refuse is refused. So each change is applied
-once, and the rules hold against what the fleet serves. A change that changes nothing is still checked against
-the store's revision, so a process that has not heard of a change yet does not judge by an older state.
+once, and the rules hold against what the fleet serves. A change that changes nothing, or that the rules refuse, is checked
+against the store's revision first, so a process that has not heard of a change yet does not judge by an older
+state.
 
 A process that joins (``open``, as its deck opens its backends) serves the store's state; of what it loaded before
 (files, ``load_manifest``), it offers the fleet only what the fleet has never pinned — a new id, or a new version —
@@ -32,13 +33,14 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from ..protocol.errors import RegistrationError
 from .definition import Definition, DefinitionError
-from .manager import Applied, Change, ManagerError, log_applied
-from .served import ServedState
+from .problems import ManagerError
+from .served import Applied, Change, ServedState, log_applied
 
 if TYPE_CHECKING:
     from ..tools.tool import Tool
-    from .manager import ToolManager
     from .store import DefinitionStore, Snapshot
+
+ToolManager = Any  # manager.py's (which imports this module: not imported here)
 
 log = logging.getLogger("tooldeck.manifest")
 TOPIC = "definitions"
@@ -131,8 +133,15 @@ class Fleet:
     async def _commit(self, plan: Planner) -> list[Applied]:
         again = False
         for _ in range(ATTEMPTS):
-            change = plan(self.manager.state, again)
-            if not change.changes_anything:
+            try:
+                change: Change | None = plan(self.manager.state, again)
+            except (DefinitionError, ManagerError):
+                if await self.store.revision() == self.revision:
+                    raise  # refused by what the fleet serves now
+                change = None  # refused by a state the fleet has left: judged again on the one it serves
+            if change is None:
+                pass
+            elif not change.changes_anything:
                 if await self.store.revision() == self.revision:
                     return change.done
             else:

@@ -28,8 +28,7 @@ import threading
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from ..protocol.errors import RegistrationError, TooldeckError
-from ..protocol.record import Record
+from ..protocol.errors import RegistrationError
 from .definition import (
     Definition,
     DefinitionError,
@@ -40,7 +39,8 @@ from .definition import (
     parse_definition,
 )
 from .mapping import definition_tools
-from .served import Served, ServedState
+from .problems import ManagerError
+from .served import Applied, Change, Served, ServedState, log_applied
 
 if TYPE_CHECKING:
     from ..tools.registry import ToolRegistry
@@ -48,51 +48,11 @@ if TYPE_CHECKING:
     from .fleet import Fleet
     from .store import DefinitionStore
 
+__all__ = ["HISTORY", "Applied", "ManagerError", "ToolManager", "as_definition", "read_definitions"]
+
 log = logging.getLogger("tooldeck.manifest")
 HISTORY = 10  # earlier versions kept per definition for rollback
 F = TypeVar("F", bound=Callable[..., Any])
-
-
-class ManagerError(TooldeckError):
-    """An operation the tool manager cannot do (rolling back with no earlier version, unregistering an unknown id)."""
-
-
-class Applied(Record):
-    """What the manager did with one definition: ``action`` is registered, upgraded, unchanged, unregistered or
-    rolled back; ``change`` is the classification of an upgrade (major, minor, patch) with its first reason."""
-
-    __slots__ = ("id", "action", "old_version", "new_version", "change")
-
-    def __init__(
-        self, id: str, action: str, old_version: str | None, new_version: str | None, change: str = ""
-    ) -> None:
-        self.id = id
-        self.action = action
-        self.old_version = old_version
-        self.new_version = new_version
-        self.change = change
-
-    def __str__(self) -> str:
-        versions = " -> ".join(v for v in (self.old_version, self.new_version) if v)
-        reason = f" ({self.change})" if self.change else ""
-        return f"tool definition {self.id}: {self.action} {versions}{reason}"
-
-
-class Change:
-    """A change planned on a copy of the state: the state it makes, the Tools it takes out of the registry and puts
-    in (one swap), and what it does to each definition."""
-
-    __slots__ = ("done", "new_tools", "old_tools", "state")
-
-    def __init__(self, state: ServedState, old_tools: list[Tool], new_tools: list[Tool], done: list[Applied]) -> None:
-        self.state = state
-        self.old_tools = old_tools
-        self.new_tools = new_tools
-        self.done = done
-
-    @property
-    def changes_anything(self) -> bool:
-        return any(applied.action != "unchanged" for applied in self.done)
 
 
 class ToolManager:
@@ -407,15 +367,6 @@ def read_definitions(paths: Iterable[str], within: str | None = None) -> tuple[l
             problems.extend(exc.problems)
     problems.extend(check_unique_ids(definitions))
     return definitions, problems
-
-
-def log_applied(done: list[Applied]) -> None:
-    """One line for each definition a change changed (a rollback as a warning: someone had to go back)."""
-    for applied in done:
-        if applied.action == "rolled back":
-            log.warning("%s", applied)
-        elif applied.action != "unchanged":
-            log.info("%s", applied)
 
 
 def _arguments(definitions: Iterable[Definition], remove: Iterable[str]) -> tuple[list[Definition], list[str]]:

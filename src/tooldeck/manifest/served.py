@@ -1,5 +1,6 @@
 """What the tool manager serves, as one value: ``Served`` (a definition and the Tools made of it) and ``ServedState``
-(the served definitions, their history, those unregistered, and the pins), with its JSON form for the shared store.
+(the served definitions, their history, those unregistered, and the pins), with its JSON form for the shared store;
+and a ``Change`` of it (with what it did to each definition: ``Applied``).
 
 A change is made on a copy (``copy``) and the copy put in place at once, so a change that is refused, or that loses
 its race to another process's (fleet.py), leaves nothing behind. The JSON form (store.py keeps it)::
@@ -15,6 +16,7 @@ with ``entry`` = ``Definition.stored()``. Tools are never stored: each process m
 
 from __future__ import annotations
 
+import logging
 from typing import TYPE_CHECKING, Any
 
 from ..protocol.record import Record
@@ -22,6 +24,8 @@ from .definition import Definition
 
 if TYPE_CHECKING:
     from ..tools.tool import Tool
+
+log = logging.getLogger("tooldeck.manifest")
 
 
 class Served(Record):
@@ -94,3 +98,50 @@ class ServedState:
     def everything(self) -> list[Served]:
         return [*self.served.values(), *(s for earlier in self.history.values() for s in earlier),
                 *self.retired.values()]  # fmt: skip
+
+
+class Applied(Record):
+    """What the manager did with one definition: ``action`` is registered, upgraded, unchanged, unregistered or
+    rolled back; ``change`` is the classification of an upgrade (major, minor, patch) with its first reason."""
+
+    __slots__ = ("id", "action", "old_version", "new_version", "change")
+
+    def __init__(
+        self, id: str, action: str, old_version: str | None, new_version: str | None, change: str = ""
+    ) -> None:
+        self.id = id
+        self.action = action
+        self.old_version = old_version
+        self.new_version = new_version
+        self.change = change
+
+    def __str__(self) -> str:
+        versions = " -> ".join(v for v in (self.old_version, self.new_version) if v)
+        reason = f" ({self.change})" if self.change else ""
+        return f"tool definition {self.id}: {self.action} {versions}{reason}"
+
+
+class Change:
+    """A change planned on a copy of the state: the state it makes, the Tools it takes out of the registry and puts
+    in (one swap), and what it does to each definition."""
+
+    __slots__ = ("done", "new_tools", "old_tools", "state")
+
+    def __init__(self, state: ServedState, old_tools: list[Tool], new_tools: list[Tool], done: list[Applied]) -> None:
+        self.state = state
+        self.old_tools = old_tools
+        self.new_tools = new_tools
+        self.done = done
+
+    @property
+    def changes_anything(self) -> bool:
+        return any(applied.action != "unchanged" for applied in self.done)
+
+
+def log_applied(done: list[Applied]) -> None:
+    """One line for each definition a change changed (a rollback as a warning: someone had to go back)."""
+    for applied in done:
+        if applied.action == "rolled back":
+            log.warning("%s", applied)
+        elif applied.action != "unchanged":
+            log.info("%s", applied)
