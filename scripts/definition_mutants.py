@@ -287,8 +287,15 @@ m(
     FL,
 )
 m("joining offers what the fleet decided", M + "fleet.py", "            if pinned is None:", "            if True:", FL)
-m("a committed change is not told", M + "fleet.py", "self.bus.publish(TOPIC, {\"revision\": revision})\n                    log_applied",
-  "log_applied", FL)  # fmt: skip
+m(
+    "a committed change is not told",
+    M + "fleet.py",
+    'self.bus.publish(TOPIC, {"revision": revision, "epoch": epoch})',
+    "pass",
+    FL,
+)
+m("epochs ignored", M + "fleet.py", 'if revision <= self.revision and payload.get("epoch") == self.epoch:',
+  "if revision <= self.revision:", FL)  # fmt: skip
 D = M + "definition.py"
 m("semver unchecked", D, 'if not semver.Version.is_valid(document["version"]):', "if False:", DF + CLI)
 m(

@@ -245,6 +245,31 @@ async def test_a_change_not_heard_of_is_caught_up_by_looking_at_the_store(
         assert await until_listed(c, listing(V2), time.monotonic()) < WITHIN
 
 
+async def emptied(deck: Deck) -> None:
+    """The shared store loses everything, as a Redis restarted without persistence does."""
+    store = deck.backends.definitions
+    if isinstance(store, MemoryDefinitionStore):
+        store.__init__()  # type: ignore[misc]
+    else:
+        await deck.backends.engine.client.flushdb()
+
+
+async def test_a_store_that_lost_its_state_is_given_it_again_and_changes_go_on(fleet: Fleet) -> None:
+    here, there = await fleet.started(V1), await fleet.started(V1)
+    await here.manager.aupgrade(V2)
+    async with client(there) as c:
+        assert await until_listed(c, listing(V2), time.monotonic()) < WITHIN
+    await emptied(here)
+    v3 = calc("1.2.0", "add", "subtract", "multiply", "divide")
+    applied = await there.manager.aupgrade(v3)  # finds the store empty: writes back what it serves, then commits
+    assert (applied.action, applied.old_version) == ("upgraded", "1.1.0")
+    async with client(here) as c:  # the new revision 2 is not mistaken for the old one: its epoch differs
+        assert await until_listed(c, listing(v3), time.monotonic()) < WITHIN
+    assert [d.version for d in here.manager.history("calculator")] == ["1.0.0", "1.1.0"]  # nothing was lost
+    with pytest.raises(DefinitionError, match="lower version"):
+        await here.manager.aregister(calc("1.0.5"))  # and the rules hold on it
+
+
 async def test_a_process_that_cannot_make_a_definition_s_tools_serves_none_of_them(
     fleet: Fleet, caplog: pytest.LogCaptureFixture
 ) -> None:

@@ -2,14 +2,14 @@
 
 How a change goes (``Fleet.commit``): the process plans it on the state it serves, at revision ``r``, and commits
 the planned state to the store if the store is still at ``r`` (store.py). Committed, the process serves it (one
-swap of its registry), publishes ``{"revision": r + 1}`` on the bus topic ``definitions``, and logs the change; the
-others, hearing it, read the state and serve it in one swap of theirs (``notifications/tools/list_changed`` goes to
+swap of its registry), publishes ``{"revision": r + 1, "epoch": ...}`` on the bus topic ``definitions``, and logs
+the change; the others, hearing it, read the state and serve it in one swap of theirs (``list_changed`` goes to
 their clients as it does for any change of a registry). If another change came first, the process serves that one,
 then plans its own again on it: a change the other already made (two processes watching one directory, say) is then
 "unchanged" and committed by no one, and one the version rules now refuse is refused. So each change is applied
-once, and the rules hold against what the fleet serves. A change that changes nothing, or that the rules refuse, is checked
-against the store's revision first, so a process that has not heard of a change yet does not judge by an older
-state.
+once, and the rules hold against what the fleet serves. A change that changes nothing, or that the rules refuse, is
+checked against the store's revision first, so a process that has not heard of a change yet does not judge by an
+older state.
 
 A process that joins (``open``, as its deck opens its backends) serves the store's state; of what it loaded before
 (files, ``load_manifest``), it offers the fleet only what the fleet has never pinned — a new id, or a new version —
@@ -20,14 +20,16 @@ an upgrade. What it refuses is logged, and the fleet's version serves.
 What the network changes: the bus may lose a message (Redis away for a moment), so each process also looks at the
 store's revision every ``RESYNC`` seconds (``follow``, a service of the deck). A process that cannot make a
 definition's Tools (a handler it cannot import, a binding it lacks) logs why and serves none of that definition's
-tools, until a later version it can make. A store found behind this process (emptied: a Redis restart without
-persistence) is given this process's state again.
+tools, until a later version it can make. A store found empty while this process serves a revision (a Redis
+restart without persistence) is given this process's state again, in a new epoch (the epoch, a random mark of the
+first commit into an empty store, tells the new revision 2 from the old one).
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import secrets
 from collections.abc import Callable, Coroutine
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -58,6 +60,7 @@ class Fleet:
         self.store = store
         self.bus = bus
         self.revision = 0  # of the state this process serves
+        self.epoch: str | None = None  # of that revision (see _write)
         self.lock = asyncio.Lock()  # one change or catching up at a time in this process
         self.loop: asyncio.AbstractEventLoop | None = None
         self._pending = False  # a catch-up is scheduled and has not read yet
@@ -145,11 +148,8 @@ class Fleet:
                 if await self.store.revision() == self.revision:
                     return change.done
             else:
-                revision = await self.store.commit(self.revision, change.state.to_json())
-                if revision is not None:
-                    self.revision = revision
+                if await self._write(change.state):
                     self.manager.install(change)
-                    self.bus.publish(TOPIC, {"revision": revision})
                     log_applied(change.done)
                     return change.done
             again = True
@@ -157,10 +157,24 @@ class Fleet:
         raise ManagerError(f"the shared tool definitions changed {ATTEMPTS} times while this change was planned: "
                            "nothing changed; try again")  # fmt: skip
 
+    async def _write(self, state: ServedState) -> bool:
+        """Commit ``state`` at the revision served here and tell the fleet; False when another change came first.
+        The first commit into an empty store starts an epoch: revisions count from there, and a store that lost
+        its state (revision 0 again) starts another, so no process mistakes the new revision 2 for the old."""
+        epoch = self.epoch if self.revision else secrets.token_hex(8)
+        revision = await self.store.commit(self.revision, {**state.to_json(), "epoch": epoch})
+        if revision is None:
+            return False
+        self.revision, self.epoch = revision, epoch
+        self.bus.publish(TOPIC, {"revision": revision, "epoch": epoch})
+        return True
+
     def _heard(self, payload: Any) -> None:
         revision = payload.get("revision") if isinstance(payload, dict) else None
-        if not isinstance(revision, int) or revision <= self.revision or self._pending or self.loop is None:
+        if not isinstance(revision, int) or self._pending or self.loop is None:
             return
+        if revision <= self.revision and payload.get("epoch") == self.epoch:
+            return  # served here already
         self._pending = True
         task = self.loop.create_task(self._catch_up())
         self._tasks.add(task)
@@ -176,21 +190,21 @@ class Fleet:
                             "until they can", exc, self.revision)  # fmt: skip
 
     async def _refresh(self, snapshot: Snapshot) -> None:
-        if snapshot.revision >= self.revision:
+        if snapshot.revision or not self.revision:
             self._adopt(snapshot)
             return
-        # Behind this process: the store lost what it held (a restart without persistence). What every process
-        # served is written back once (by whichever commits first; the others then serve that).
-        log.warning("the shared tool definitions are at revision %d, behind the %d this process serves (the store "
-                    "lost them?): writing back what this process serves", snapshot.revision, self.revision)  # fmt: skip
-        revision = await self.store.commit(snapshot.revision, self.manager.state.to_json())
-        if revision is not None:
-            self.revision = revision
-            self.bus.publish(TOPIC, {"revision": revision})
+        # Empty, while this process serves a revision: the store lost what it held (a restart without
+        # persistence). What this process serves is written back (by whichever process commits first; the others
+        # then serve that, in its new epoch).
+        log.warning("the shared tool definitions are gone from the store (a restart without persistence?); writing "
+                    "back the revision %d this process serves", self.revision)  # fmt: skip
+        self.revision = 0
+        await self._write(self.manager.state)
 
     def _adopt(self, snapshot: Snapshot, *, joining: bool = False) -> None:
         """Serve the state of ``snapshot`` in one swap of the registry (nothing when it is not newer)."""
-        if snapshot.revision <= self.revision and not joining:
+        epoch = snapshot.state.get("epoch")
+        if snapshot.revision <= self.revision and epoch == self.epoch and not joining:
             return
         manager = self.manager
         old = manager.state
@@ -214,7 +228,7 @@ class Fleet:
             new_tools.extend(served.tools)
             changed.append(served.definition.label)
         manager.install(Change(new, old_tools, new_tools, []))
-        self.revision = snapshot.revision
+        self.revision, self.epoch = snapshot.revision, epoch
         if changed and not joining:
             log.info("tool definitions: serving revision %d of the shared definitions (%s)", snapshot.revision,
                      ", ".join(changed))  # fmt: skip
