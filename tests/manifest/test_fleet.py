@@ -117,28 +117,31 @@ async def until_listed(c: MemoryClient, expected: dict[str, str], since: float) 
             pass  # one last look above
 
 
-async def test_an_upgrade_on_one_process_is_listed_by_the_other_within_a_second(fleet: Fleet) -> None:
-    here, there = await fleet.started(V1), await fleet.started(V1)
-    async with client(there) as other:
-        assert await listed(other) == listing(V1)
+async def test_an_upgrade_on_one_process_is_listed_by_the_others_within_a_second(fleet: Fleet) -> None:
+    here, *others = [await fleet.started(V1) for _ in range(3)]
+    async with client(others[0]) as second, client(others[1]) as third:
+        for c in (second, third):
+            assert await listed(c) == listing(V1)
         started = time.monotonic()
         applied = await here.manager.aupgrade(V2)
         assert (applied.action, applied.old_version, applied.new_version) == ("upgraded", "1.0.0", "1.1.0")
-        assert await until_listed(other, listing(V2), started) < WITHIN
-    assert there.manager.get("calculator").version == "1.1.0"  # type: ignore[union-attr]
-    assert [d.version for d in there.manager.history("calculator")] == ["1.0.0"]  # the history is the fleet's too
+        for c in (second, third):
+            assert await until_listed(c, listing(V2), started) < WITHIN
+    for deck in others:
+        assert deck.manager.get("calculator").version == "1.1.0"  # type: ignore[union-attr]
+        assert [d.version for d in deck.manager.history("calculator")] == ["1.0.0"]  # the history is the fleet's
     assert await here.backends.definitions.revision() == 2  # type: ignore[union-attr]  # the start, the upgrade
 
 
-async def test_a_rollback_on_the_other_process_is_listed_by_the_first_within_a_second(fleet: Fleet) -> None:
-    here, there = await fleet.started(V1), await fleet.started(V1)
+async def test_a_rollback_on_another_process_is_listed_by_all_within_a_second(fleet: Fleet) -> None:
+    here, *others = [await fleet.started(V1) for _ in range(3)]
     await here.manager.aupgrade(V2)
-    async with client(here) as first:
-        assert await listed(first) == listing(V2)
+    async with client(here) as first, client(others[0]) as second:
         started = time.monotonic()
-        applied = await there.manager.arollback("calculator")  # rolled back where the upgrade was not made
+        applied = await others[1].manager.arollback("calculator")  # rolled back where the upgrade was not made
         assert (applied.action, applied.old_version, applied.new_version) == ("rolled back", "1.1.0", "1.0.0")
-        assert await until_listed(first, listing(V1), started) < WITHIN
+        for c in (first, second):
+            assert await until_listed(c, listing(V1), started) < WITHIN
     assert here.manager.history("calculator") == []
     with pytest.raises(ManagerError, match="no earlier version was served"):
         await here.manager.arollback("calculator")  # the fleet went back already: there is nothing before 1.0.0
@@ -156,6 +159,20 @@ async def test_a_downgrade_is_refused_by_every_process_even_one_that_has_not_hea
         await there.manager.aregister(calc("1.1.0", "add", "subtract", "divide"))
     assert there.manager.get("calculator").version == "1.1.0"  # type: ignore[union-attr]
     assert await here.backends.definitions.revision() == 2  # type: ignore[union-attr]  # no refused change got in
+
+
+async def test_a_process_that_has_not_heard_of_a_registration_may_upgrade_and_unregister_it_at_once(
+    fleet: Fleet,
+) -> None:
+    here, there = await fleet.started(V1), await fleet.started(V1)
+    abacus = calc("0.1.0", "count", tool_id="abacus")
+    await here.manager.aregister(abacus)
+    upgraded = await there.manager.aupgrade(calc("0.1.1", "count", tool_id="abacus", description="Counting"))
+    assert (upgraded.action, upgraded.old_version, upgraded.new_version) == ("upgraded", "0.1.0", "0.1.1")
+    await here.manager.aregister(calc("0.2.0", "count", "carry", tool_id="abacus"))
+    assert (await there.manager.aunregister("abacus")).old_version == "0.2.0"
+    with pytest.raises(ManagerError, match="cannot upgrade 'nothing': it is not served"):
+        await there.manager.aupgrade(calc("1.0.0", tool_id="nothing"))
 
 
 async def test_a_process_that_starts_later_serves_the_fleet_s_state_and_brings_only_news(

@@ -63,6 +63,7 @@ class Fleet:
         self.epoch: str | None = None  # of that revision (see _write)
         self.lock = asyncio.Lock()  # one change or catching up at a time in this process
         self.loop: asyncio.AbstractEventLoop | None = None
+        self.subscription: Any = None  # to the bus topic, from open() until follow() ends
         self._pending = False  # a catch-up is scheduled and has not read yet
         self._tasks: set[asyncio.Task[None]] = set()
 
@@ -90,9 +91,6 @@ class Fleet:
                     refused = {problem.file for problem in exc.problems}
                     kept = [d for d in offered if (d.source or d.id) not in refused]
                     offered = kept if len(kept) < len(offered) else []
-
-    def _offering(self, offered: list[Definition]) -> Planner:
-        return lambda state, again: self.manager.plan(state, offered, [], again=again)
 
     async def commit(self, plan: Planner) -> list[Applied]:
         """Make the change ``plan(state, again)`` plans, fleet-wide (see the module docstring); what it did."""
@@ -168,6 +166,10 @@ class Fleet:
         self.revision, self.epoch = revision, epoch
         self.bus.publish(TOPIC, {"revision": revision, "epoch": epoch})
         return True
+
+    def _offering(self, offered: list[Definition]) -> Planner:
+        """What this process loaded at start and offers the fleet, planned as a change."""
+        return lambda state, again: self.manager.plan(state, offered, [], again=again)
 
     def _heard(self, payload: Any) -> None:
         revision = payload.get("revision") if isinstance(payload, dict) else None

@@ -120,7 +120,14 @@ class ToolManager:
 
     def upgrade(self, definition: Definition | dict[str, Any] | str | os.PathLike[str]) -> Applied:
         """Replace a served definition with a higher version (``register`` that refuses a definition not served)."""
-        return self.apply([self._served_one(definition)])[0]
+        definition = as_definition(definition)
+        if self.fleet is not None:
+            return self.fleet.wait(self.aupgrade(definition))
+        with self._lock:
+            change = self._plan_upgrade(self.state, definition, False)
+            self.install(change)
+        log_applied(change.done)
+        return change.done[0]
 
     def unregister(self, tool_id: str) -> Applied:
         """Stop serving a definition's tools (its versions stay pinned)."""
@@ -164,7 +171,10 @@ class ToolManager:
         return (await self.aapply([as_definition(definition)]))[0]
 
     async def aupgrade(self, definition: Definition | dict[str, Any] | str | os.PathLike[str]) -> Applied:
-        return (await self.aapply([self._served_one(definition)]))[0]
+        definition = as_definition(definition)
+        if self.fleet is None:
+            return self.upgrade(definition)
+        return (await self.fleet.commit(lambda state, again: self._plan_upgrade(state, definition, again)))[0]
 
     async def aunregister(self, tool_id: str) -> Applied:
         return (await self.aapply((), remove=(tool_id,)))[0]
@@ -243,11 +253,10 @@ class ToolManager:
 
     # --- inside -------------------------------------------------------------------------------------------------
 
-    def _served_one(self, definition: Definition | dict[str, Any] | str | os.PathLike[str]) -> Definition:
-        definition = as_definition(definition)
-        if definition.id not in self.state.served:
+    def _plan_upgrade(self, state: ServedState, definition: Definition, again: bool) -> Change:
+        if definition.id not in state.served:
             raise ManagerError(f"cannot upgrade {definition.id!r}: it is not served (register it)")
-        return definition
+        return self.plan(state, [definition], [], again=again)
 
     def _plan(
         self, state: ServedState, definitions: list[Definition], remove: list[str]

@@ -12,7 +12,8 @@ inside the directory, of bounded size, YAML without aliases; what was read is th
 other change of the registry is. A file that cannot be read, becomes invalid, or whose
 change the version rules refuse, is reported on one log line per problem (file, JSON path, what; never the file's
 content) and its previous version keeps serving; the other files of the batch are applied without it. A batch that
-fails for any other reason is logged and the watcher goes on.
+fails for any other reason is logged and the watcher goes on. With shared definitions (manifest/fleet.py) each batch
+is committed fleet-wide, once, however many processes watch the directory: the others find it served already.
 """
 
 from __future__ import annotations
