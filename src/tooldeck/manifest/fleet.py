@@ -244,8 +244,8 @@ class Fleet:
             if taken:
                 raise RegistrationError(f"tool {taken[0]!r} is a Python tool of this process")
             return self.manager.make_tools(definition, before)
-        except RegistrationError as exc:
-            reason = " ".join(str(exc).split())
+        except Exception as exc:  # a handler it cannot bind, or a definition this version of tooldeck cannot read
+            reason = " ".join(str(exc).split()) or type(exc).__name__
             log.error("tool definition %s cannot be served by this process (%s); the other processes serve it",
                       definition.label, reason)  # fmt: skip
             return []

@@ -77,7 +77,11 @@ class ServedState:
     def from_json(cls, data: dict[str, Any], known: ServedState) -> ServedState:
         """The state ``data`` holds, keeping what ``known`` (this process's state) has for each id and digest: its
         Definition and Tools. The others come without Tools (the caller makes those of the served ones)."""
-        have = {(s.definition.id, s.definition.digest): s for s in known.everything()}
+        have: dict[tuple[str, str], Served] = {}
+        for item in known.everything():  # the served ones first: theirs are the Tools in the registry
+            key = (item.definition.id, item.definition.digest)
+            if key not in have or have[key].tools is None:
+                have[key] = item
 
         def served(entry: dict[str, Any]) -> Served:
             document = entry["document"]
