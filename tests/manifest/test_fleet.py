@@ -171,6 +171,9 @@ async def test_a_process_that_has_not_heard_of_a_registration_may_upgrade_and_un
     assert (upgraded.action, upgraded.old_version, upgraded.new_version) == ("upgraded", "0.1.0", "0.1.1")
     await here.manager.aregister(calc("0.2.0", "count", "carry", tool_id="abacus"))
     assert (await there.manager.aunregister("abacus")).old_version == "0.2.0"
+    await here.manager.aregister(calc("0.3.0", "count", "carry", tool_id="abacus"))
+    both = await asyncio.gather(here.manager.aunregister("abacus"), there.manager.aunregister("abacus"))
+    assert sorted(applied.action for applied in both) == ["unchanged", "unregistered"]  # once, whoever came second
     with pytest.raises(ManagerError, match="cannot upgrade 'nothing': it is not served"):
         await there.manager.aupgrade(calc("1.0.0", tool_id="nothing"))
 

@@ -206,13 +206,16 @@ class ToolManager:
     def plan(self, state: ServedState, definitions: list[Definition], remove: list[str], *, again: bool = False
              ) -> Change:  # fmt: skip
         """The change ``apply`` makes to ``state``; DefinitionError lists every problem. ``again``: planned again
-        after another process's change, so an id it unregistered already is no longer this change's to remove."""
-        if again:
-            remove = [tool_id for tool_id in remove if tool_id in state.served]
+        after another process's change, so an id it unregistered already is no longer this change's to remove (it
+        is "unchanged")."""
+        gone = [tool_id for tool_id in remove if again and tool_id in state.retired]  # unregistered meanwhile
+        remove = [tool_id for tool_id in remove if tool_id not in gone]
         judged, problems = self._plan(state, definitions, remove)
         if problems:
             raise DefinitionError(problems)
-        return self._change(state, judged, remove)
+        change = self._change(state, judged, remove)
+        change.done.extend(Applied(tool_id, "unchanged", None, None) for tool_id in gone)
+        return change
 
     def plan_rollback(self, state: ServedState, tool_id: str) -> Change:
         """The change ``rollback`` makes to ``state``; ManagerError says why it cannot."""
