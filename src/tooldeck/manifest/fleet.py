@@ -3,8 +3,9 @@
 How a change goes (``Fleet.commit``): the process plans it on the state it serves, at revision ``r``, and commits
 the planned state to the store if the store is still at ``r`` (store.py). Committed, the process serves it (one
 swap of its registry), publishes ``{"revision": r + 1, "epoch": ...}`` on the bus topic ``definitions``, and logs
-the change; the others, hearing it, read the state and serve it in one swap of theirs (``list_changed`` goes to
-their clients as it does for any change of a registry). If another change came first, the process serves that one,
+the change; the others, hearing it, read the state and serve it in one swap of theirs (``list_changed`` goes out
+as it does for any change of a registry: each process announces its own swap on the shared bus, so a client may
+hear it once per process, and the last it hears comes after every process serves the change). If another change came first, the process serves that one,
 then plans its own again on it: a change the other already made (two processes watching one directory, say) is then
 "unchanged" and committed by no one, and one the version rules now refuse is refused. So each change is applied
 once, and the rules hold against what the fleet serves. A change that changes nothing, or that the rules refuse, is
@@ -91,6 +92,8 @@ class Fleet:
                     refused = {problem.file for problem in exc.problems}
                     kept = [d for d in offered if (d.source or d.id) not in refused]
                     offered = kept if len(kept) < len(offered) else []
+            served = ", ".join(definition.label for definition in self.manager.definitions()) or "none"
+            log.info("tool definitions: serving revision %d of the shared definitions (%s)", self.revision, served)
 
     async def commit(self, plan: Planner) -> list[Applied]:
         """Make the change ``plan(state, again)`` plans, fleet-wide (see the module docstring); what it did."""
