@@ -16,9 +16,8 @@ The seams (each a small Protocol with an in-memory implementation beside it, and
     limiter   RateLimiter   security/limits.py   the token buckets of the policy's [limits]
     spent     SpentStore    security/spent.py    single-use marks: the requestState of a 2026-07-28 confirmation
     keys      KeyRing       security/keys.py     the keys that sign what a client hands back (requestState, cursors)
-    definitions DefinitionStore manifest/store.py  the tool definitions served, their history and pins, as one
-                                                 numbered state changed by compare-and-swap (None: the tool
-                                                 manager of this process keeps them, as a deck alone does)
+    definitions  DefinitionStore (manifest/store.py): the tool definitions served, their history and pins, one
+                 numbered state changed by compare-and-swap (None: the tool manager of this process keeps them)
 
 Per process, on purpose:
 
@@ -72,8 +71,9 @@ _REDIS = ("redis://", "rediss://", "valkey://", "valkeys://", "unix://")
 
 class Backends:
     """Where a deck's state lives (see the module docstring). Each seam may be given; what is not is the in-memory
-    implementation (``definitions``: None, kept by the tool manager). ``tasks`` is a ``TaskStore``, a spec (``"memory"``, ``"sqlite:PATH"``) opened on first use, or
-    None (the transport chooses). ``shared``: several processes use these backends (keys must then be shared too)."""
+    implementation (``definitions``: None, kept by the tool manager). ``tasks`` is a ``TaskStore``, a spec
+    (``"memory"``, ``"sqlite:PATH"``) opened on first use, or None (the transport chooses). ``shared``: several
+    processes use these backends (keys must then be shared too)."""
 
     __slots__ = (
         "_opened",
