@@ -375,4 +375,5 @@ async def test_a_task_whose_creation_cannot_be_recorded_never_runs_and_ends_fail
         listed = await c.request_raw("tasks/list", {})
         (task,) = listed["result"]["tasks"]
         assert (task["status"], task["statusMessage"]) == ("failed", UNAVAILABLE)
+        assert trail.read_bytes() == b""
     assert ran == []
