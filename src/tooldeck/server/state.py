@@ -4,11 +4,15 @@
 info and capabilities, its log level, its resource subscriptions and the principal it authenticated as. It is
 JSON-able (``to_dict``/``from_dict``), so a store can live outside the process: a server that finds a session id in
 the store but not in memory can rebuild the session from it. ``MemorySessionStore`` is the in-process store; a
-networked one implements the same four methods and passes the same contract suite (tests/server/test_state.py).
+networked one implements the same methods and passes the same contract suite (tests/server/test_state.py).
+
+When several processes serve one session, each marks it seen in the store (``touch``) as it serves it, so that the
+idle reaper of each can tell a session idle everywhere from one busy in another process (``last_seen``).
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any, Protocol
 
 import orjson
@@ -112,11 +116,21 @@ class SessionStore(Protocol):
         ...
 
     async def delete(self, session_id: str) -> None:
-        """Forget a session that ended; deleting an unknown id is not an error."""
+        """Forget a session that ended (its state and when it was seen); deleting an unknown id is not an error."""
         ...
 
     async def count(self) -> int:
         """How many sessions are stored."""
+        ...
+
+    async def touch(self, session_id: str, at: float) -> bool:
+        """A process served the session at ``at`` (wall-clock seconds); a mark never moves back. False, and nothing
+        is marked, when the session is not stored (it ended, perhaps in another process)."""
+        ...
+
+    async def last_seen(self, session_ids: Sequence[str]) -> list[float | None]:
+        """When each session was last marked by ``touch`` (by any process), in one round trip; None for a session
+        never marked or not stored."""
         ...
 
 
@@ -125,6 +139,7 @@ class MemorySessionStore:
 
     def __init__(self) -> None:
         self._states: dict[str, dict[str, Any]] = {}
+        self._seen: dict[str, float] = {}
 
     async def get(self, session_id: str) -> dict[str, Any] | None:
         state = self._states.get(session_id)
@@ -135,9 +150,19 @@ class MemorySessionStore:
 
     async def delete(self, session_id: str) -> None:
         self._states.pop(session_id, None)
+        self._seen.pop(session_id, None)
 
     async def count(self) -> int:
         return len(self._states)
+
+    async def touch(self, session_id: str, at: float) -> bool:
+        if session_id not in self._states:
+            return False
+        self._seen[session_id] = max(at, self._seen.get(session_id, at))
+        return True
+
+    async def last_seen(self, session_ids: Sequence[str]) -> list[float | None]:
+        return [self._seen.get(session_id) for session_id in session_ids]
 
 
 def _copy(state: dict[str, Any]) -> dict[str, Any]:

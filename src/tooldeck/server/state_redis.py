@@ -1,24 +1,40 @@
 """``RedisSessionStore``: session states in Redis or Valkey, shared by every process of a fleet.
 
 Key ``<prefix>session:<id>`` holds ``SessionState.to_dict()`` as JSON; ``<prefix>session`` indexes the ids for
-``count`` (``engine/values.py``). With a ``ttl``, a state not written or read for that long is gone: choose it well
-above the session idle timeout, since a session that is served from memory is not read from the store on each
-request. Without one (the default) a state stays until its session is deleted.
+``count`` (``engine/values.py``). ``<prefix>session-seen`` is a sorted set of the ids scored with the time a process
+last served each (``touch``, wall-clock seconds): the idle reapers of all processes read it. With a ``ttl``, a state
+not written or read for that long is gone: choose it well above the session idle timeout, since a session that is
+served from memory is not read from the store on each request. Without one (the default) a state stays until its
+session is deleted.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from ..engine.connection import Engine
 from ..engine.values import JsonValues
 
+# KEYS: the state, the seen set. ARGV: seconds, id. A mark only for a stored session, and never moved back (GT).
+_TOUCH = """
+if redis.call('EXISTS', KEYS[1]) == 0 then
+  redis.call('ZREM', KEYS[2], ARGV[2])
+  return 0
+end
+redis.call('ZADD', KEYS[2], 'GT', ARGV[1], ARGV[2])
+return 1
+"""
+
 
 class RedisSessionStore:
-    """The ``SessionStore`` seam over an ``Engine``; each method is one round trip."""
+    """The ``SessionStore`` seam over an ``Engine``; each method is one round trip (``delete``: two)."""
 
     def __init__(self, engine: Engine, *, ttl: float | None = None) -> None:
         self._values = JsonValues(engine, "session", ttl=ttl)
+        self._engine = engine
+        self._seen = engine.key("session-seen")
+        self._touch = engine.script(_TOUCH)
 
     async def get(self, session_id: str) -> dict[str, Any] | None:
         state = await self._values.get(session_id)
@@ -29,6 +45,18 @@ class RedisSessionStore:
 
     async def delete(self, session_id: str) -> None:
         await self._values.delete(session_id)
+        with self._engine.reaching():
+            await self._engine.client.zrem(self._seen, session_id)
 
     async def count(self) -> int:
         return await self._values.count()
+
+    async def touch(self, session_id: str, at: float) -> bool:
+        return bool(await self._touch([self._values.key(session_id), self._seen], [repr(at), session_id]))
+
+    async def last_seen(self, session_ids: Sequence[str]) -> list[float | None]:
+        if not session_ids:
+            return []
+        with self._engine.reaching():
+            found = await self._engine.client.zmscore(self._seen, list(session_ids))
+        return [None if score is None else float(score) for score in found]

@@ -158,6 +158,7 @@ class HttpSession:
         self.by_request: dict[Any, Channel] = {}
         self.standalone: Channel | None = None
         self.last_active = time.monotonic()
+        self.seen_at = 0.0  # when this process last marked the session seen in a shared store (sessions.py)
         self.connections = 0  # HTTP exchanges in progress: a session is never reaped while one is open
         self.closed = False
         # Stream ids are "<node>-<n>": the processes serving one session through a shared event store never issue the

@@ -119,6 +119,8 @@ class Endpoint:
             http_session = await self._session_of(headers, principal)
             http_session.session.receive_parsed(message)
             http_session.touch()
+            if self.registry.shared:
+                await self.registry.seen(http_session)
             await respond(send, 202, b"", NO_HEADERS)
             return
         if "_meta" in message.params and envelope.claims_modern(message.params):
@@ -176,6 +178,8 @@ class Endpoint:
         if not request_ids:
             http_session.session.receive_batch(messages)
             http_session.touch()
+            if self.registry.shared:
+                await self.registry.seen(http_session)
             await respond(send, 202, b"", NO_HEADERS)
             return
         await self._exchange(http_session, messages, request_ids, json_ok, sse_ok, False, receive, send)
@@ -232,8 +236,11 @@ class Endpoint:
             http_session.touch()
             if http_session.id is None:
                 http_session.close()  # stateless: nothing outlives the request
-            elif not initialize and http_session.saved != session.state.changes:
-                await self.registry.save(http_session)  # logging/setLevel, resources/subscribe changed the state
+            else:
+                if not initialize and http_session.saved != session.state.changes:
+                    await self.registry.save(http_session)  # logging/setLevel, resources/subscribe changed the state
+                if self.registry.shared:  # busy, for the idle reapers of every process
+                    await self.registry.seen(http_session)
 
     async def _answer_json(self, http_session: HttpSession, channel: Channel, send: Send, extra: list[Any]) -> None:
         response = channel.take_response()
@@ -274,6 +281,8 @@ class Endpoint:
         finally:
             http_session.connections -= 1
             http_session.touch()
+            if self.registry.shared:
+                await self.registry.seen(http_session)
 
     # --- DELETE -------------------------------------------------------------------------------------------------
 

@@ -4,6 +4,20 @@ closing idle ones, and refusing new ones when full or shutting down.
 Live sessions are kept in memory (their channels and running work are here); their state also goes to the store
 whenever it changes, so a session id this process does not know but the store does (made by another process sharing
 the store) is rebuilt from it instead of being refused.
+
+When the backends are shared (several processes serve each session), two more things hold:
+
+- A session ended anywhere is ended everywhere: ``close`` deletes it from the store, then publishes its id on the bus
+  (topic ``sessions/ended``); every process drops its live copy, cancels its work there and ends its open streams,
+  and the next request there is a 404, as for a session it never knew.
+- A session is idle only when it is idle fleet-wide. Each process marks a session seen in the store as it serves it
+  (at most once per ``touch_every`` seconds for each session: one write per request at most, usually none) and keeps
+  marking the sessions it holds a connection for; the reaper closes a session idle here only when no process marked
+  it within the idle timeout (plus ``touch_every``, the most a mark can lag behind). The processes' clocks must
+  agree to well within the idle timeout.
+
+``max_sessions`` counts the live sessions of this process (made here or rebuilt from the store): it bounds the
+memory one process spends on sessions, so a fleet of N processes holds up to N times as many.
 """
 
 from __future__ import annotations
@@ -12,15 +26,18 @@ import asyncio
 import logging
 import secrets
 import time
+from collections.abc import Callable
 from typing import Any
 
 from ...protocol.errors import INVALID_REQUEST, SERVER_ERROR, SESSION_NOT_FOUND, HttpError
+from ...server.bus import Subscription
 from ...server.core import Server
 from ...server.events import EventStore
 from ...server.state import MemorySessionStore, SessionState, SessionStore, principal_id
 from .channels import MAX_BACKLOG, HttpSession
 
 log = logging.getLogger("tooldeck.http")
+ENDED = "sessions/ended"  # the bus topic of sessions ended in some process; payload: the session id
 
 
 class SessionRegistry:
@@ -33,6 +50,8 @@ class SessionRegistry:
         max_sessions: int = 10_000,
         idle_timeout: float = 1800.0,
         backlog: int = MAX_BACKLOG,
+        shared: bool = False,
+        clock: Callable[[], float] = time.time,
     ) -> None:
         if backlog < 1:
             raise ValueError(f"max_backlog must be at least 1, got {backlog}")
@@ -45,6 +64,11 @@ class SessionRegistry:
         self.live: dict[str, HttpSession] = {}
         self.shutting_down = False
         self._reaper: asyncio.Task[None] | None = None
+        # Several processes serve these sessions (server/backends.py): ends and activity go through the store and bus.
+        self.shared = shared
+        self.clock = clock  # the wall clock of the marks in the store (shared only)
+        self.touch_every = _reap_interval(idle_timeout)
+        self._ended: Subscription | None = None
 
     def create(self, principal: Any, *, stateless: bool = False) -> HttpSession:
         """A session for an initialize request (registered once the answer says it succeeded); ``stateless``: one
@@ -118,36 +142,80 @@ class SessionRegistry:
         return http_session
 
     async def close(self, http_session: HttpSession) -> None:
-        """End a session and release everything it holds: work, streams, stored events and state."""
+        """End a session and release everything it holds: work, streams, stored events and state (and, when shared,
+        the live copies of the other processes)."""
         if http_session.id is not None:
             self.live.pop(http_session.id, None)
         tasks = http_session.close()
         if http_session.id is not None:
             await self.events.forget(http_session.id)
             await self.store.delete(http_session.id)
+            if self.shared:  # after the delete: a process that hears it and is asked again finds nothing to rebuild
+                self.server.bus.publish(ENDED, http_session.id)
         if tasks:
             await asyncio.wait(tasks, timeout=5)
+
+    def _end_here(self, session_id: Any) -> None:
+        """The bus says a session ended in another process: drop the copy of it here, ending its work and streams."""
+        http_session = self.live.pop(session_id, None) if type(session_id) is str else None
+        if http_session is not None:
+            log.info("session %s ended in another process", session_id)
+            http_session.close()  # its work is cancelled; the requests that ran it see the session closed
+
+    async def seen(self, http_session: HttpSession) -> None:
+        """Mark the session seen in the shared store (the reapers of every process read it), unless this process
+        marked it within ``touch_every``. A session the store no longer has ended elsewhere: it ends here too."""
+        now = self.clock()
+        key = http_session.id
+        if key is None or http_session.closed or now - http_session.seen_at < self.touch_every:
+            return
+        http_session.seen_at = now
+        try:
+            stored = await self.store.touch(key, now)
+        except Exception as exc:  # best effort: the next request tries again
+            http_session.seen_at = 0.0
+            log.warning("could not mark session %s seen in the session store: %s", key, exc)
+            return
+        if not stored and self.live.get(key) is http_session:
+            self._end_here(key)
 
     # --- idle sessions ------------------------------------------------------------------------------------------
 
     def _start_reaper(self) -> None:
         if self._reaper is None and not self.shutting_down:
             self._reaper = asyncio.get_running_loop().create_task(self._reap_forever())
+            if self.shared and self._ended is None:
+                self._ended = self.server.bus.subscribe(ENDED, self._end_here)
 
     async def _reap_forever(self) -> None:
-        interval = max(min(self.idle_timeout / 4, 60.0), 0.05)
         while True:
-            await asyncio.sleep(interval)
-            await self.reap()
+            await asyncio.sleep(self.touch_every)
+            try:
+                await self.reap()
+            except Exception:  # the shared store out of reach, say: the next round tries again
+                log.exception("reaping idle sessions failed")
 
     async def reap(self) -> int:
-        """Close sessions idle for longer than the timeout (never one with an open connection)."""
+        """Close sessions idle for longer than the timeout (never one with an open connection; when shared, never
+        one another process served within the timeout)."""
         deadline = time.monotonic() - self.idle_timeout
         idle = [s for s in self.live.values() if s.connections == 0 and s.last_active < deadline]
+        if self.shared:
+            for http_session in [s for s in self.live.values() if s.connections]:
+                await self.seen(http_session)  # held open here: busy, for the reapers of the other processes
+            idle = await self._idle_everywhere(idle)
         for http_session in idle:
             log.info("closing idle session %s", http_session.id)
             await self.close(http_session)
         return len(idle)
+
+    async def _idle_everywhere(self, idle: list[HttpSession]) -> list[HttpSession]:
+        """Those of ``idle`` (idle here) that no process marked seen within the timeout (or that the store lost)."""
+        if not idle:
+            return idle
+        marks = await self.store.last_seen([s.id for s in idle if s.id is not None])
+        oldest = self.clock() - self.idle_timeout - self.touch_every
+        return [s for s, mark in zip(idle, marks, strict=True) if mark is None or mark < oldest]
 
     # --- shutdown -----------------------------------------------------------------------------------------------
 
@@ -166,6 +234,13 @@ class SessionRegistry:
         if self._reaper is not None:
             self._reaper.cancel()
             self._reaper = None
+        if self._ended is not None:
+            self._ended.cancel()
+            self._ended = None
+
+
+def _reap_interval(idle_timeout: float) -> float:
+    return max(min(idle_timeout / 4, 60.0), 0.05)
 
 
 def _bound_to(http_session: HttpSession, principal: Any) -> bool:

@@ -1,0 +1,175 @@
+"""Sessions across the processes of a fleet (two apps over shared backends: one in-memory record, or Redis): a
+DELETE on one process ends the session on every process — its work, its open streams, and the next request there
+is a 404 — and a session is idle only when it is idle on every process, so no reaper closes a session another
+process serves."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import pytest
+
+from asgi_client import AsgiClient, Response
+from helpers import adder_deck
+from tooldeck import Context, Deck
+from tooldeck.server.backends import Backends
+from tooldeck.transports.http import HttpApp
+from tooldeck.transports.http.sessions import ENDED
+from transports.http.fleet_apps import KINDS, Fleet, hearing
+
+T0 = 1_000_000.0
+IDLE = 100.0
+
+
+def make_deck(backends: Backends) -> Deck:
+    deck = adder_deck("fleet-sessions", backends=backends)
+    deck.state = {"started": asyncio.Event()}  # type: ignore[attr-defined]
+
+    @deck.tool
+    async def forever(ctx: Context) -> str:
+        deck.state["started"].set()  # type: ignore[attr-defined]
+        await asyncio.sleep(60)
+        return "never"
+
+    return deck
+
+
+@pytest.fixture(params=KINDS)
+def fleet(request: pytest.FixtureRequest, at_loop_end: Callable[[Callable[[], Awaitable[None]]], None]) -> Fleet:
+    kind = request.param if request.param == "memory" else request.getfixturevalue("redis_url")
+    found = Fleet(kind, make_deck, session_idle_timeout=IDLE)
+    at_loop_end(found.aclose)
+    return found
+
+
+def ping(client: AsgiClient, session: str) -> Any:
+    return client.post({"jsonrpc": "2.0", "id": "ping", "method": "ping"}, session=session)
+
+
+async def ends(response: Response) -> None:
+    """Read a stream to its end (a stream that never ends fails the test at the client's timeout)."""
+    async for _ in response.events(timeout=5):
+        pass
+
+
+async def fleet_of(fleet: Fleet) -> tuple[Any, Any, AsgiClient, AsgiClient]:
+    first, second = await fleet.start(2)
+    return first, second, AsgiClient(first), AsgiClient(second)
+
+
+async def test_a_session_deleted_on_one_process_ends_on_every_process(fleet: Fleet) -> None:
+    _first, second, a, b = await fleet_of(fleet)
+    session = await a.initialize()
+    assert (await ping(b, session)).status == 200  # the second process serves it too (rebuilt from the store)
+    stream = await b.request("GET", headers={"accept": "text/event-stream", "mcp-session-id": session,
+                                             "mcp-protocol-version": "2025-11-25"})  # fmt: skip
+    assert stream.status == 200
+    call = asyncio.ensure_future(b.call(session, "work", "tools/call", {"name": "forever", "arguments": {}}))
+    await asyncio.wait_for(second.deck.state["started"].wait(), 5)
+
+    assert (await a.request("DELETE", headers={"mcp-session-id": session})).status == 200
+    await asyncio.wait_for(ends(stream), 5)  # the GET stream open on the other process ends ...
+    response = await asyncio.wait_for(call, 5)  # ... and so does the work running there
+    assert response.status == 404
+    assert session not in second.sessions
+    again = await ping(b, session)
+    assert again.status == 404  # as for a session it never knew
+    assert "Session not found" in (await again.json())["error"]["message"]
+    assert (await ping(a, session)).status == 404
+
+
+async def test_a_session_deleted_on_one_process_is_404_on_one_that_never_served_it(fleet: Fleet) -> None:
+    _first, _second, a, b = await fleet_of(fleet)
+    session = await a.initialize()
+    assert (await a.request("DELETE", headers={"mcp-session-id": session})).status == 200
+    assert (await ping(b, session)).status == 404
+
+
+def clocks(*apps: Any) -> list[float]:
+    """One wall clock for the registries of ``apps`` (the marks in the store), moved by the test."""
+    now = [T0]
+    for app in apps:
+        app.registry.clock = lambda: now[0]
+    return now
+
+
+def idle_here(app: Any, session: str) -> None:
+    """The app's own copy of the session has seen no request for longer than the idle timeout."""
+    app.sessions[session].last_active -= 2 * IDLE
+
+
+async def test_a_session_served_by_another_process_is_not_reaped(fleet: Fleet) -> None:
+    first, second, a, b = await fleet_of(fleet)
+    now = clocks(first, second)
+    touch_every = first.registry.touch_every
+    session = await a.initialize()
+    now[0] += IDLE / 2
+    assert (await ping(b, session)).status == 200  # served by the second process, half a timeout later
+    now[0] += IDLE
+    idle_here(first, session)
+    assert await first.reap() == 0  # idle on the first process, not on the second: kept, in the store too
+    assert session in first.sessions
+    assert (await ping(b, session)).status == 200
+
+    now[0] += IDLE + touch_every + 1  # no process served it for the timeout: it is idle everywhere
+    idle_here(first, session)
+    ended = hearing(second, ENDED)
+    assert await first.reap() == 1
+    assert session not in first.sessions
+    await asyncio.wait_for(ended.wait(), 5)  # over Redis the end reaches the second process a moment later
+    assert session not in second.sessions
+    assert (await ping(b, session)).status == 404
+
+
+async def test_a_stream_held_open_on_another_process_keeps_the_session(fleet: Fleet) -> None:
+    first, second, a, b = await fleet_of(fleet)
+    now = clocks(first, second)
+    session = await a.initialize()
+    assert (await ping(b, session)).status == 200
+    stream = await b.request("GET", headers={"accept": "text/event-stream", "mcp-session-id": session,
+                                             "mcp-protocol-version": "2025-11-25"})  # fmt: skip
+    assert stream.status == 200
+    for _ in range(3):  # three timeouts pass with no request anywhere, but the stream stays open on the second
+        now[0] += IDLE
+        idle_here(first, session)
+        idle_here(second, session)
+        assert await second.reap() == 0  # its reaper marks the session it holds open ...
+        assert await first.reap() == 0  # ... so the first's sees it busy
+    assert session in first.sessions and session in second.sessions
+    await stream.close()
+
+
+async def test_activity_is_marked_at_most_once_per_interval(fleet: Fleet) -> None:
+    first, second, a, _b = await fleet_of(fleet)
+    now = clocks(first, second)
+    session = await a.initialize()
+    store = first.deck.backends.sessions
+    touched: list[str] = []
+    for found in {id(app.deck.backends.sessions): app.deck.backends.sessions for app in (first, second)}.values():
+        real = found.touch
+
+        async def touch(session_id: str, at: float, real: Any = real) -> bool:
+            touched.append(session_id)
+            return await real(session_id, at)
+
+        found.touch = touch  # type: ignore[method-assign]
+    for _ in range(5):
+        assert (await ping(a, session)).status == 200
+    assert touched == []  # marked at the initialize, within the interval since
+    now[0] += first.registry.touch_every
+    for _ in range(5):
+        assert (await ping(a, session)).status == 200
+    assert touched == [session]
+    assert await store.last_seen([session]) == [now[0]]
+
+
+async def test_without_shared_backends_nothing_is_marked() -> None:
+    deck = make_deck(Backends())
+    app = HttpApp(deck)
+    client = AsgiClient(app)
+    session = await client.initialize()
+    assert (await ping(client, session)).status == 200
+    assert await deck.backends.sessions.last_seen([session]) == [None]  # one process: no mark, no extra await
+    await app.aclose()
