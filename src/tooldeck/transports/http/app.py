@@ -71,6 +71,10 @@ class HttpApp:
                                         idle_timeout=session_idle_timeout, backlog=max_backlog,
                                         shared=backends.shared)  # fmt: skip
         self.sse = SseWriter(self.events, self.registry, retry_ms=retry_ms, keepalive=keepalive)
+        if backends.shared:  # a stream resumed through another process than the one feeding it is relayed
+            from .relay import StreamRelay
+
+            self.sse.relay = StreamRelay(self.registry, self.sse, deck.nodes)
         limit = max_body_bytes if max_body_bytes is not None else deck.options.max_message_bytes
         self.endpoint = Endpoint(self.registry, self.sse, json_response=json_response, stateless=stateless,
                                  max_body_bytes=limit, body_timeout=body_timeout)  # fmt: skip

@@ -2,7 +2,8 @@
 
 Every stream opens with a priming event (an id and empty data) and the ``retry`` hint; each message is stored in the
 ``EventStore`` before it is written, so a client that lost the connection (or was asked to drop it) resumes with
-``Last-Event-ID`` and gets what it missed, from the store and then the live channel.
+``Last-Event-ID`` and gets what it missed, from the store and then the live channel (that of another process,
+through ``relay.py``, when the backends are shared).
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ class SseWriter:
         self.registry = registry  # when it is shutting down, the standalone streams end (the server is draining)
         self.retry_ms = retry_ms
         self.keepalive = keepalive
+        self.relay: Any = None  # with shared backends: streams of other processes, resumed here (relay.py)
 
     async def stream(
         self, http_session: HttpSession | None, channel: Channel, receive: Receive, send: Send, *, prime: bool
@@ -77,6 +79,11 @@ class SseWriter:
             return
         stream_id, missed = found
         live = http_session.channels.get(stream_id)
+        if live is None and self.relay is not None and stream_id.rpartition("-")[0] != self.relay.nodes.node:
+            await self.relay.read(http_session, stream_id, missed, receive, send)  # another process feeds it
+            return
+        if live is not None and live.attached and self.relay is not None:
+            await self.relay.release(http_session, stream_id)  # relayed to a reader that is gone: the client is here
         if live is not None and live.attached:
             await error(send, 409, INVALID_REQUEST, "Conflict: that stream is already being read")
             return
