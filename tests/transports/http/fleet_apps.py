@@ -15,6 +15,7 @@ from typing import Any
 from tooldeck import Deck
 from tooldeck.security.keys import MemoryKeyRing
 from tooldeck.server.backends import Backends, backends_from_spec
+from tooldeck.server.bus import MemoryBus
 from tooldeck.tasks.memory import MemoryTaskStore
 from tooldeck.transports.http import HttpApp
 
@@ -23,8 +24,9 @@ KEYS: dict[str, bytes | None] = {"request-state": b"s" * 32, "cursor": b"c" * 32
 
 
 def shared_memory() -> Backends:
-    """One record for every app of a test: shared (the sessions' ends and activity go through its store and bus)."""
-    return Backends(tasks=MemoryTaskStore(), keys=MemoryKeyRing(KEYS), shared=True)
+    """One record for every app of a test: shared (the sessions' ends and activity go through its store and bus),
+    over a bus that carries payloads as JSON, as one between processes does."""
+    return Backends(bus=MemoryBus(json=True), tasks=MemoryTaskStore(), keys=MemoryKeyRing(KEYS), shared=True)
 
 
 class Fleet:
