@@ -87,6 +87,25 @@ async def test_a_session_deleted_on_one_process_is_404_on_one_that_never_served_
     assert (await ping(b, session)).status == 404
 
 
+async def test_a_get_stream_opened_on_another_process_replaces_the_one_open_here(fleet: Fleet) -> None:
+    first, _second, a, b = await fleet_of(fleet)
+    session = await a.initialize()
+    headers = {"accept": "text/event-stream", "mcp-session-id": session, "mcp-protocol-version": "2025-11-25"}
+    old = await a.request("GET", headers=headers)
+    assert old.status == 200
+    assert (await anext(old.events(timeout=5))).data == ""  # the priming event
+    new = await b.request("GET", headers=headers)
+    assert new.status == 200
+    await asyncio.wait_for(ends(old), 5)  # the older stream ends: the client reads one
+    assert first.sessions[session].standalone is None
+    events = new.events(timeout=5)
+    assert (await anext(events)).data == ""
+    first.deck.add_tool(lambda: "hi", name="hello")  # announced by both processes' copies, sent on one stream
+    note = await anext(events)
+    assert note.message == {"jsonrpc": "2.0", "method": "notifications/tools/list_changed"}
+    await new.close()
+
+
 def clocks(*apps: Any) -> list[float]:
     """One wall clock for the registries of ``apps`` (the marks in the store), moved by the test."""
     now = [T0]
@@ -141,8 +160,8 @@ async def test_a_stream_held_open_on_another_process_keeps_the_session(fleet: Fl
     await stream.close()
 
 
-async def test_activity_is_marked_at_most_once_per_interval(fleet: Fleet) -> None:
-    first, second, a, _b = await fleet_of(fleet)
+async def test_each_request_marks_the_session_once(fleet: Fleet) -> None:
+    first, second, a, b = await fleet_of(fleet)
     now = clocks(first, second)
     session = await a.initialize()
     store = first.deck.backends.sessions
@@ -155,14 +174,22 @@ async def test_activity_is_marked_at_most_once_per_interval(fleet: Fleet) -> Non
             return await real(session_id, at)
 
         found.touch = touch  # type: ignore[method-assign]
-    for _ in range(5):
-        assert (await ping(a, session)).status == 200
-    assert touched == []  # marked at the initialize, within the interval since
-    now[0] += first.registry.touch_every
-    for _ in range(5):
-        assert (await ping(a, session)).status == 200
-    assert touched == [session]
+    for client in (a, b, a):
+        now[0] += 1
+        assert (await ping(client, session)).status == 200
+    assert touched == [session] * 3  # one write per request, on whichever process serves it
     assert await store.last_seen([session]) == [now[0]]
+
+
+async def test_a_session_the_store_no_longer_has_is_404_before_the_bus_says_so(fleet: Fleet) -> None:
+    first, second, a, b = await fleet_of(fleet)
+    session = await a.initialize()
+    assert (await ping(b, session)).status == 200
+    await first.deck.backends.sessions.delete(session)  # ended, and the news not on the bus (yet, or lost)
+    response = await ping(b, session)
+    assert response.status == 404
+    assert "Session not found" in (await response.json())["error"]["message"]
+    assert session not in second.sessions  # its copy is dropped there and then
 
 
 async def test_without_shared_backends_nothing_is_marked() -> None:

@@ -119,8 +119,6 @@ class Endpoint:
             http_session = await self._session_of(headers, principal)
             http_session.session.receive_parsed(message)
             http_session.touch()
-            if self.registry.shared:
-                await self.registry.seen(http_session)
             await respond(send, 202, b"", NO_HEADERS)
             return
         if "_meta" in message.params and envelope.claims_modern(message.params):
@@ -178,8 +176,6 @@ class Endpoint:
         if not request_ids:
             http_session.session.receive_batch(messages)
             http_session.touch()
-            if self.registry.shared:
-                await self.registry.seen(http_session)
             await respond(send, 202, b"", NO_HEADERS)
             return
         await self._exchange(http_session, messages, request_ids, json_ok, sse_ok, False, receive, send)
@@ -190,7 +186,11 @@ class Endpoint:
         if self.stateless:
             return self.registry.transient(revision, principal)  # each request stands alone: no handshake
         session_id = headers.get(b"mcp-session-id")
-        return self.registry.live_session(session_id, principal) or await self.registry.lookup(session_id, principal)
+        registry = self.registry
+        found = registry.live_session(session_id, principal) or await registry.lookup(session_id, principal)
+        if registry.shared:  # still there (not ended by another process), and busy: one write to the store
+            await registry.confirm(found)
+        return found
 
     async def _exchange(
         self,
@@ -236,11 +236,8 @@ class Endpoint:
             http_session.touch()
             if http_session.id is None:
                 http_session.close()  # stateless: nothing outlives the request
-            else:
-                if not initialize and http_session.saved != session.state.changes:
-                    await self.registry.save(http_session)  # logging/setLevel, resources/subscribe changed the state
-                if self.registry.shared:  # busy, for the idle reapers of every process
-                    await self.registry.seen(http_session)
+            elif not initialize and http_session.saved != session.state.changes:
+                await self.registry.save(http_session)  # logging/setLevel, resources/subscribe changed the state
 
     async def _answer_json(self, http_session: HttpSession, channel: Channel, send: Send, extra: list[Any]) -> None:
         response = channel.take_response()
@@ -266,6 +263,8 @@ class Endpoint:
             raise HttpError(406, INVALID_REQUEST, "Not Acceptable: GET needs Accept: text/event-stream")
         _version(headers)
         http_session = await self.registry.lookup(headers.get(b"mcp-session-id"), scope.get(PRINCIPAL))
+        if self.registry.shared:
+            await self.registry.confirm(http_session)
         last_event_id = headers.get(b"last-event-id")
         http_session.connections += 1
         try:
@@ -276,13 +275,13 @@ class Endpoint:
             if channel.attached:
                 await error(send, 409, INVALID_REQUEST, "Conflict: this session's GET stream is already open")
                 return
+            if self.registry.shared:
+                self.registry.standalone_opened(http_session)
             await start(send, 200, SSE)
             await self.sse.stream(http_session, channel, receive, send, prime=True)
         finally:
             http_session.connections -= 1
             http_session.touch()
-            if self.registry.shared:
-                await self.registry.seen(http_session)
 
     # --- DELETE -------------------------------------------------------------------------------------------------
 

@@ -49,9 +49,11 @@ class StreamRelay:
 
     # --- the process the client resumed through -----------------------------------------------------------------
 
-    async def read(self, http_session: HttpSession, stream_id: str, missed: list[tuple[str, Any]],
-                   receive: Receive, send: Send) -> None:  # fmt: skip
-        """Answer a resume of another process's stream: ``missed`` (from the store), then what that process relays."""
+    async def read(self, http_session: HttpSession, stream_id: str, last_event_id: str, receive: Receive,
+                   send: Send) -> None:  # fmt: skip
+        """Answer a resume of another process's stream: what the store has after ``last_event_id``, then what that
+        process relays (read from the store once the relay is set up, so nothing falls between; what the relay
+        repeats of it is skipped)."""
         node = stream_id.rpartition("-")[0]
         topic = f"relay/{self.nodes.node}/{next(self._topics)}"
         arriving: asyncio.Queue[Any] = asyncio.Queue()
@@ -65,18 +67,21 @@ class StreamRelay:
             if state == "busy":
                 await error(send, 409, INVALID_REQUEST, "Conflict: that stream is already being read")
                 return
+            found = await self.writer.events.replay(http_session.id or "", last_event_id)
+            missed = [] if found is None else found[1]
             await start(send, 200, SSE)
             for event_id, message in missed:
                 await chunk(send, event(event_id, message))
             if state == "live":
-                await self._pump(arriving, receive, send, node, ask)
+                seen = _number(missed[-1][0] if missed else last_event_id)
+                await self._pump(arriving, receive, send, node, ask, seen)
             else:
                 await end(send)
         finally:
             subscription.cancel()
 
     async def _pump(self, arriving: asyncio.Queue[Any], receive: Receive, send: Send, node: str,
-                    ask: dict[str, Any]) -> None:  # fmt: skip
+                    ask: dict[str, Any], seen: int) -> None:  # fmt: skip
         gone = asyncio.get_running_loop().create_task(_disconnected(receive))
         silence = 2 * self.writer.keepalive + 1  # the feeding process writes at least a keep-alive meanwhile
         try:
@@ -90,8 +95,9 @@ class StreamRelay:
                     self.nodes.tell(node, DETACH, ask)
                     return
                 message = piece.result()
-                if type(message) is dict and type(message.get("data")) is str:
-                    await chunk(send, message["data"].encode())
+                data = message.get("data") if type(message) is dict else None
+                if type(data) is str and not _written(data, seen):
+                    await chunk(send, data.encode())
                 if type(message) is not dict or message.get("end"):
                     await end(send)
                     return
@@ -100,11 +106,13 @@ class StreamRelay:
 
     # --- the process that feeds the stream ----------------------------------------------------------------------
 
-    async def release(self, http_session: HttpSession, stream_id: str) -> None:
-        """The client resumes a stream of this process here: a relay of it to another process ends first."""
+    async def release(self, http_session: HttpSession, stream_id: str) -> bool:
+        """The client resumes a stream of this process here: a relay of it to another process ends first (True)."""
         relay = self._relays.get((http_session.id or "", stream_id))
-        if relay is not None:
-            await relay.stop()
+        if relay is None:
+            return False
+        await relay.stop()
+        return True
 
     async def _attach(self, args: Any) -> str:
         found = self._find(args)
@@ -183,3 +191,16 @@ class _Relay:
 async def _disconnected(receive: Receive) -> None:
     while (await receive())["type"] != "http.disconnect":
         pass
+
+
+def _number(event_id: str) -> int:
+    """The place of an event in its stream (``<stream>.<n>``)."""
+    number = event_id.rpartition(".")[2]
+    return int(number) if number.isdigit() else 0
+
+
+def _written(data: str, seen: int) -> bool:
+    """Whether a relayed piece is an event the reader has written already (it came from the store)."""
+    if not data.startswith("id: "):
+        return False  # a keep-alive comment
+    return _number(data[4 : data.index("\n")]) <= seen

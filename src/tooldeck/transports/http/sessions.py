@@ -10,11 +10,14 @@ When the backends are shared (several processes serve each session), two more th
 - A session ended anywhere is ended everywhere: ``close`` deletes it from the store, then publishes its id on the bus
   (topic ``sessions/ended``); every process drops its live copy, cancels its work there and ends its open streams,
   and the next request there is a 404, as for a session it never knew.
-- A session is idle only when it is idle fleet-wide. Each process marks a session seen in the store as it serves it
-  (at most once per ``touch_every`` seconds for each session: one write per request at most, usually none) and keeps
-  marking the sessions it holds a connection for; the reaper closes a session idle here only when no process marked
-  it within the idle timeout (plus ``touch_every``, the most a mark can lag behind). The processes' clocks must
-  agree to well within the idle timeout.
+- A session has one GET stream fleet-wide, as on one process: a GET stream opened on one process ends the one open on
+  another (topic ``sessions/standalone``; the newest wins, as the client reads one), so a message that belongs to no
+  request reaches the client once.
+- A session is idle only when it is idle fleet-wide. Each request of a session marks it seen in the store (one
+  write, which also says whether the store still has it: a session ended elsewhere is a 404 at once, even before
+  the bus tells this process), and each reaper round marks the sessions this process holds a connection for; the
+  reaper closes a session idle here only when no process marked it within the idle timeout (plus ``touch_every``,
+  how often a held connection is marked). The processes' clocks must agree to well within the idle timeout.
 
 ``max_sessions`` counts the live sessions of this process (made here or rebuilt from the store): it bounds the
 memory one process spends on sessions, so a fleet of N processes holds up to N times as many.
@@ -38,6 +41,7 @@ from .channels import MAX_BACKLOG, HttpSession
 
 log = logging.getLogger("tooldeck.http")
 ENDED = "sessions/ended"  # the bus topic of sessions ended in some process; payload: the session id
+STANDALONE = "sessions/standalone"  # a session's GET stream opened on some process: {"session": id, "node": node}
 
 
 class SessionRegistry:
@@ -68,7 +72,7 @@ class SessionRegistry:
         self.shared = shared
         self.clock = clock  # the wall clock of the marks in the store (shared only)
         self.touch_every = _reap_interval(idle_timeout)
-        self._ended: Subscription | None = None
+        self._heard: list[Subscription] = []  # shared: what the other processes say about sessions
 
     def create(self, principal: Any, *, stateless: bool = False) -> HttpSession:
         """A session for an initialize request (registered once the answer says it succeeded); ``stateless``: one
@@ -162,30 +166,39 @@ class SessionRegistry:
             log.info("session %s ended in another process", session_id)
             http_session.close()  # its work is cancelled; the requests that ran it see the session closed
 
-    async def seen(self, http_session: HttpSession) -> None:
-        """Mark the session seen in the shared store (the reapers of every process read it), unless this process
-        marked it within ``touch_every``. A session the store no longer has ended elsewhere: it ends here too."""
-        now = self.clock()
+    def standalone_opened(self, http_session: HttpSession) -> None:
+        """This process opened the session's GET stream: one open on another process ends (shared backends)."""
+        self.server.bus.publish(STANDALONE, {"session": http_session.id, "node": self.server.node_id})
+
+    def _standalone_moved(self, opened: Any) -> None:
+        if type(opened) is not dict or opened.get("node") == self.server.node_id:
+            return
+        http_session = self.live.get(opened.get("session"))  # type: ignore[arg-type]
+        channel = None if http_session is None else http_session.standalone
+        if http_session is not None and channel is not None:
+            http_session.standalone = None  # what belongs to no request goes to the new stream, not here
+            http_session.channels.pop(channel.stream_id, None)
+            channel.close_connection()
+
+    async def confirm(self, http_session: HttpSession) -> None:
+        """With shared backends, before a request of the session is served: mark it seen now (the reapers of every
+        process read the marks) and learn, in the same write, whether the store still has it — a session ended in
+        another process is a 404 here at once, even before the bus says so."""
         key = http_session.id
-        if key is None or http_session.closed or now - http_session.seen_at < self.touch_every:
-            return
-        http_session.seen_at = now
-        try:
-            stored = await self.store.touch(key, now)
-        except Exception as exc:  # best effort: the next request tries again
-            http_session.seen_at = 0.0
-            log.warning("could not mark session %s seen in the session store: %s", key, exc)
-            return
-        if not stored and self.live.get(key) is http_session:
-            self._end_here(key)
+        if key is not None and not await self.store.touch(key, self.clock()):
+            if self.live.get(key) is http_session:
+                self._end_here(key)
+            raise HttpError(404, SESSION_NOT_FOUND, "Session not found: it expired or was deleted; initialize a new "
+                                                    "session")  # fmt: skip
 
     # --- idle sessions ------------------------------------------------------------------------------------------
 
     def _start_reaper(self) -> None:
         if self._reaper is None and not self.shutting_down:
             self._reaper = asyncio.get_running_loop().create_task(self._reap_forever())
-            if self.shared and self._ended is None:
-                self._ended = self.server.bus.subscribe(ENDED, self._end_here)
+            if self.shared and not self._heard:
+                bus = self.server.bus
+                self._heard = [bus.subscribe(ENDED, self._end_here), bus.subscribe(STANDALONE, self._standalone_moved)]
 
     async def _reap_forever(self) -> None:
         while True:
@@ -201,8 +214,9 @@ class SessionRegistry:
         deadline = time.monotonic() - self.idle_timeout
         idle = [s for s in self.live.values() if s.connections == 0 and s.last_active < deadline]
         if self.shared:
-            for http_session in [s for s in self.live.values() if s.connections]:
-                await self.seen(http_session)  # held open here: busy, for the reapers of the other processes
+            now = self.clock()
+            for http_session in [s for s in self.live.values() if s.connections and s.id is not None]:
+                await self.store.touch(http_session.id, now)  # type: ignore[arg-type]  # held open here: busy
             idle = await self._idle_everywhere(idle)
         for http_session in idle:
             log.info("closing idle session %s", http_session.id)
@@ -234,9 +248,9 @@ class SessionRegistry:
         if self._reaper is not None:
             self._reaper.cancel()
             self._reaper = None
-        if self._ended is not None:
-            self._ended.cancel()
-            self._ended = None
+        for subscription in self._heard:
+            subscription.cancel()
+        self._heard = []
 
 
 def _reap_interval(idle_timeout: float) -> float:

@@ -47,6 +47,8 @@ class SseWriter:
                 while channel.queue and not gone.is_set():
                     message = channel.queue.popleft()
                     await chunk(send, event(await self._store(http_session, channel, message), message))
+                if gone.is_set():
+                    break  # what is still queued waits for a resume (a finished channel is retired only once written)
                 if channel.finished:
                     if http_session is not None:
                         http_session.retire(channel)
@@ -73,6 +75,8 @@ class SseWriter:
 
     async def resume(self, http_session: HttpSession, last_event_id: str, receive: Receive, send: Send) -> None:
         """A GET with ``Last-Event-ID``: what that stream missed, then the rest of it live (if it is still live)."""
+        if self.relay is not None:  # relayed to a reader that is gone (the client is here): that ends first
+            await self.relay.release(http_session, last_event_id.rpartition(".")[0])
         found = await self.events.replay(http_session.id or "", last_event_id)
         if found is None:
             await error(send, 404, INVALID_REQUEST, f"Last-Event-ID {last_event_id!r} is unknown or too old to resume")
@@ -80,10 +84,8 @@ class SseWriter:
         stream_id, missed = found
         live = http_session.channels.get(stream_id)
         if live is None and self.relay is not None and stream_id.rpartition("-")[0] != self.relay.nodes.node:
-            await self.relay.read(http_session, stream_id, missed, receive, send)  # another process feeds it
+            await self.relay.read(http_session, stream_id, last_event_id, receive, send)  # another process feeds it
             return
-        if live is not None and live.attached and self.relay is not None:
-            await self.relay.release(http_session, stream_id)  # relayed to a reader that is gone: the client is here
         if live is not None and live.attached:
             await error(send, 409, INVALID_REQUEST, "Conflict: that stream is already being read")
             return
