@@ -29,7 +29,7 @@ class RoundRobin:
         self.apps = apps
         self.records = records
         self._opened = False
-        self._turns = itertools.count()
+        self._turns = itertools.count(1)  # the first request goes to another process than the test's deck's
         self._last: dict[bytes, int] = {}  # session id -> the app that served its last request
         self.served: list[int] = []  # which app served each request, in order
 

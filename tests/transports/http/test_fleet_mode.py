@@ -1,5 +1,5 @@
-"""Existing HTTP tests in fleet mode: each runs unchanged against two apps over shared backends (an in-memory record,
-and Redis) behind a round-robin balancer that sends every request of a session to the other app than the one
+"""Existing HTTP tests in fleet mode: each runs unchanged against two (and three) apps over shared backends (an
+in-memory record, and Redis) behind a round-robin balancer that sends every request of a session to the other app than the one
 before (round_robin.py) — sessions, resumption, elicitation, tasks and subscriptions, as one process serves them.
 
 Left out, each for a reason of its own: what a test reads or drives in one process's memory (the reaper of
@@ -22,10 +22,15 @@ from typing import Any
 
 import pytest
 
+from asgi_client import AsgiClient
+from asking import asking_deck
+from eras import era_deck
 from server import test_client_requests, test_tasks
-from transports.http import test_app
+from transports.http import test_app, test_eras, test_listen, test_rounds
 from transports.http.fleet_apps import KINDS
 from transports.http.round_robin import RoundRobin, fleet_factory
+
+CLIENT = object()  # the test's ``client`` fixture: an AsgiClient of the module's app (made in fleet mode)
 
 CASES: list[tuple[ModuleType, str, dict[str, Any]]] = [
     (test_app, "test_posted_notification_is_202_with_no_body", {}),
@@ -44,35 +49,48 @@ CASES: list[tuple[ModuleType, str, dict[str, Any]]] = [
     (test_client_requests, "test_over_http_the_request_travels_on_the_calls_stream", {}),
     (test_tasks, "test_over_http_tasks_list_is_not_offered_and_results_cross_sessions", {}),
     (test_tasks, "test_over_http_a_tasks_notifications_arrive_on_the_get_stream", {"kinds": ("memory",)}),
+    (test_rounds, "test_a_tampered_state_or_a_malformed_answer_is_400_with_minus_32602", {}),
+    (test_listen, "test_the_answer_is_a_stream_that_opens_with_the_acknowledgement", {}),
+    (test_listen, "test_the_filter_is_honoured_on_the_stream", {}),
+    (test_listen, "test_a_malformed_filter_is_a_json_rpc_error", {}),
+    (test_eras, "test_every_method_over_http", {"client": CLIENT}),
+    (test_eras, "test_progress_and_logs_stream_on_the_request_only_when_asked", {"client": CLIENT}),
+    (test_eras, "test_both_eras_on_one_endpoint_at_the_same_time", {"client": CLIENT}),
 ]
 
 DECKS: dict[ModuleType, Callable[[], Any]] = {
     test_app: test_app.make_deck,
     test_client_requests: test_client_requests.make_deck,
     test_tasks: lambda: test_tasks.make_deck()[0],
+    test_rounds: asking_deck,
+    test_listen: era_deck,
+    test_eras: era_deck,
 }
 
 
+@pytest.mark.parametrize("count", [2, 3])
 @pytest.mark.parametrize("kind", KINDS)
 @pytest.mark.parametrize(("module", "name", "arguments"), CASES, ids=[name for _, name, _ in CASES])
 async def test_in_fleet_mode(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch,
-                             at_loop_end: Callable[[Callable[[], Awaitable[None]]], None], kind: str,
+                             at_loop_end: Callable[[Callable[[], Awaitable[None]]], None], kind: str, count: int,
                              module: ModuleType, name: str, arguments: dict[str, Any]) -> None:  # fmt: skip
     arguments = dict(arguments)
     if kind not in arguments.pop("kinds", KINDS):
         pytest.skip(f"not over {kind} (see the module docstring)")
     url = kind if kind == "memory" else request.getfixturevalue("redis_url")
     made: list[RoundRobin] = []
-    factory = fleet_factory(url, DECKS[module], at_loop_end)
+    factory = fleet_factory(url, DECKS[module], at_loop_end, count)
 
     def http_app(deck: Any, **options: Any) -> RoundRobin:
         made.append(factory(deck, **options))
         return made[-1]
 
     monkeypatch.setattr(module, "HttpApp", http_app)
+    if arguments.get("client") is CLIENT:
+        arguments["client"] = AsgiClient(http_app(DECKS[module]()))
     await getattr(module, name)(**arguments)
     served = [turn for robin in made for turn in robin.served]
-    assert {0, 1} <= set(served)  # both processes served the test's requests
+    assert 1 in served  # another process than the one whose deck the test holds served its requests
 
 
 async def test_the_balancer_never_sends_a_session_s_next_request_to_the_same_app(
