@@ -67,3 +67,12 @@ async def test_another_app_serves_the_session_from_redis_and_its_end_is_seen_eve
     assert await RedisSessionStore(first_engine).get(session) is None  # ended in the store every process reads
     await first.aclose()
     await second.aclose()
+
+
+async def test_with_a_ttl_a_touch_renews_the_state(engine: Engine) -> None:
+    store = RedisSessionStore(engine, ttl=0.5)
+    await store.put("s", {"revision": "2025-11-25"})
+    await engine.client.pexpire("tooldeck:session:s", 50)  # as if it were about to expire ...
+    assert await store.touch("s", 100.0) is True
+    assert await engine.client.pttl("tooldeck:session:s") > 400  # ... and a request of the session renewed it
+    assert await store.count() == 1

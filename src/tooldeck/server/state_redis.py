@@ -3,9 +3,9 @@
 Key ``<prefix>session:<id>`` holds ``SessionState.to_dict()`` as JSON; ``<prefix>session`` indexes the ids for
 ``count`` (``engine/values.py``). ``<prefix>session-seen`` is a sorted set of the ids scored with the time a process
 last served each (``touch``, wall-clock seconds): the idle reapers of all processes read it. With a ``ttl``, a state
-not written or read for that long is gone: choose it well above the session idle timeout, since a session that is
-served from memory is not read from the store on each request. Without one (the default) a state stays until its
-session is deleted.
+not written, read or touched for that long is gone: choose it well above the session idle timeout (a process with
+shared backends touches a session at each of its requests; one that serves it from memory alone does not). Without
+one (the default) a state stays until its session is deleted.
 """
 
 from __future__ import annotations
@@ -16,13 +16,19 @@ from typing import Any
 from ..engine.connection import Engine
 from ..engine.values import JsonValues
 
-# KEYS: the state, the seen set. ARGV: seconds, id. A mark only for a stored session, and never moved back (GT).
+# KEYS: the state, the seen set, the index of the states. ARGV: seconds, id, ttl in ms ("" for none). A mark only
+# for a stored session, never moved back (GT); with a ttl, a session served is a session read: its state is renewed.
 _TOUCH = """
 if redis.call('EXISTS', KEYS[1]) == 0 then
   redis.call('ZREM', KEYS[2], ARGV[2])
   return 0
 end
 redis.call('ZADD', KEYS[2], 'GT', ARGV[1], ARGV[2])
+if ARGV[3] ~= '' then
+  local t = redis.call('TIME')
+  redis.call('PEXPIRE', KEYS[1], ARGV[3])
+  redis.call('ZADD', KEYS[3], t[1] * 1000 + math.floor(t[2] / 1000) + tonumber(ARGV[3]), ARGV[2])
+end
 return 1
 """
 
@@ -34,6 +40,8 @@ class RedisSessionStore:
         self._values = JsonValues(engine, "session", ttl=ttl)
         self._engine = engine
         self._seen = engine.key("session-seen")
+        self._index = engine.key("session")  # JsonValues's index of the states, scored by when each expires
+        self._ttl_ms = "" if ttl is None else str(max(1, round(ttl * 1000)))
         self._touch = engine.script(_TOUCH)
 
     async def get(self, session_id: str) -> dict[str, Any] | None:
@@ -52,7 +60,8 @@ class RedisSessionStore:
         return await self._values.count()
 
     async def touch(self, session_id: str, at: float) -> bool:
-        return bool(await self._touch([self._values.key(session_id), self._seen], [repr(at), session_id]))
+        keys = [self._values.key(session_id), self._seen, self._index]
+        return bool(await self._touch(keys, [repr(at), session_id, self._ttl_ms]))
 
     async def last_seen(self, session_ids: Sequence[str]) -> list[float | None]:
         if not session_ids:
