@@ -151,3 +151,15 @@ async def test_a_2026_task_s_questions_are_seen_and_answered_through_another_pro
     done = await modern_call(b, 5, "tasks/get", {"taskId": task_id})
     assert done["result"]["status"] == "completed"
     assert done["result"]["result"]["structuredContent"] == {"result": "hello Ada"}
+
+
+async def test_a_2026_task_cancelled_through_another_process_stops_where_it_runs(fleet: Fleet) -> None:
+    first, second = await fleet.start(2)
+    a, b = AsgiClient(first), AsgiClient(second)
+    created = await modern_call(a, 1, "tools/call", {"name": "held", "arguments": {}})
+    task_id = created["result"]["taskId"]
+    await asyncio.wait_for(first.deck.state["started"].wait(), 5)
+    await modern_call(b, 2, "tasks/cancel", {"taskId": task_id})
+    await asyncio.wait_for(first.deck.state["stopped"].wait(), 5)  # at once, on the process running it
+    got = await modern_call(a, 3, "tasks/get", {"taskId": task_id})
+    assert got["result"]["status"] == "cancelled"
