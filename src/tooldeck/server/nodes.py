@@ -53,7 +53,7 @@ class Nodes:
         """Ask ``node`` to do ``op`` and wait for nothing."""
         self.bus.publish(f"node/{node}", {"op": op, "args": args})
 
-    async def ask(self, node: str, op: str, args: Any, timeout: float = 5.0) -> Any:
+    async def ask(self, node: str, op: str, args: Any, timeout: float = 2.0) -> Any:
         """Ask ``node`` to do ``op``; its result. Raises the node's ``ProtocolError``, or ``NodeUnreachableError``
         when no answer comes within ``timeout`` seconds."""
         self._listen()

@@ -5,7 +5,7 @@ Live sessions are kept in memory (their channels and running work are here); the
 whenever it changes, so a session id this process does not know but the store does (made by another process sharing
 the store) is rebuilt from it instead of being refused.
 
-When the backends are shared (several processes serve each session), two more things hold:
+When the backends are shared (several processes serve each session), three more things hold:
 
 - A session ended anywhere is ended everywhere: ``close`` deletes it from the store, then publishes its id on the bus
   (topic ``sessions/ended``); every process drops its live copy, cancels its work there and ends its open streams,
@@ -227,7 +227,7 @@ class SessionRegistry:
         """Those of ``idle`` (idle here) that no process marked seen within the timeout (or that the store lost)."""
         if not idle:
             return idle
-        marks = await self.store.last_seen([s.id for s in idle if s.id is not None])
+        marks = await self.store.last_seen([s.id or "" for s in idle])
         oldest = self.clock() - self.idle_timeout - self.touch_every
         return [s for s, mark in zip(idle, marks, strict=True) if mark is None or mark < oldest]
 
