@@ -14,6 +14,7 @@ import pytest
 from asgi_client import AsgiClient, Response
 from helpers import adder_deck
 from tooldeck import Context, Deck
+from tooldeck.engine.errors import BackendUnavailableError
 from tooldeck.server.backends import Backends
 from tooldeck.transports.http import HttpApp
 from tooldeck.transports.http.sessions import ENDED
@@ -200,3 +201,17 @@ async def test_without_shared_backends_nothing_is_marked() -> None:
     assert (await ping(client, session)).status == 200
     assert await deck.backends.sessions.last_seen([session]) == [None]  # one process: no mark, no extra await
     await app.aclose()
+
+
+async def test_while_the_store_is_out_of_reach_a_session_held_here_is_served_from_memory(fleet: Fleet) -> None:
+    _first, second, a, b = await fleet_of(fleet)
+    session = await a.initialize()
+    assert (await ping(b, session)).status == 200
+    store = second.deck.backends.sessions
+
+    async def unreachable(session_id: str, at: float) -> bool:
+        raise BackendUnavailableError("the shared backend redis://test is unreachable: Connection refused")
+
+    store.touch = unreachable  # type: ignore[method-assign]
+    assert (await ping(b, session)).status == 200  # its existence cannot be checked: the copy held here serves it
+    assert session in second.sessions

@@ -17,7 +17,8 @@ When the backends are shared (several processes serve each session), three more 
   write, which also says whether the store still has it: a session ended elsewhere is a 404 at once, even before
   the bus tells this process), and each reaper round marks the sessions this process holds a connection for; the
   reaper closes a session idle here only when no process marked it within the idle timeout (plus ``touch_every``,
-  how often a held connection is marked). The processes' clocks must agree to well within the idle timeout.
+  how often a held connection is marked). The processes' clocks must agree to well within the idle timeout. While
+  the store is out of reach, a session held here is served from memory, unmarked, and the reaper closes nothing.
 
 ``max_sessions`` counts the live sessions of this process (made here or rebuilt from the store): it bounds the
 memory one process spends on sessions, so a fleet of N processes holds up to N times as many.
@@ -32,6 +33,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from ...engine.errors import BackendUnavailableError
 from ...protocol.errors import INVALID_REQUEST, SERVER_ERROR, SESSION_NOT_FOUND, HttpError
 from ...server.bus import Subscription
 from ...server.core import Server
@@ -185,7 +187,14 @@ class SessionRegistry:
         process read the marks) and learn, in the same write, whether the store still has it — a session ended in
         another process is a 404 here at once, even before the bus says so."""
         key = http_session.id
-        if key is not None and not await self.store.touch(key, self.clock()):
+        if key is None:
+            return
+        try:
+            stored = await self.store.touch(key, self.clock())
+        except BackendUnavailableError as exc:  # cannot tell: a session held here is served from memory meanwhile
+            log.debug("session %s served without its mark in the store: %s", key, exc)
+            return
+        if not stored:
             if self.live.get(key) is http_session:
                 self._end_here(key)
             raise HttpError(404, SESSION_NOT_FOUND, "Session not found: it expired or was deleted; initialize a new "
