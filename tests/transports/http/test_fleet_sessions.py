@@ -215,3 +215,17 @@ async def test_while_the_store_is_out_of_reach_a_session_held_here_is_served_fro
     store.touch = unreachable  # type: ignore[method-assign]
     assert (await ping(b, session)).status == 200  # its existence cannot be checked: the copy held here serves it
     assert session in second.sessions
+
+
+async def test_a_session_the_store_lost_is_stored_again_by_the_process_holding_it(fleet: Fleet) -> None:
+    _first, second, a, b = await fleet_of(fleet)
+    session = await a.initialize()
+    assert (await ping(b, session)).status == 200
+    store = second.deck.backends.sessions
+    if fleet.kind == "memory":  # as a Redis restarted without persistence: no state, and no sign it ended
+        store._states.clear()  # type: ignore[attr-defined]
+    else:
+        await store._engine.client.flushdb()  # type: ignore[attr-defined]
+    assert (await ping(b, session)).status == 200  # held here: served, and stored again
+    assert (await store.get(session) or {}).get("revision") == "2025-11-25"
+    assert (await ping(a, session)).status == 200  # so every process finds it again

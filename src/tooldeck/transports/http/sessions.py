@@ -18,7 +18,8 @@ When the backends are shared (several processes serve each session), three more 
   the bus tells this process), and each reaper round marks the sessions this process holds a connection for; the
   reaper closes a session idle here only when no process marked it within the idle timeout (plus ``touch_every``,
   how often a held connection is marked). The processes' clocks must agree to well within the idle timeout. While
-  the store is out of reach, a session held here is served from memory, unmarked, and the reaper closes nothing.
+  the store is out of reach, a session held here is served from memory, unmarked, and the reaper closes nothing;
+  a session the store lost (not ended: a restart without persistence) is stored again by the process holding it.
 
 ``max_sessions`` counts the live sessions of this process (made here or rebuilt from the store): it bounds the
 memory one process spends on sessions, so a fleet of N processes holds up to N times as many.
@@ -185,7 +186,7 @@ class SessionRegistry:
     async def confirm(self, http_session: HttpSession) -> None:
         """With shared backends, before a request of the session is served: mark it seen now (the reapers of every
         process read the marks) and learn, in the same write, whether the store still has it — a session ended in
-        another process is a 404 here at once, even before the bus says so."""
+        another process is a 404 here at once, even before the bus says so; one the store lost is stored again."""
         key = http_session.id
         if key is None:
             return
@@ -194,7 +195,11 @@ class SessionRegistry:
         except BackendUnavailableError as exc:  # cannot tell: a session held here is served from memory meanwhile
             log.debug("session %s served without its mark in the store: %s", key, exc)
             return
-        if not stored:
+        if stored is None:  # the store lost it (a restart without persistence): it is stored again from here
+            http_session.saved = -1
+            await self.save(http_session)
+            await self.store.touch(key, self.clock())
+        elif not stored:  # ended by some process
             if self.live.get(key) is http_session:
                 self._end_here(key)
             raise HttpError(404, SESSION_NOT_FOUND, "Session not found: it expired or was deleted; initialize a new "
