@@ -73,3 +73,19 @@ async def test_a_bus_payload_that_is_not_json_is_refused(fleet: Fleet) -> None:
     (app,) = await fleet.start(1)
     with pytest.raises(TypeError, match="a bus payload must be JSON"):
         app.deck.bus.publish("list_changed", {1, 2})
+
+
+async def test_a_subscription_made_on_one_process_is_served_by_the_process_holding_the_get_stream(
+    fleet: Fleet,
+) -> None:
+    first, second = await fleet.start(2)
+    a, b = AsgiClient(first), AsgiClient(second)
+    session = await a.initialize()
+    stream = await get_stream(b, session)  # the second process holds the GET stream (and a copy of the state)
+    assert (await (await a.call(session, 1, "resources/subscribe", {"uri": URI})).json())["result"] == {}
+    assert (await (await a.call(session, 2, "logging/setLevel", {"level": "error"})).json())["result"] == {}
+    first.deck.notify_resource_updated(URI)  # on the first, which has no stream to send it on
+    assert await next_message(stream) == {"jsonrpc": "2.0", "method": "notifications/resources/updated",
+                                          "params": {"uri": URI}}  # fmt: skip
+    assert second.sessions[session].session.state.log_level == "error"
+    await stream.close()

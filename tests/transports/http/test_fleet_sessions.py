@@ -229,3 +229,22 @@ async def test_a_session_the_store_lost_is_stored_again_by_the_process_holding_i
     assert (await ping(b, session)).status == 200  # held here: served, and stored again
     assert (await store.get(session) or {}).get("revision") == "2025-11-25"
     assert (await ping(a, session)).status == 200  # so every process finds it again
+
+
+async def test_a_process_that_stops_leaves_its_sessions_to_the_others(fleet: Fleet) -> None:
+    first, second, a, b = await fleet_of(fleet)
+    held, elsewhere = await a.initialize(), await b.initialize()
+    assert (await ping(b, held)).status == 200
+    first.registry.begin_shutdown()  # SIGTERM: the first process drains
+    refused = await ping(a, elsewhere)  # a session it does not hold: another process serves it
+    assert refused.status == 503 and "shutting down" in (await refused.json())["error"]["message"]
+    await first.aclose()
+    assert first.sessions == {}
+    assert await first.deck.backends.sessions.get(held) is not None  # still in the store ...
+    assert (await ping(b, held)).status == 200  # ... and served by the process that goes on
+    assert session_alive(second, held)
+
+
+def session_alive(app: Any, session: str) -> bool:
+    http_session = app.sessions.get(session)
+    return http_session is not None and not http_session.closed

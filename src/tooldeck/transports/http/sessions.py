@@ -5,7 +5,7 @@ Live sessions are kept in memory (their channels and running work are here); the
 whenever it changes, so a session id this process does not know but the store does (made by another process sharing
 the store) is rebuilt from it instead of being refused.
 
-When the backends are shared (several processes serve each session), three more things hold:
+When the backends are shared (several processes serve each session), more holds:
 
 - A session ended anywhere is ended everywhere: ``close`` deletes it from the store, then publishes its id on the bus
   (topic ``sessions/ended``); every process drops its live copy, cancels its work there and ends its open streams,
@@ -13,6 +13,10 @@ When the backends are shared (several processes serve each session), three more 
 - A session has one GET stream fleet-wide, as on one process: a GET stream opened on one process ends the one open on
   another (topic ``sessions/standalone``; the newest wins, as the client reads one), so a message that belongs to no
   request reaches the client once.
+- A session's state changed on one process (``resources/subscribe``, ``logging/setLevel``) reaches the copies of the
+  other processes (topic ``sessions/changed``), whose streams then serve it as it now stands.
+- A process that stops ends its own copies only: the sessions live on in the store and the other processes, and a
+  request for a session it does not hold, while it drains, is a 503 (served elsewhere when tried again).
 - A session is idle only when it is idle fleet-wide. Each request of a session marks it seen in the store (one
   write, which also says whether the store still has it: a session ended elsewhere is a 404 at once, even before
   the bus tells this process), and each reaper round marks the sessions this process holds a connection for; the
@@ -39,12 +43,14 @@ from ...protocol.errors import INVALID_REQUEST, SERVER_ERROR, SESSION_NOT_FOUND,
 from ...server.bus import Subscription
 from ...server.core import Server
 from ...server.events import EventStore
+from ...server.options import LOG_RANK
 from ...server.state import MemorySessionStore, SessionState, SessionStore, principal_id
 from .channels import MAX_BACKLOG, HttpSession
 
 log = logging.getLogger("tooldeck.http")
 ENDED = "sessions/ended"  # the bus topic of sessions ended in some process; payload: the session id
 STANDALONE = "sessions/standalone"  # a session's GET stream opened on some process: {"session": id, "node": node}
+CHANGED = "sessions/changed"  # a session's state changed on some process: {"session": id, "node": node, "state": {}}
 
 
 class SessionRegistry:
@@ -97,14 +103,31 @@ class SessionRegistry:
     async def register(self, http_session: HttpSession) -> None:
         assert http_session.id is not None
         self.live[http_session.id] = http_session
-        await self.save(http_session)
+        await self.save(http_session, announce=False)  # no other process holds it yet
 
-    async def save(self, http_session: HttpSession) -> None:
-        """Store the session's state if it changed since it was last stored."""
+    async def save(self, http_session: HttpSession, *, announce: bool = True) -> None:
+        """Store the session's state if it changed since it was last stored (and, when shared, tell the other
+        processes' copies: their streams serve what it subscribed to, at the log level it chose)."""
         state = http_session.session.state
         if http_session.id is not None and http_session.saved != state.changes and not http_session.closed:
             http_session.saved = state.changes
-            await self.store.put(http_session.id, state.to_dict())
+            data = state.to_dict()
+            await self.store.put(http_session.id, data)
+            if self.shared and announce:
+                self.server.bus.publish(CHANGED, {"session": http_session.id, "node": self.server.node_id,
+                                                  "state": data})  # fmt: skip
+
+    def _changed_elsewhere(self, changed: Any) -> None:
+        """Another process changed a session's state: the copy here takes its subscriptions and log level."""
+        if type(changed) is not dict or changed.get("node") == self.server.node_id:
+            return
+        http_session = self.live.get(changed.get("session"))  # type: ignore[arg-type]
+        data = changed.get("state")
+        if http_session is None or type(data) is not dict:
+            return
+        state = http_session.session.state
+        state.subscriptions = set(data.get("subscriptions") or ())
+        state.log_rank = LOG_RANK.get(data.get("logLevel"), state.log_rank)  # type: ignore[arg-type]
 
     def live_session(self, session_id: bytes | None, principal: Any) -> HttpSession | None:
         """The fast path of ``lookup``: a live session of this process, opened by this principal; else None."""
@@ -138,6 +161,8 @@ class SessionRegistry:
         return http_session
 
     async def _rebuild(self, key: str) -> HttpSession:
+        if self.shutting_down and self.shared:  # another process serves it: the client tries again, there
+            raise HttpError(503, SERVER_ERROR, "Service Unavailable: the server is shutting down")
         data = None if self.shutting_down else await self.store.get(key)
         if data is None or key in self.live:  # unknown, or known here and closed
             message = "Session not found: it expired or was deleted; initialize a new session"
@@ -212,7 +237,8 @@ class SessionRegistry:
             self._reaper = asyncio.get_running_loop().create_task(self._reap_forever())
             if self.shared and not self._heard:
                 bus = self.server.bus
-                self._heard = [bus.subscribe(ENDED, self._end_here), bus.subscribe(STANDALONE, self._standalone_moved)]
+                self._heard = [bus.subscribe(ENDED, self._end_here), bus.subscribe(STANDALONE, self._standalone_moved),
+                               bus.subscribe(CHANGED, self._changed_elsewhere)]  # fmt: skip
 
     async def _reap_forever(self) -> None:
         while True:
@@ -255,10 +281,17 @@ class SessionRegistry:
                 http_session.standalone.wake()
 
     async def aclose(self) -> None:
-        """Close every session (cancelling its work) and stop the reaper."""
+        """Close every session (cancelling its work) and stop the reaper. With shared backends the sessions live on
+        in the other processes: only this process's copies end (the store and the others keep them)."""
         self.begin_shutdown()
         for http_session in list(self.live.values()):
-            await self.close(http_session)
+            if self.shared:
+                self.live.pop(http_session.id or "", None)
+                tasks = http_session.close()
+                if tasks:
+                    await asyncio.wait(tasks, timeout=5)
+            else:
+                await self.close(http_session)
         if self._reaper is not None:
             self._reaper.cancel()
             self._reaper = None
