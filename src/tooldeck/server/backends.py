@@ -10,7 +10,9 @@ The seams (each a small Protocol with an in-memory implementation beside it, and
 
     sessions  SessionStore  server/state.py      the state of a 2025-11-25 HTTP session between its requests
     bus       Bus           server/bus.py        list_changed, resource updates, task status, a cancellation or a
-                                                 client's answer, to whichever process serves the session
+                                                 client's answer, to whichever process serves the session; a session's
+                                                 end; calls between processes (server/nodes.py: a task to stop, a
+                                                 task's questions and answers, a stream to relay)
     tasks     TaskStore     tasks/store.py       task records, with the process that owns each and its lease
     events    EventStore    server/events.py     SSE events a client may resume with Last-Event-ID
     limiter   RateLimiter   security/limits.py   the token buckets of the policy's [limits]
@@ -34,7 +36,8 @@ Per process, on purpose:
   process has no record of a code, so a replay there is refused.
 - The audit trail: one writer per file (a lock refuses a second one), so each process keeps its own trail.
 - The worker pool, the runner's requests in flight, the SSE channels of open connections and the listen streams:
-  the work of this process, which ends with it.
+  the work of this process, which ends with it. (What other processes need of it goes to it over the bus: a
+  cancelled task stops here, a stream of this process resumed elsewhere is relayed from here.)
 
 A spec names the record: ``memory`` (everything in this process), ``sqlite:PATH`` (tasks in a SQLite file that
 outlives the process, the rest in memory), ``redis://HOST:PORT/DB`` (every seam in one Redis or Valkey, shared by
