@@ -5,8 +5,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import pytest
-
 from fleet.cluster import TOKENS, Listener, RoundRobin, Tally, fleet
 
 
@@ -31,12 +29,6 @@ def test_list_changed_on_one_process_reaches_a_get_stream_on_another(redis_url: 
             client.close()
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="a session's subscriptions live in each process's copy of its state: the process holding the GET stream "
-    "read that state before resources/subscribe reached another process, and never learns of it (server/session.py "
-    "resource_updated reads self.state.subscriptions; nothing refreshes it from the store or the bus)",
-)
 def test_a_subscription_made_on_one_process_is_served_by_the_process_holding_the_get_stream(
     redis_url: str, tmp_path: Path
 ) -> None:

@@ -17,16 +17,6 @@ from fleet.test_load import GRACE, LEASE, judge, print_report
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(
-    strict=True,
-    reason="a process sent SIGTERM deletes every session it holds from the shared store: SessionRegistry.aclose "
-    "(transports/http/sessions.py) closes each live session, and close() calls store.delete and events.forget, so "
-    "with round robin every session is 'not found' (404, -32001) on every process once the first one stopped; and "
-    "while it drains, SessionRegistry._rebuild answers 404 for a session it does not hold in memory (it reads no "
-    "store once shutting_down is set) where another process would serve it. With both changed locally, a third "
-    "remains: a request reaching a process in the ~50 ms after its SIGTERM (accepted or in the listen backlog, not "
-    "yet read) is reset by uvicorn's shutdown (transports/http/server.py), not served nor refused with a 503",
-)
 def test_a_rolling_restart_under_load_ends_no_session_and_loses_nothing(redis_url: str, tmp_path: Path) -> None:
     with fleet(tmp_path, redis_url, lease=LEASE) as running:
         load = Load(running.urls)
