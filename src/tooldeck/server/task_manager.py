@@ -211,7 +211,7 @@ class TaskManager:
 
         problem = await pipeline._audit(rctx, Call("tool", tool.name, tool, arguments), TASK_CREATED)
         if problem is not None:
-            self._requests.pop(record.task_id, None)
+            self.requests.pop(record.task_id, None)
             await self.settle(record.task_id, "failed", status_message=_text(problem), result=problem)
         return problem
 
