@@ -264,7 +264,7 @@ class Load:
         """Until the clients have done ``count`` operations in all; fails at once when one failed."""
         deadline = time.monotonic() + timeout
         while sum(self.seen.operations.values()) < count:
-            assert not self.seen.errors, "\n".join(self.seen.errors[:20])
+            assert not self.seen.errors, "\n".join(self.seen.errors[:20] + self.seen.tally.not_found[:5])
             assert time.monotonic() < deadline, f"only {self.seen.operations} done in {timeout}s"
             time.sleep(0.05)  # a poll interval over the clients' counters
 

@@ -20,11 +20,7 @@ from fleet.cluster import NODES, STOPPED, Fleet, fleet
 from fleet.load import Load
 
 LEASE = 3.0  # the task lease of the fleet's processes
-GRACE = 6.0
-TASK_TOOLS = (
-    "job",
-    "redo",
-)  # besides the lease: a renewal round, the takeover, a rerun of TASK_SECONDS and a client's poll
+GRACE = 6.0  # besides the lease: a renewal round, the takeover, a rerun of TASK_SECONDS and a client's poll
 
 
 @pytest.mark.slow
@@ -71,7 +67,10 @@ def judge(running: Fleet, load: Load, victim: str | None, killed_at: float | Non
             assert task.tool == "redo" and on_victim and len(nodes) == 2, (task, nodes)  # idempotent: once more
             twice += 1
         if task.status == "failed":
-            assert on_victim and task.tool == "job" and task.message == STOPPED, (task, nodes)
+            assert on_victim and task.message == STOPPED, (task, nodes)
+            # an idempotent task runs once more elsewhere; if that process stops too (a rolling restart stops each
+            # in turn), it ends failed: never a third run
+            assert task.tool == "job" or (restarted and len(nodes) == 2), (task, nodes)
             failed += 1
         if on_victim and (task.status == "failed" or len(nodes) > 1):
             taken_over += 1
@@ -86,11 +85,9 @@ def judge(running: Fleet, load: Load, victim: str | None, killed_at: float | Non
 
     records = running.audit_records()
     audited = {(r.get("session"), str(r.get("request_id"))) for r in records if r.get("event") == "call"}
-    # A task-augmented call is recorded when its work ends, where it ends: one created on the killed process and
-    # not ended there has no record of its creation (test_audit.py's xfail says so).
-    stopped = {victim, *restarted}
-    unrecorded_tasks = [c for c in seen.calls if c[2] in TASK_TOOLS and c[3] in stopped and (c[0], c[1]) not in audited]
-    unaudited = [call for call in seen.calls if (call[0], call[1]) not in audited and call not in unrecorded_tasks]
+    # A task-augmented call is recorded as it is answered (outcome task_created), so one created on a process that
+    # stopped before the task ended has its record too.
+    unaudited = [call for call in seen.calls if (call[0], call[1]) not in audited]
     assert unaudited == [], "\n".join(
         f"{call[1]} {call[2]} on {'the killed process' if call[3] == victim else call[3]}, "
         f"answered {call[4] - (killed_at or 0):.3f}s after the kill"
@@ -111,7 +108,6 @@ def judge(running: Fleet, load: Load, victim: str | None, killed_at: float | Non
     report.update({"tasks taken over": taken_over, "tasks failed (process stopped)": failed,
                    "tasks run twice (idempotent)": twice, "audit records": len(records)})  # fmt: skip
     report["lost"] = len(tally.lost)
-    report["task calls on the killed process without an audit record"] = len(unrecorded_tasks)
     return report
 
 

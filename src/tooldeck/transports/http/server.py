@@ -7,7 +7,9 @@ Imported only to serve HTTP (``deck.run(transport="http")``, ``tooldeck serve --
 from __future__ import annotations
 
 import logging
+import os
 import signal
+import socket
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -121,6 +123,22 @@ def _ignore(signum: int, frame: Any) -> None:
     return None
 
 
+def _accept_pending(fd: int) -> list[socket.socket]:
+    """Accept, without waiting, every connection waiting on the listening socket ``fd`` (through a duplicate of it)."""
+    found: list[socket.socket] = []
+    with socket.socket(fileno=os.dup(fd)) as listener:
+        listener.setblocking(False)
+        while True:
+            try:
+                sock, _ = listener.accept()
+            except (BlockingIOError, InterruptedError):
+                return found
+            except OSError:  # the listener is gone, or a connection reset before it was taken: nothing more
+                return found
+            sock.setblocking(False)
+            found.append(sock)
+
+
 HAND_OVER = 2.0  # seconds a stopping process of a fleet keeps its open connections for one more request each
 
 
@@ -167,15 +185,22 @@ class _DrainingServer(uvicorn.Server):
         tell from one that was lost, and must not send again."""
         import asyncio
 
-        for server in self.servers:
+        loop = asyncio.get_running_loop()
+        accepted: list[socket.socket] = []
+        for server in self.servers:  # what the kernel accepted but we did not yet would be reset by the close
+            for listener in server.sockets:
+                accepted += _accept_pending(listener.fileno())
             server.close()
+        config = self.config
+        for sock in accepted:
+            await loop.connect_accepted_socket(lambda: config.http_protocol_class(  # type: ignore[call-arg]
+                config=config, server_state=self.server_state, app_state=self.lifespan.state), sock)  # fmt: skip
         self.mcp_app.hand_over()
         connections = self.server_state.connections
         for connection in list(connections):
             drain = getattr(connection, "drain", None)
             if drain is not None:
                 drain()
-        loop = asyncio.get_running_loop()
         deadline = loop.time() + HAND_OVER
         while connections and loop.time() < deadline:
             await asyncio.sleep(0.02)  # no event says "the last connection closed": uvicorn keeps a plain set
