@@ -28,7 +28,7 @@ from tooldeck.engine import BackendUnavailableError
 from tooldeck.engine.connection import Engine
 from tooldeck.engine.spent import SpentMarks
 from tooldeck.security.principal import Principal
-from tooldeck.server.backends import Backends, backends_from_spec
+from tooldeck.server.backends import backends_from_spec
 from tooldeck.transports.http import HttpApp
 
 RECOVERY = 5.0  # seconds within which a process serves again once Redis is back
@@ -277,13 +277,3 @@ async def test_a_spend_whose_answer_timed_out_is_refused_and_never_sent_again(
     assert await marks.spend("request-state:n1", 60) is False  # the command ran once: spent, and refused
     stats = await engine.client.info("commandstats")
     assert stats["cmdstat_set"]["calls"] == 2  # the timed-out spend once (never sent again), and this one
-
-
-async def test_a_stdio_style_deck_without_a_shared_backend_is_unaffected(private_redis: RedisServer) -> None:
-    from helpers import client
-
-    deck = make_deck(Backends())  # every seam in this process
-    private_redis.stop()  # whatever happens to a Redis, this deck never asks it
-    async with client(deck) as c:
-        result = await c.call_tool("add", {"a": 1, "b": 2})
-        assert result["structuredContent"] == {"result": 3}

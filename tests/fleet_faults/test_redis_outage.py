@@ -3,7 +3,8 @@
 stateless calls, and 2025 session calls alternating between the two processes on every request). While Redis is
 away every answer is 503 with ``Retry-After: 1`` and a -32000 error naming the server, within the engine's timeout;
 never a 500, never a hang. Once Redis is back every client is served again within a few seconds, by the same
-processes, and no process wrote a traceback."""
+processes, and no process wrote a traceback. Over stdio, a deck with shared backends answers a JSON-RPC error
+instead, and a deck of its own (no shared backend) is not affected at all."""
 
 from __future__ import annotations
 
@@ -15,13 +16,14 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from eras import MODERN, modern
 from http_client import HttpClient, free_port
 from redis_server import RedisServer
-from stdio_client import ROOT, TOOLDECK
+from stdio_client import ROOT, TOOLDECK, StdioServer
 
 DECK = "tests/fleet_faults/outage_deck.py"
 OUTAGE = 5.0  # seconds Redis is stopped
@@ -184,3 +186,34 @@ def test_redis_stopped_for_5_s_under_load_and_started_again(persistent_redis: Re
         text = log.read_text()
         assert "Traceback" not in text and "Task exception" not in text and "ERROR" not in text, text[-3000:]
         assert "the bus lost" in text  # the outage was seen, and said in one line
+
+
+def call_add(server: StdioServer, n: int) -> Any:
+    return server.request("tools/call", {"name": "add", "arguments": {"a": n, "b": 1}}, id=n)
+
+
+def test_over_stdio_a_call_that_needs_redis_is_a_json_rpc_error_while_it_is_away(private_redis: RedisServer) -> None:
+    with StdioServer("serve", DECK, "--backend", private_redis.url) as shared, StdioServer("serve", DECK) as alone:
+        for server in (shared, alone):
+            server.initialize()
+            assert call_add(server, 1)["result"]["structuredContent"] == {"result": 2}
+        private_redis.stop()
+        refused = call_add(shared, 2)
+        message = f"the shared backend {private_redis.url} is unreachable: Connection refused"
+        assert refused == {"jsonrpc": "2.0", "id": 2,
+                           "error": {"code": -32000, "message": message, "data": {"tooldeck/retryAfter": 1.0}}}  # fmt: skip
+        assert "result" in shared.request("tools/list", {}, id="l")  # what needs nothing shared is served
+        assert call_add(alone, 3)["result"]["structuredContent"] == {"result": 4}  # a deck of its own: unaffected
+        private_redis.start()
+        deadline = time.monotonic() + RECOVERY
+        n = 10
+        while "result" not in (reply := call_add(shared, n)):
+            assert reply["error"]["code"] == -32000 and time.monotonic() < deadline, reply
+            n += 1
+            time.sleep(0.05)  # another process's condition (the server's reconnection): polled
+        assert reply["result"]["structuredContent"] == {"result": n + 1}
+        for server in (shared, alone):
+            server.close_stdin()
+            assert server.wait(30) == 0
+            stderr = server.stderr_so_far()
+            assert "Traceback" not in stderr and "ERROR" not in stderr, stderr
