@@ -26,6 +26,7 @@ from server.test_stateless import Driver
 from tooldeck import Deck
 from tooldeck.engine import BackendUnavailableError
 from tooldeck.engine.connection import Engine
+from tooldeck.engine.hub import Hub
 from tooldeck.engine.spent import SpentMarks
 from tooldeck.security.principal import Principal
 from tooldeck.server.backends import backends_from_spec
@@ -277,3 +278,25 @@ async def test_a_spend_whose_answer_timed_out_is_refused_and_never_sent_again(
     assert await marks.spend("request-state:n1", 60) is False  # the command ran once: spent, and refused
     stats = await engine.client.info("commandstats")
     assert stats["cmdstat_set"]["calls"] == 2  # the timed-out spend once (never sent again), and this one
+
+
+async def test_keys_a_restart_lost_are_written_back_by_the_processes_that_sign_with_them(
+    private_redis: RedisServer, processes: Callable[[str], Awaitable[Process]], caplog: pytest.LogCaptureFixture
+) -> None:
+    here = await processes(private_redis.url)
+    hub = Hub.of(here.deck.backends.engine)
+    await hub.ready()  # listening from the start (Backends.open), though nothing here subscribed
+    made = hub.subscriptions
+    private_redis.stop()
+    private_redis.start()  # empty: the keys are gone from Redis
+    await hub.ready(RECOVERY, after=made)  # heard again, and the keys were written back before that
+    there = await processes(private_redis.url)  # a process started after the restart reads them
+    for purpose in ("request-state", "cursor"):
+        assert there.deck.backends.keys.key(purpose) == here.deck.backends.keys.key(purpose)
+    engine = here.deck.backends.engine
+    await engine.client.set(engine.key("key", "cursor"), b"n" * 32)  # another process was first with a new one
+    with caplog.at_level(logging.WARNING, logger="tooldeck.engine"):
+        await here.deck.backends.keys.restore()
+    assert caplog.messages == [f"the shared cursor key at {private_redis.url} is not the one this process signs with "
+                               "(Redis lost it and another process made a new one): restart this process to sign "
+                               "with it"]  # fmt: skip

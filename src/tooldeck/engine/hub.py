@@ -10,7 +10,8 @@ hears every topic and decodes only those it has subscribers for.
 Publications leave in the order they were made, over one connection at a time, so each process hears another's
 publications in the order that process made them. Redis keeps nothing for later: while the connection is down, what
 is published elsewhere is lost to this process, and what this process publishes reaches only itself (each loss is
-logged). The listener reconnects by itself, waiting 50 ms, then twice as long each time, up to a second.
+logged). The listener reconnects by itself, waiting 50 ms, then twice as long each time, up to a second; once it
+hears again, it has the engine run what must be written again (``Engine.came_back``).
 """
 
 from __future__ import annotations
@@ -159,6 +160,7 @@ class Hub:
                     elif message["type"] == "psubscribe":
                         if self.subscriptions:  # after the client reconnected by itself, or this loop did
                             log.info("the bus hears the other processes again (%s)", self.engine.name)
+                            await self.engine.came_back()  # before anyone waiting on ready() is told
                         await self._now_listening(True)
                         delay = _FIRST_DELAY
                         lost = False
