@@ -13,6 +13,7 @@ import os
 import signal
 import time
 from collections.abc import Awaitable, Callable
+from types import SimpleNamespace
 from typing import Any
 
 import orjson
@@ -85,9 +86,9 @@ async def answer(response: Response) -> tuple[int, str | None, Any]:
 
 def refused(request_id: Any, message: str) -> tuple[int, str, Any]:
     """What a request that needs Redis gets while it is away (without an id: one not tied to a JSON-RPC request)."""
-    if request_id is None:
-        return 503, "1", {"jsonrpc": "2.0", "error": {"code": -32000, "message": message}}
     error = {"code": -32000, "message": message, "data": {"tooldeck/retryAfter": 1.0}}
+    if request_id is None:
+        return 503, "1", {"jsonrpc": "2.0", "error": error}
     return 503, "1", {"jsonrpc": "2.0", "id": request_id, "error": error}
 
 
@@ -300,3 +301,35 @@ async def test_keys_a_restart_lost_are_written_back_by_the_processes_that_sign_w
     assert caplog.messages == [f"the shared cursor key at {private_redis.url} is not the one this process signs with "
                                "(Redis lost it and another process made a new one): restart this process to sign "
                                "with it"]  # fmt: skip
+
+
+class UnreachableStore:
+    """A task store whose server is away: every operation is ``BackendUnavailableError``."""
+
+    def __getattr__(self, name: str) -> Any:
+        async def refuse(*args: Any, **kwargs: Any) -> Any:
+            raise BackendUnavailableError("the shared backend redis://cache:6379/0 is unreachable: Connection refused")
+
+        return refuse
+
+
+async def test_a_lease_round_while_redis_is_away_is_one_line_and_the_next_round_comes(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    from tooldeck.server.takeover import Leases
+
+    manager = SimpleNamespace(store=UnreachableStore(), running={"t1": None}, clock=time.time)
+    leases = Leases(manager, "node-a", lease=1.0, renewal=0.01)  # type: ignore[arg-type]
+    caplog.set_level(logging.WARNING, logger="tooldeck.tasks")
+    keeper = asyncio.get_running_loop().create_task(leases.forever())
+    try:
+        async with asyncio.timeout(5):
+            while len(caplog.records) < 3:  # round after round, each said in one line
+                await asyncio.sleep(0.01)
+    finally:
+        keeper.cancel()
+    assert {record.getMessage() for record in caplog.records} == {
+        "task leases were not renewed this round: the shared backend redis://cache:6379/0 is unreachable: "
+        "Connection refused"
+    }
+    assert not any(record.exc_info for record in caplog.records)

@@ -88,7 +88,8 @@ class Endpoint:
                 await self._audit_refusal(scope, refusal)
             await error(send, refusal.status, refusal.code, refusal.message, refusal.headers)
         except BackendUnavailableError as refusal:  # raised only before anything was sent: 503, Retry-After
-            await error(send, refusal.http_status, refusal.code, refusal.message, refusal.headers)
+            await respond_json(send, refusal.http_status, {"jsonrpc": "2.0", "error": refusal.to_error()},
+                               refusal.headers)  # fmt: skip
 
     async def _audit_refusal(self, scope: Scope, refusal: HttpError) -> None:
         auditor = self.registry.server.http_refusal_auditor
