@@ -119,7 +119,9 @@ def closed_root(version: str) -> dict[str, Any]:
     root = copy.deepcopy(_root(version))
     container = _container(root)
     definitions = root[container]
-    exempt = _schema_valued_definitions(root)
+    # The _meta objects of 2026-07-28 (ResultMetaObject, RequestMetaObject, ...) list the keys MCP reserves and
+    # "extend MetaObject": any key that follows its naming rules ("tooldeck/retryAfter") belongs there too.
+    exempt = _schema_valued_definitions(root) | {name for name in definitions if name.endswith("MetaObject")}
     added: set[str] = set()  # definitions whose top level was closed here (an allOf branch reopens them)
     for name, definition in definitions.items():
         if name not in exempt and _close(definition, f"/{name}"):

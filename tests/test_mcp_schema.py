@@ -136,6 +136,14 @@ def test_schema_valued_and_free_form_places_stay_open(case: str) -> None:
     check(LATEST, definition, instance)
 
 
+def test_a_2026_result_s_meta_takes_keys_of_its_own_beside_the_reserved_ones() -> None:
+    meta = {"tooldeck/retryAfter": 30.0, "io.modelcontextprotocol/serverInfo": {"name": "d", "version": "1"}}
+    result = {"content": [], "isError": True, "resultType": "complete", "_meta": meta}
+    check("2026-07-28", "CallToolResult", result)
+    with pytest.raises(AssertionError):
+        check("2026-07-28", "CallToolResult", {**result, "unknownMember": 1})  # the result itself stays closed
+
+
 def test_an_all_of_is_closed_as_the_union_of_its_branches() -> None:
     _, task = FREE_FORM["GetTaskResult's _meta (Result & Task)"]
     with pytest.raises(AssertionError, match=r"closed schema\) invalid at \$: .*'bogus' was unexpected"):

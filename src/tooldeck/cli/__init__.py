@@ -71,7 +71,7 @@ def _command(module: str, function: str) -> Callable[[argparse.Namespace], int]:
 def _parser() -> argparse.ArgumentParser:
     import argparse
 
-    from .options import port, positive_float, positive_int, text
+    from .options import port, positive_float, positive_int, proxy_address, text
 
     class CommandParser(argparse.ArgumentParser):
         """A command's parser: it takes ``--log-level`` too, so the option may follow the command's name. Its default
@@ -161,6 +161,15 @@ def _parser() -> argparse.ArgumentParser:
         default=[],
         metavar="ORIGIN",
         help="accept this Origin besides loopback ones ('*': any); repeatable",
+    )
+    http.add_argument(
+        "--trusted-proxy",
+        action="append",
+        type=proxy_address,
+        default=[],
+        metavar="ADDRESS",
+        help="believe X-Forwarded-For from this proxy (an address or a network, 10.0.0.0/8) when it names an "
+        "anonymous caller's address; repeatable",
     )
     http.add_argument(
         "--header-timeout", type=positive_float, default=10.0, metavar="SECONDS",

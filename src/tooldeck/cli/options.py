@@ -49,3 +49,16 @@ def _integer(text: str) -> int | None:
     if not re.fullmatch(r"[+-]?[0-9]+", stripped):  # int() would also take '1_000' and Arabic-Indic digits
         return None
     return int(stripped)
+
+
+def proxy_address(text: str) -> str:
+    """``--trusted-proxy``: an IP address or a network."""
+    import ipaddress
+
+    try:
+        ipaddress.ip_network(text, strict=False)
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"must be an IP address or a network (like 10.0.0.0/8), got {text!r}"
+        ) from None
+    return text

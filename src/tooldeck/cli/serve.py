@@ -66,6 +66,7 @@ def serve(args: argparse.Namespace) -> int:
             body_timeout=args.body_timeout,
             max_connections=args.max_connections,
             max_backlog=args.max_backlog,
+            trusted_proxies=args.trusted_proxy,
             workers=args.workers,
         )
         return 0

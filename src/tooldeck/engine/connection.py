@@ -1,6 +1,8 @@
 """One process's connection to the shared Redis or Valkey: ``Engine``, from a ``redis://`` URL.
 
-An ``Engine`` holds a pool of command connections (``redis.asyncio``, parsed by hiredis), the key prefix every key
+An ``Engine`` holds one multiplexed connection for the commands of every call (``wire.py``: scripts, reads and
+single-use marks, pipelined and written together), a pool of further connections (``redis.asyncio``, parsed by
+hiredis) for everything else and for TLS, the key prefix every key
 and channel of this deck starts with, the Lua scripts the primitives run, and what is made once per engine
 (``attached``: the hub, one subscriber connection). Every primitive reaches Redis through ``reaching()``, which turns a lost or
 refused connection into ``BackendUnavailableError``: one line, naming the server and the cause.
@@ -31,6 +33,7 @@ from redis.exceptions import NoScriptError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from .errors import BackendUnavailableError
+from .wire import Wire
 
 T = TypeVar("T")
 log = logging.getLogger("tooldeck.engine")
@@ -51,25 +54,25 @@ class Script:
         self.sha = hashlib.sha1(source.encode()).hexdigest()
 
     async def __call__(self, keys: Sequence[str], args: Sequence[Any] = ()) -> Any:
-        client = self.engine.client
-        with self.engine.reaching():
-            try:
-                return await client.evalsha(self.sha, len(keys), *keys, *args)
-            except NoScriptError:
-                await self.load()
-                return await client.evalsha(self.sha, len(keys), *keys, *args)
+        command = self.engine.command
+        try:
+            return await command("EVALSHA", self.sha, len(keys), *keys, *args)
+        except NoScriptError:
+            await self.load()
+            return await command("EVALSHA", self.sha, len(keys), *keys, *args)
 
     async def load(self) -> None:
-        with self.engine.reaching():
-            await self.engine.client.script_load(self.source)
+        await self.engine.command("SCRIPT", "LOAD", self.source)
 
 
 class Engine:
     """A connection to one Redis or Valkey, shared by every seam of one process (``from_url`` makes one). Its
     connections belong to the event loop that first used them: one engine per loop, closed on it (``aclose``)."""
 
-    def __init__(self, client: aioredis.Redis, *, prefix: str = DEFAULT_PREFIX, name: str = "redis") -> None:
+    def __init__(self, client: aioredis.Redis, *, prefix: str = DEFAULT_PREFIX, name: str = "redis",
+                 wire: Wire | None = None) -> None:  # fmt: skip
         self.client = client
+        self.wire = wire  # the multiplexed line of the hot commands (engine/wire.py); None: the pool carries them
         self.prefix = prefix
         self.name = name  # the server's URL without credentials: what messages show
         self._scripts: dict[str, Script] = {}
@@ -115,7 +118,21 @@ class Engine:
         )
         client = aioredis.Redis.from_pool(pool)  # closing the client closes its pool
         chosen = prefix if prefix is not None else (named[-1] if named else DEFAULT_PREFIX)
-        return cls(client, prefix=chosen, name=_without_credentials(urlunsplit((scheme, *parts[1:3], "", ""))))
+        wire = None
+        if scheme != "rediss":  # TLS: the pool's connections carry every command
+            dbs = [value for key, value in query if key == "db"] if scheme == "unix" else [parts.path.strip("/")]
+            db = int(dbs[-1]) if dbs and dbs[-1].isdigit() else 0
+            wire = Wire(parts._replace(scheme=scheme), db=db, timeout=timeout)
+        return cls(client, prefix=chosen, name=_without_credentials(urlunsplit((scheme, *parts[1:3], "", ""))),
+                   wire=wire)  # fmt: skip
+
+    async def command(self, *args: Any) -> Any:
+        """Run one command on the engine's multiplexed line (``wire.py``): the answer as Redis gave it (bulk strings
+        as bytes, ``OK`` as b"OK"). A lost or stuck connection is ``BackendUnavailableError``."""
+        with self.reaching():
+            if self.wire is None:
+                return await self.client.execute_command(*args)
+            return await self.wire.command(*args)
 
     def key(self, *parts: str) -> str:
         """The full name of a key or channel: the prefix, then ``parts`` joined by ":"."""
@@ -181,6 +198,8 @@ class Engine:
             if close is not None:
                 await close()
         self._attached.clear()
+        if self.wire is not None:
+            self.wire.close()
         await self.client.aclose()
 
 

@@ -24,10 +24,9 @@ class SpentMarks:
         """Mark ``name`` spent for ``ttl`` seconds: True if this call spent it, False if it was spent already."""
         if not ttl > 0:
             raise ValueError(f"ttl must be more than 0 seconds, got {ttl!r}")
-        with self.engine.reaching():
-            done = await self.engine.client.set(self.engine.key(self.namespace, name), b"1", nx=True,
-                                                px=max(1, round(ttl * 1000)))  # fmt: skip
-        return bool(done)
+        done = await self.engine.command("SET", self.engine.key(self.namespace, name), b"1", "NX", "PX",
+                                         max(1, round(ttl * 1000)))  # fmt: skip
+        return done is not None
 
     async def is_spent(self, name: str) -> bool:
         with self.engine.reaching():

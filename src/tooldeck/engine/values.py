@@ -77,8 +77,7 @@ class JsonValues:
     async def get(self, name: str) -> Any:
         """The value, or None when there is none."""
         if self.ttl is None:
-            with self.engine.reaching():
-                data = await self.engine.client.get(self.key(name))
+            data = await self.engine.command("GET", self.key(name))
         else:
             data = await self._get([self.key(name), self._index], [self._ttl_ms, name])
         return None if data is None else orjson.loads(data)

