@@ -22,6 +22,7 @@ import pytest
 from asgi_client import AsgiClient, Response
 from eras import MODERN, modern
 from fleet_faults.outage_deck import make_deck
+from fleet_faults.unreachable import Unreachable
 from redis_server import RedisServer
 from server.test_stateless import Driver
 from tooldeck import Deck
@@ -36,8 +37,8 @@ from tooldeck.transports.http import HttpApp
 RECOVERY = 5.0  # seconds within which a process serves again once Redis is back
 
 
-def unreachable(server: RedisServer) -> str:
-    return f"the shared backend {server.url} is unreachable: Connection refused"
+def unreachable(server: RedisServer) -> Any:
+    return Unreachable(server.url)
 
 
 class Process:
@@ -84,7 +85,7 @@ async def answer(response: Response) -> tuple[int, str | None, Any]:
     return response.status, response.headers.get("retry-after"), orjson.loads(body) if body else None
 
 
-def refused(request_id: Any, message: str) -> tuple[int, str, Any]:
+def refused(request_id: Any, message: Any) -> tuple[int, str, Any]:
     """What a request that needs Redis gets while it is away (without an id: one not tied to a JSON-RPC request)."""
     error = {"code": -32000, "message": message, "data": {"tooldeck/retryAfter": 1.0}}
     if request_id is None:
@@ -272,7 +273,7 @@ async def test_a_spend_whose_answer_timed_out_is_refused_and_never_sent_again(
     assert private_redis.process is not None
     os.kill(private_redis.process.pid, signal.SIGSTOP)  # it takes the command, and answers nothing for now
     try:
-        with pytest.raises(BackendUnavailableError, match=r"is unreachable: Timeout"):
+        with pytest.raises(BackendUnavailableError, match=r"is unreachable: no answer within 0\.5 s$"):
             await marks.spend("request-state:n1", 60)
     finally:
         os.kill(private_redis.process.pid, signal.SIGCONT)

@@ -21,6 +21,7 @@ from typing import Any
 import pytest
 
 from eras import MODERN, modern
+from fleet_faults.unreachable import Unreachable
 from http_client import HttpClient, free_port
 from redis_server import RedisServer
 from stdio_client import ROOT, TOOLDECK, StdioServer
@@ -169,7 +170,7 @@ def test_redis_stopped_for_5_s_under_load_and_started_again(persistent_redis: Re
     assert all(proc.poll() is None for proc in fleet.procs)  # both processes lived through it
 
     answers = [answer for client in clients for answer in client.answers]
-    message = f"the shared backend {persistent_redis.url} is unreachable: Connection refused"
+    message = Unreachable(persistent_redis.url)
     assert {answer.status for answer in answers} == {200, 503}  # never a 500, a 404 or anything else
     for answer in answers:
         assert answer.took < TIMEOUT + 1.0, answer  # never a hang beyond the engine's timeout
@@ -199,7 +200,7 @@ def test_over_stdio_a_call_that_needs_redis_is_a_json_rpc_error_while_it_is_away
             assert call_add(server, 1)["result"]["structuredContent"] == {"result": 2}
         private_redis.stop()
         refused = call_add(shared, 2)
-        message = f"the shared backend {private_redis.url} is unreachable: Connection refused"
+        message = Unreachable(private_redis.url)
         assert refused == {"jsonrpc": "2.0", "id": 2,
                            "error": {"code": -32000, "message": message, "data": {"tooldeck/retryAfter": 1.0}}}  # fmt: skip
         assert "result" in shared.request("tools/list", {}, id="l")  # what needs nothing shared is served
