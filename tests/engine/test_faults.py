@@ -156,6 +156,11 @@ async def test_while_redis_is_away_what_needs_it_is_503_with_retry_after_and_ser
     listed = await answer(await here.client.call(held, 7, "tools/list"))  # needs nothing shared: served
     assert listed[0] == 200 and [tool["name"] for tool in listed[2]["result"]["tools"]] == ["add", "job"]
     assert (await answer(await here.modern(8, "tools/list", {})))[0] == 200
+    own = await here.client.request("GET", headers={**stream_headers, "mcp-session-id": held})
+    assert own.status == 200  # the stream of a session held here opens: its events are sent, not stored
+    priming = await anext(aiter(own.events()))
+    assert priming.id is not None and priming.id.rpartition(".")[2] == "unstored-1", priming
+    await own.close()
 
     private_redis.start()  # empty: no persistence; the scripts are gone too (NOSCRIPT, then loaded again)
     done = await served_within(RECOVERY, lambda: here.call(held, 9, "add", {"a": 2, "b": 3}))
@@ -334,3 +339,20 @@ async def test_a_lease_round_while_redis_is_away_is_one_line_and_the_next_round_
         "Connection refused"
     }
     assert not any(record.exc_info for record in caplog.records)
+
+
+async def test_a_delete_refused_while_redis_is_away_ends_the_session_when_it_is_sent_again(
+    persistent_redis: RedisServer, processes: Callable[[str], Awaitable[Process]]
+) -> None:
+    here, there = await processes(persistent_redis.url), await processes(persistent_redis.url)
+    session = await here.client.initialize()
+    persistent_redis.stop()
+    delete = {"mcp-session-id": session}
+    assert await answer(await here.client.request("DELETE", headers=delete)) == refused(None, unreachable(
+        persistent_redis))  # fmt: skip
+    persistent_redis.start()
+    deleted = await served_within(RECOVERY, lambda: here.client.request("DELETE", headers=delete))
+    assert deleted is None  # 200, no body
+    for process in (here, there):  # gone everywhere
+        status, _, body = await answer(await process.call(session, 1, "add", {"a": 1, "b": 2}))
+        assert status == 404 and body["error"]["message"].startswith("Session not found"), body
