@@ -218,3 +218,25 @@ def test_over_stdio_a_call_that_needs_redis_is_a_json_rpc_error_while_it_is_away
             assert server.wait(30) == 0
             stderr = server.stderr_so_far()
             assert "Traceback" not in stderr and "ERROR" not in stderr, stderr
+
+
+def test_sigterm_while_redis_is_away_drains_in_one_line(private_redis: RedisServer, tmp_path: Path) -> None:
+    fleet = Fleet(private_redis.url, tmp_path, 1)
+    try:
+        with HttpClient(fleet.urls[0]) as http:
+            session = http.initialize()  # a session to close at shutdown, whose stored state cannot be removed
+            call = {
+                "jsonrpc": "2.0",
+                "id": 1,
+                "method": "tools/call",
+                "params": {"name": "add", "arguments": {"a": 1, "b": 2}},
+            }
+            assert http.post(call, session=session).status_code == 200
+        private_redis.stop()
+    finally:
+        codes = fleet.stop()
+    assert codes == [0]
+    text = fleet.logs[0].read_text()
+    assert "Traceback" not in text and "ERROR" not in text, text[-3000:]
+    said = f"WARNING tooldeck.http: shutting down without the shared backend: the shared backend {private_redis.url} is"
+    assert said + " unreachable: Connection refused\n" in text
