@@ -356,3 +356,33 @@ async def test_a_delete_refused_while_redis_is_away_ends_the_session_when_it_is_
     for process in (here, there):  # gone everywhere
         status, _, body = await answer(await process.call(session, 1, "add", {"a": 1, "b": 2}))
         assert status == 404 and body["error"]["message"].startswith("Session not found"), body
+
+
+async def test_a_server_still_loading_its_data_is_unavailable_not_an_error() -> None:
+    # A restarted server with persistence answers LOADING until its data is read back: for a call, that is Redis not
+    # there yet (503, Retry-After), never an internal error. A server of a few lines answers it to every command.
+    ended = asyncio.Event()
+
+    async def loading(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            while await reader.read(65536):
+                writer.write(b"-LOADING Valkey is loading the dataset in memory\r\n")
+        finally:
+            writer.close()
+            ended.set()
+
+    server = await asyncio.start_server(loading, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    engine = Engine.from_url(f"redis://127.0.0.1:{port}/0", timeout=1.0)
+    try:
+        with pytest.raises(BackendUnavailableError) as caught:
+            await SpentMarks(engine).spend("request-state:n1", 60)
+        assert str(caught.value) == (
+            f"the shared backend redis://127.0.0.1:{port}/0 is unreachable: Valkey is loading the dataset in memory"
+        )
+    finally:
+        await engine.aclose()
+        async with asyncio.timeout(5):
+            await ended.wait()  # the connection's end reached the server
+        server.close()
+        await server.wait_closed()
