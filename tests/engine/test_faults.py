@@ -386,3 +386,20 @@ async def test_a_server_still_loading_its_data_is_unavailable_not_an_error() -> 
             await ended.wait()  # the connection's end reached the server
         server.close()
         await server.wait_closed()
+
+
+async def test_the_hub_stops_listening_at_once_while_it_reconnects(private_redis: RedisServer) -> None:
+    # Its listener reconnects inside the client, which can swallow a cancellation and read on: closing must end it
+    # all the same, at once (not at the test's time limit), whenever it comes.
+    for pause in (0.0, 0.01, 0.03, 0.06, 0.1):
+        engines = [Engine.from_url(private_redis.url, timeout=1.0) for _ in range(4)]
+        for engine in engines:
+            Hub.of(engine).subscribe("t", lambda payload: None)
+            await Hub.of(engine).ready()
+        private_redis.stop()
+        private_redis.start()
+        await asyncio.sleep(pause)  # the listeners are finding the server again as the engines close
+        started = time.monotonic()
+        for engine in engines:
+            await engine.aclose()
+        assert time.monotonic() - started < 2.0, pause

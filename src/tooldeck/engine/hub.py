@@ -147,7 +147,7 @@ class Hub:
     async def _listen(self) -> None:
         delay = _FIRST_DELAY
         lost = False
-        while True:
+        while not self._closed:
             pubsub = self.engine.client.pubsub()
             try:
                 await pubsub.psubscribe(self._channel_prefix + "*")
@@ -170,7 +170,10 @@ class Hub:
                     log.warning("the bus lost %s (%s); reconnecting", self.engine.name, cause_of(exc))
             finally:
                 self.listening = False
-                await _quietly(pubsub.aclose())
+                try:
+                    await pubsub.aclose()
+                except Exception:  # a connection already lost has nothing to close; a cancellation goes on (aclose)
+                    pass
             await asyncio.sleep(delay)  # a server that is away: try again, less and less often
             delay = min(delay * 2, _LONGEST_DELAY)
 
@@ -212,9 +215,17 @@ class Hub:
         self._closed = True
         if self._sender is not None:
             await _quietly(asyncio.wait_for(asyncio.shield(self._sender), 5.0))
-        if self._listener is not None:
-            self._listener.cancel()
-            await _quietly(self._listener)
+        listener = self._listener
+        if listener is not None:
+            # The client's reconnection inside a read can swallow a cancellation and read on: cancel again until the
+            # listener has ended (within a few seconds).
+            for _ in range(50):
+                listener.cancel()
+                await asyncio.wait({listener}, timeout=0.1)
+                if listener.done():
+                    break
+            if listener.done() and not listener.cancelled():
+                listener.exception()  # retrieved: a listener that ended by an error has logged it
             self._listener = None
 
 
