@@ -28,11 +28,12 @@ ROOT = BENCH.parent
 sys.path.insert(0, str(BENCH))
 sys.path.insert(0, str(ROOT / "tests"))  # redis_server.py: a real server, as the tests run it
 
-import security  # noqa: E402
 from harness import process  # noqa: E402
 from harness.http import free_port  # noqa: E402
 from harness.process import ServerFailed  # noqa: E402
 from harness.servers import SERVERS_DIR, VENVS  # noqa: E402
+
+import security  # noqa: E402
 
 
 def tree(pid: int) -> list[int]:

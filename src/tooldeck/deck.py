@@ -76,6 +76,17 @@ class Deck(Server):
             self._manager = ToolManager(self.tools, injectable=(Context,))
         return self._manager
 
+    async def open_backends(self) -> None:
+        """Make the backends ready (``Server.open_backends``); when they keep the tool definitions (a shared store),
+        serve what the fleet serves, offer it what this deck loaded, and follow its changes (manifest/fleet.py)."""
+        await super().open_backends()
+        store = self.backends.definitions
+        if store is not None and (self._manager is None or self._manager.fleet is None):
+            manager = self.manager
+            await manager.share(store, self.bus)
+            if manager.fleet is not None:
+                self.services.append(manager.fleet.follow)
+
     def implements(self, name: str) -> Callable[[F], F]:
         """Bind a function to a capability of a tool definition: ``@deck.implements("calculator.add")`` (or to every
         capability of a tool: ``@deck.implements("calculator")``, called with ``capability=<name>``). Bind before

@@ -9,7 +9,7 @@ import subprocess
 import pytest
 
 from stdio_client import ROOT, TOOLDECK
-from tooldeck.cli.options import port, positive_float, positive_int
+from tooldeck.cli.options import node_id, port, positive_float, positive_int
 
 
 @pytest.mark.parametrize(
@@ -22,6 +22,8 @@ from tooldeck.cli.options import port, positive_float, positive_int
         (positive_int, "+42", 42),
         (positive_float, "0.5", 0.5),
         (positive_float, "10", 10.0),
+        (node_id, "web-1", "web-1"),
+        (node_id, "n_2", "n_2"),
     ],
 )
 def test_good_values(convert: object, text: str, value: float) -> None:
@@ -47,6 +49,10 @@ def test_good_values(convert: object, text: str, value: float) -> None:
         (positive_float, "-2", "must be a positive number of seconds (like 10 or 0.5), got '-2'"),
         (positive_float, "nan", "must be a positive number of seconds (like 10 or 0.5), got 'nan'"),
         (positive_float, "inf", "must be a positive number of seconds (like 10 or 0.5), got 'inf'"),
+        (node_id, "web.1", "must be 1 to 64 letters, digits, '_' or '-', got 'web.1'"),
+        (node_id, "", "must be 1 to 64 letters, digits, '_' or '-', got ''"),
+        (node_id, "n" * 65, f"must be 1 to 64 letters, digits, '_' or '-', got '{'n' * 65}'"),
+        (node_id, "wéb", "must be 1 to 64 letters, digits, '_' or '-', got 'wéb'"),
     ],
 )
 def test_bad_values_say_what_is_wanted(convert: object, text: str, message: str) -> None:
@@ -62,6 +68,7 @@ def test_bad_values_say_what_is_wanted(convert: object, text: str, message: str)
         (["--port", "99999"], "argument --port: must be a port number from 0 to 65535, got '99999'"),
         (["--max-connections", "lots"], "argument --max-connections: must be a whole number of 1 or more, got 'lots'"),
         (["--header-timeout", "x"], "argument --header-timeout: must be a positive number of seconds"),
+        (["--node-id", "a b"], "argument --node-id: must be 1 to 64 letters, digits, '_' or '-', got 'a b'"),
     ],
 )
 def test_the_command_line_prints_one_plain_line(args: list[str], line: str) -> None:

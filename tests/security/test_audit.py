@@ -107,7 +107,7 @@ def test_a_refused_call_record_of_an_anonymous_caller() -> None:
         ({"decision": "maybe"}, "decision must be 'allowed' or 'refused', got 'maybe'"),
         (
             {"outcome": "fine"},
-            "outcome must be one of 'ok', 'error', 'refused', 'cancelled', 'timeout', 'input_required', got 'fine'",
+            "outcome must be one of 'ok', 'error', 'refused', 'cancelled', 'timeout', 'input_required', 'task_created', got 'fine'",
         ),
         ({"decision": "refused", "outcome": "ok"}, "a refused call did not run: its outcome is 'refused', not 'ok'"),
     ],

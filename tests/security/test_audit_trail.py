@@ -342,3 +342,38 @@ async def test_http_refusals_while_the_trail_is_down_are_counted_not_kept(tmp_pa
     sink.close()  # the first refusal was kept (the trail was not known to be down yet), the others counted
     shown = [(r["event"], r.get("status"), r.get("late"), r.get("refused")) for r in records(trail)]
     assert shown == [("http-refused", 401, None, None), ("audit-unavailable", None, 1, 2)]
+
+
+# --- task-augmented calls: recorded when the task is created, and again when its work ends ------------------------
+
+
+async def test_a_task_call_is_recorded_before_its_create_task_result_and_again_when_its_work_ends(
+    tmp_path: Path,
+) -> None:
+    deck, trail, ran = audited(tmp_path)
+    async with client(deck) as c:
+        c.session.principal = Principal("ada")
+        answer = await c.request_raw("tools/call", {"name": "queued", "arguments": {"n": 7}, "task": {}})
+        task_id = answer["result"]["task"]["taskId"]
+        (created,) = records(trail)  # at once: a process killed now has recorded the call it answered
+        assert (created["tool"], created["decision"], created["outcome"], created["request_id"]) == (
+            "queued", "allowed", "task_created", answer["id"])  # fmt: skip
+        assert created["arguments"] == {"n": 7}
+        await c.request_raw("tasks/result", {"taskId": task_id})
+    assert ran == [7]
+    assert [(r["tool"], r["outcome"]) for r in records(trail)] == [("queued", "task_created"), ("queued", "ok")]
+    assert verify([trail]).ok
+
+
+async def test_a_task_whose_creation_cannot_be_recorded_never_runs_and_ends_failed(tmp_path: Path) -> None:
+    deck, trail, ran = audited(tmp_path)
+    async with client(deck) as c:
+        c.session.principal = Principal("ada")
+        fill_the_disk(deck)  # admitted (the trail has not failed yet), stored, then its record cannot be written
+        answer = await c.request_raw("tools/call", {"name": "queued", "arguments": {"n": 8}, "task": {}})
+        assert answer["result"] == {"content": [{"type": "text", "text": UNAVAILABLE}], "isError": True}
+        listed = await c.request_raw("tasks/list", {})
+        (task,) = listed["result"]["tasks"]
+        assert (task["status"], task["statusMessage"]) == ("failed", UNAVAILABLE)
+        assert trail.read_bytes() == b""
+    assert ran == []

@@ -22,7 +22,11 @@ def redis_bus(request: pytest.FixtureRequest) -> Bus:
     return RedisBus(request.getfixturevalue("engine"))
 
 
-BUSES: dict[str, Callable[[pytest.FixtureRequest], Bus]] = {"memory": lambda request: MemoryBus(), "redis": redis_bus}
+BUSES: dict[str, Callable[[pytest.FixtureRequest], Bus]] = {
+    "memory": lambda request: MemoryBus(),
+    "memory-json": lambda request: MemoryBus(json=True),  # as a bus between processes carries payloads
+    "redis": redis_bus,
+}
 
 
 @pytest.fixture(params=sorted(BUSES))
@@ -45,6 +49,17 @@ async def test_payloads_arrive_as_json_would_carry_them(bus: Bus) -> None:
     payload = {"jsonrpc": "2.0", "method": "notifications/tasks/status", "params": {"taskId": "t-1", "ttl": None}}
     bus.publish("t", payload)
     assert got == [payload]
+
+
+async def test_a_bus_between_processes_refuses_a_payload_that_is_not_json(bus: Bus) -> None:
+    if type(bus) is MemoryBus and not bus.json:
+        pytest.skip("a plain MemoryBus hands objects over within the process")
+    got: list[Any] = []
+    bus.subscribe("t", got.append)
+    with pytest.raises(TypeError, match="a bus payload must be JSON: 't' was given set"):
+        bus.publish("t", {1, 2})
+    bus.publish("t", {"n": (1, 2)})  # a tuple arrives as JSON carries it: a list
+    assert got == [{"n": [1, 2]}]
 
 
 async def test_topics_are_apart(bus: Bus) -> None:

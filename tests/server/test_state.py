@@ -86,3 +86,28 @@ async def test_put_replaces_and_delete_forgets(store: SessionStore) -> None:
 
 async def test_unknown_ids_are_none(store: SessionStore) -> None:
     assert await store.get("never") is None
+
+
+async def test_touch_marks_a_stored_session_and_never_moves_back(store: SessionStore) -> None:
+    assert await store.last_seen([]) == []
+    assert await store.touch("s1", 100.0) is None  # unknown to the store: nothing is marked
+    assert await store.last_seen(["s1"]) == [None]
+    await store.put("s1", sample_state().to_dict())
+    await store.put("s2", sample_state().to_dict())
+    assert await store.last_seen(["s1", "s2"]) == [None, None]  # stored, never served
+    assert await store.touch("s1", 100.5) is True
+    assert await store.touch("s1", 90.0) is True  # a process whose clock is behind does not move it back
+    assert await store.touch("s2", 200.25) is True
+    assert await store.last_seen(["s2", "nope", "s1"]) == [200.25, None, 100.5]
+    await store.delete("s1")
+    assert await store.last_seen(["s1"]) == [None]
+    assert await store.touch("s1", 300.0) is False  # ended (not lost): a late touch does not bring the mark back
+    assert await store.last_seen(["s1", "s2"]) == [None, 200.25]
+
+
+async def test_a_store_remembers_an_end_for_a_while_only() -> None:
+    store = MemorySessionStore(ended_ttl=0.0)  # (Redis: the mark's own expiry, which the Redis tests check)
+    await store.put("s1", sample_state().to_dict())
+    await store.delete("s1")
+    await store.delete("s2")  # forgets the end of s1 (older than ended_ttl) as it records this one
+    assert await store.touch("s1", 1.0) is None

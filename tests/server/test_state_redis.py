@@ -22,7 +22,7 @@ async def test_a_state_is_one_json_key_and_the_ids_are_indexed(engine: Engine) -
     assert await client.zrange("tooldeck:session", 0, -1, withscores=True) == [(b"s1", float("inf"))]
     assert await client.pttl("tooldeck:session:s1") == -1  # no ttl: kept until deleted
     await store.delete("s1")
-    assert await client.keys("*") == []
+    assert await client.keys("*") == [b"tooldeck:session-ended:s1"]  # only that it ended, for a while
 
 
 async def test_with_a_ttl_a_state_expires_unless_written_or_read(engine: Engine) -> None:
@@ -67,3 +67,22 @@ async def test_another_app_serves_the_session_from_redis_and_its_end_is_seen_eve
     assert await RedisSessionStore(first_engine).get(session) is None  # ended in the store every process reads
     await first.aclose()
     await second.aclose()
+
+
+async def test_with_a_ttl_a_touch_renews_the_state(engine: Engine) -> None:
+    store = RedisSessionStore(engine, ttl=0.5)
+    await store.put("s", {"revision": "2025-11-25"})
+    await engine.client.pexpire("tooldeck:session:s", 50)  # as if it were about to expire ...
+    assert await store.touch("s", 100.0) is True
+    assert await engine.client.pttl("tooldeck:session:s") > 400  # ... and a request of the session renewed it
+    assert await store.count() == 1
+
+
+async def test_an_end_is_remembered_for_ended_ttl(engine: Engine) -> None:
+    store = RedisSessionStore(engine, ended_ttl=60)
+    await store.put("s", {"revision": "2025-11-25"})
+    await store.delete("s")
+    assert await store.touch("s", 1.0) is False
+    assert 50_000 < await engine.client.pttl("tooldeck:session-ended:s") <= 60_000
+    await engine.client.delete("tooldeck:session-ended:s")  # as its expiry would
+    assert await store.touch("s", 2.0) is None

@@ -71,7 +71,7 @@ def _command(module: str, function: str) -> Callable[[argparse.Namespace], int]:
 def _parser() -> argparse.ArgumentParser:
     import argparse
 
-    from .options import port, positive_float, positive_int, proxy_address, text
+    from .options import node_id, port, positive_float, positive_int, proxy_address, text
 
     class CommandParser(argparse.ArgumentParser):
         """A command's parser: it takes ``--log-level`` too, so the option may follow the command's name. Its default
@@ -191,6 +191,11 @@ def _parser() -> argparse.ArgumentParser:
     http.add_argument(
         "--workers", type=positive_int, default=1, metavar="N",
         help="serve with N processes on the one port (needs shared backends: --backend redis://...)",
+    )  # fmt: skip
+    http.add_argument(
+        "--node-id", type=node_id, default=None, metavar="NAME",
+        help="this process's name among the processes sharing --backend (in ids that cross processes and in the "
+             "audit trail's file name, audit.NAME.jsonl; default: the deck's, else random)",
     )  # fmt: skip
     http.add_argument("--stateless", action="store_true", help="no sessions: each POST stands alone")
     http.add_argument("--json-response", action="store_true", help="answer requests with JSON, never SSE")

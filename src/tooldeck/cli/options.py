@@ -41,6 +41,13 @@ def text(value: str) -> str:
     return value
 
 
+def node_id(value: str) -> str:
+    """A process's name in a fleet: it goes into ids that cross processes and into the audit trail's file name."""
+    if not (0 < len(value) <= 64 and value.isascii() and value.replace("_", "").replace("-", "").isalnum()):
+        raise argparse.ArgumentTypeError(f"must be 1 to 64 letters, digits, '_' or '-', got {value!r}")
+    return value
+
+
 def _integer(text: str) -> int | None:
     """``text`` as a decimal integer (surrounding spaces allowed), or None."""
     import re  # argparse has loaded it already

@@ -42,6 +42,8 @@ def serve(args: argparse.Namespace) -> int:
         deck = _load(args)
         if backends is not None:
             deck.use_backends(backends)
+        if getattr(args, "node_id", None) is not None:
+            deck.node_id = args.node_id  # before the policy: the audit trail is named after it
         _policy(deck, args)
         if deck.http_auth is None and args.host not in _LOOPBACK:
             log.warning("serving %s on %s without authentication: anyone who can reach it can call its tools "

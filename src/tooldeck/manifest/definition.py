@@ -70,6 +70,26 @@ class Definition(Record):
             self.files = command_files(document, self.base_dir)
         self.digest = digest(document, self.files)
 
+    @classmethod
+    def restored(cls, document: dict[str, Any], digest: str, files: dict[str, str], source: str | None,
+                 base_dir: str) -> Definition:  # fmt: skip
+        """A definition as another process served it (from the shared definitions, store.py): its digest and its
+        command files' digests as that process took them, not taken again here (a call still checks the files)."""
+        definition = cls.__new__(cls)
+        definition.document = document
+        definition.id = document["id"]
+        definition.version = document["version"]
+        definition.source = source
+        definition.base_dir = base_dir
+        definition.files = dict(files)
+        definition.digest = digest
+        return definition
+
+    def stored(self) -> dict[str, Any]:
+        """What ``restored`` takes back, as JSON: how the shared definitions keep this one."""
+        return {"document": self.document, "digest": self.digest, "files": self.files, "source": self.source,
+                "base_dir": self.base_dir}  # fmt: skip
+
     @property
     def label(self) -> str:
         """``id@version``, as log lines and refusals name a definition."""

@@ -1,5 +1,5 @@
 """What is wrong with a tool definition file, said as ``file: $.json.path: what`` — one Problem per reason, and the
-DefinitionError that carries them all."""
+DefinitionError that carries them all; and ManagerError, what the tool manager cannot do."""
 
 from __future__ import annotations
 
@@ -30,3 +30,7 @@ class DefinitionError(TooldeckError):
     def __init__(self, problems: list[Problem]) -> None:
         super().__init__("\n".join(str(problem) for problem in problems))
         self.problems = problems
+
+
+class ManagerError(TooldeckError):
+    """An operation the tool manager cannot do (rolling back with no earlier version, unregistering an unknown id)."""

@@ -12,7 +12,8 @@ inside the directory, of bounded size, YAML without aliases; what was read is th
 other change of the registry is. A file that cannot be read, becomes invalid, or whose
 change the version rules refuse, is reported on one log line per problem (file, JSON path, what; never the file's
 content) and its previous version keeps serving; the other files of the batch are applied without it. A batch that
-fails for any other reason is logged and the watcher goes on.
+fails for any other reason is logged and the watcher goes on. With shared definitions (manifest/fleet.py) each batch
+is committed fleet-wide, once, however many processes watch the directory: the others find it served already.
 """
 
 from __future__ import annotations
@@ -49,7 +50,7 @@ class DirectoryWatcher:
             paths = sorted({self._path(path) for _, path in changes})
             try:
                 batch = await asyncio.to_thread(self.read, paths)
-                self.apply(batch)
+                await self.aapply(batch)
             except Exception as exc:  # one bad batch must not end the watching
                 log.error("watching %s: a batch of %d changed files was not applied (%s); what was served before "
                           "keeps serving", self.directory, len(paths), type(exc).__name__, exc_info=True)  # fmt: skip
@@ -103,6 +104,28 @@ class DirectoryWatcher:
     def apply(self, batch: Batch) -> list[Problem]:
         """Apply what ``read`` found, through the manager in one change; returns (and logs) the problems that kept
         files from being applied."""
+        candidates, remove, problems = self._prepare(batch)
+        return self._applied(self._apply(candidates, remove, problems), candidates, problems)
+
+    async def aapply(self, batch: Batch) -> list[Problem]:
+        """``apply``, through the manager's awaited form: what ``watch`` does, so that with shared definitions each
+        batch is committed fleet-wide, once however many processes watch the directory (manifest/fleet.py)."""
+        candidates, remove, problems = self._prepare(batch)
+        pending = dict(candidates)
+        applied: set[str] = set()
+        while pending or remove:
+            try:
+                await self.manager.aapply(pending.values(), remove=remove)
+                applied = set(pending)
+                break
+            except DefinitionError as exc:
+                step = self._without_refused(exc, pending, remove, problems)
+                if step is None:
+                    break
+                pending, remove = step
+        return self._applied(applied, candidates, problems)
+
+    def _prepare(self, batch: Batch) -> tuple[dict[str, Definition], list[str], list[Problem]]:
         problems, candidates, deleted = list(batch.problems), dict(batch.candidates), batch.deleted
         owners = {tool_id: path for path, tool_id in self.files.items() if path not in deleted}
         for path, definition in list(candidates.items()):
@@ -116,7 +139,10 @@ class DirectoryWatcher:
             self._forget_named(path)
         new_ids = {definition.id for definition in candidates.values()}
         remove = sorted(tool_id for tool_id in gone if tool_id not in new_ids and tool_id in self.manager)
-        for path in self._apply(candidates, remove, problems):
+        return candidates, remove, problems
+
+    def _applied(self, applied: set[str], candidates: dict[str, Definition], problems: list[Problem]) -> list[Problem]:
+        for path in applied:
             self.files[path] = candidates[path].id
             self._forget_named(path)
             for name in candidates[path].files:
@@ -142,14 +168,23 @@ class DirectoryWatcher:
                 self.manager.apply(pending.values(), remove=remove)
                 return set(pending)
             except DefinitionError as exc:
-                problems.extend(exc.problems)
-                refused = {problem.file for problem in exc.problems}
-                kept = {path: d for path, d in pending.items() if path not in refused}
-                still = [tool_id for tool_id in remove if tool_id in self.manager]
-                if len(kept) == len(pending) and still == remove:
-                    return set()  # no one file to blame: the batch waits for the next change
-                pending, remove = kept, still
+                step = self._without_refused(exc, pending, remove, problems)
+                if step is None:
+                    return set()
+                pending, remove = step
         return set()
+
+    def _without_refused(self, exc: DefinitionError, pending: dict[str, Definition], remove: list[str],
+                         problems: list[Problem]) -> tuple[dict[str, Definition], list[str]] | None:  # fmt: skip
+        """The batch again without the files ``exc`` refused; None when there is no one file to blame (the batch
+        waits for the next change)."""
+        problems.extend(exc.problems)
+        refused = {problem.file for problem in exc.problems}
+        kept = {path: d for path, d in pending.items() if path not in refused}
+        still = [tool_id for tool_id in remove if tool_id in self.manager]
+        if len(kept) == len(pending) and still == remove:
+            return None
+        return kept, still
 
 
 class Batch:

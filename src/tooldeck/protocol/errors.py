@@ -29,6 +29,7 @@
     ├── ArgumentError             a string argument (URI variable, prompt argument) that is not of its type
     ├── ContentError              a content block built with values the protocol does not allow
     ├── TaskStoreError            a task store cannot be opened, or is used after ``close()``
+    ├── NodeUnreachableError      (server/nodes.py) another process of the fleet did not answer in time
     ├── HttpError                 an HTTP request refused before it reached the protocol (status, code, message)
     ├── TargetError               the command line cannot load what it was pointed at
     ├── DefinitionError           (manifest/problems.py)   tool definition files with problems (file, JSON path)

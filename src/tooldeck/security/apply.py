@@ -9,7 +9,7 @@ import time
 from typing import Any
 
 from ..protocol.errors import RefusedError, ToolError
-from ..tools.result import INPUT_REQUIRED
+from ..tools.result import INPUT_REQUIRED, TASK_CREATED
 from .policy import Policy
 
 
@@ -353,6 +353,8 @@ class CallAuditor:
             decision, reason = "allowed", None
             if result is INPUT_REQUIRED:  # a 2026-07-28 round that stopped at a question (the client answers next)
                 outcome = "input_required"
+            elif result is TASK_CREATED:  # answered with a task; its work is recorded again when it ends
+                outcome = "task_created"
             else:
                 outcome = "error" if result is not None and result.get("isError") else "ok"
         facts = (time.time(), request.request_id, getattr(request.peer, "key", None), request.principal,

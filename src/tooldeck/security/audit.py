@@ -59,7 +59,7 @@ __all__ = [
 
 REDACTED = "[redacted]"
 DECISIONS = ("allowed", "refused")
-OUTCOMES = ("ok", "error", "refused", "cancelled", "timeout", "input_required")
+OUTCOMES = ("ok", "error", "refused", "cancelled", "timeout", "input_required", "task_created")
 _NO_NAMES: frozenset[str] = frozenset()
 _CANONICAL = orjson.OPT_SORT_KEYS | orjson.OPT_NON_STR_KEYS
 _COMBINATORS = ("allOf", "anyOf", "oneOf")

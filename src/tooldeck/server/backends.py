@@ -10,27 +10,34 @@ The seams (each a small Protocol with an in-memory implementation beside it, and
 
     sessions  SessionStore  server/state.py      the state of a 2025-11-25 HTTP session between its requests
     bus       Bus           server/bus.py        list_changed, resource updates, task status, a cancellation or a
-                                                 client's answer, to whichever process serves the session
+                                                 client's answer, to whichever process serves the session; a session's
+                                                 end; calls between processes (server/nodes.py: a task to stop, a
+                                                 task's questions and answers, a stream to relay)
     tasks     TaskStore     tasks/store.py       task records, with the process that owns each and its lease
     events    EventStore    server/events.py     SSE events a client may resume with Last-Event-ID
     limiter   RateLimiter   security/limits.py   the token buckets of the policy's [limits]
     spent     SpentStore    security/spent.py    single-use marks: the requestState of a 2026-07-28 confirmation
     keys      KeyRing       security/keys.py     the keys that sign what a client hands back (requestState, cursors)
+    definitions  DefinitionStore (manifest/store.py): the tool definitions served, their history and pins, one
+                 numbered state changed by compare-and-swap (None: the tool manager of this process keeps them)
 
 Per process, on purpose:
 
 - Verified JWTs and the issuer's key set: derived from the token and the issuer's JWKS; every process derives the
   same answer, and a key's withdrawal reaches each within the set's cache time.
 - Compiled validators, encoded listings and cached initialize results: derived from the registries.
-- The registries and the tool manager's history: each process registers the same tools from the same code and
-  definition files (definitions changed while serving are shared in a later step; until then a manager call
-  changes the process it runs on).
+- The registries: each process registers the same Python tools, resources and prompts from the same code. Tool
+  definitions (and what the tool manager decides: history, pins) are shared through ``definitions`` when there is
+  one: each process serves the store's state, swapped into its registry whole when another process commits a change
+  (manifest/fleet.py), so the registry is a cache of the store; the Tools made of a definition (handlers bound,
+  validators compiled) are made by each process for itself.
 - The HTTP flood guard (``[limits] http_requests``): it protects this process's own sockets and CPU.
 - 2025-11-25 confirmation codes: issued and redeemed within one call, on the process that runs the call; another
   process has no record of a code, so a replay there is refused.
 - The audit trail: one writer per file (a lock refuses a second one), so each process keeps its own trail.
 - The worker pool, the runner's requests in flight, the SSE channels of open connections and the listen streams:
-  the work of this process, which ends with it.
+  the work of this process, which ends with it. (What other processes need of it goes to it over the bus: a
+  cancelled task stops here, a stream of this process resumed elsewhere is relayed from here.)
 
 A spec names the record: ``memory`` (everything in this process), ``sqlite:PATH`` (tasks in a SQLite file that
 outlives the process, the rest in memory), ``redis://HOST:PORT/DB`` (every seam in one Redis or Valkey, shared by
@@ -52,6 +59,7 @@ from .events import MemoryEventStore
 from .state import MemorySessionStore
 
 if TYPE_CHECKING:
+    from ..manifest.store import DefinitionStore
     from ..security.keys import KeyRing
     from ..security.limits import AsyncRateLimiter, RateLimiter
     from ..security.spent import SpentStore
@@ -66,12 +74,14 @@ _REDIS = ("redis://", "rediss://", "valkey://", "valkeys://", "unix://")
 
 class Backends:
     """Where a deck's state lives (see the module docstring). Each seam may be given; what is not is the in-memory
-    implementation. ``tasks`` is a ``TaskStore``, a spec (``"memory"``, ``"sqlite:PATH"``) opened on first use, or
-    None (the transport chooses). ``shared``: several processes use these backends (keys must then be shared too)."""
+    implementation (``definitions``: None, kept by the tool manager). ``tasks`` is a ``TaskStore``, a spec
+    (``"memory"``, ``"sqlite:PATH"``) opened on first use, or None (the transport chooses). ``shared``: several
+    processes use these backends (keys must then be shared too)."""
 
     __slots__ = (
         "_opened",
         "bus",
+        "definitions",
         "engine",
         "events",
         "keys",
@@ -93,6 +103,7 @@ class Backends:
         limiter: RateLimiter | AsyncRateLimiter | None = None,
         spent: SpentStore | None = None,
         keys: KeyRing | None = None,
+        definitions: DefinitionStore | None = None,
         spec: str = "memory",
         shared: bool = False,
         engine: Any = None,
@@ -104,6 +115,7 @@ class Backends:
         self.limiter: RateLimiter | AsyncRateLimiter = limiter if limiter is not None else MemoryRateLimiter()
         self.spent: SpentStore = spent if spent is not None else MemorySpentStore()
         self.keys: KeyRing = keys if keys is not None else MemoryKeyRing()
+        self.definitions = definitions  # None: the deck's tool manager keeps its definitions (nothing to share)
         self.spec = spec
         self.shared = shared
         self.engine = engine  # the connection the shared seams use (tooldeck.engine), closed with them
@@ -174,6 +186,7 @@ def redis_backends(url: str, *, keys: dict[str, bytes | None] | None = None, ses
         raise RegistrationError(
             f"backends {url.split('@')[-1]!r}: the Redis client is not installed (pip install 'tooldeck[redis]')"
         ) from None
+    from ..manifest.store_redis import RedisDefinitionStore
     from ..security.keys_redis import RedisKeyRing
     from ..security.limits_redis import RedisRateLimiter
     from ..security.spent_redis import RedisSpentStore
@@ -194,6 +207,7 @@ def redis_backends(url: str, *, keys: dict[str, bytes | None] | None = None, ses
         spent=RedisSpentStore(engine),
         keys=RedisKeyRing(engine, keys),
         tasks=RedisTaskStore(engine),
+        definitions=RedisDefinitionStore(engine),
         engine=engine,
         spec=engine.name,
         shared=True,

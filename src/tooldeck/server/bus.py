@@ -12,6 +12,11 @@ Topics in use (``server.core`` publishes, sessions and 2026-07-28 listen streams
   task's status), ``{"cancel": request_id}`` (the client cancelled a request that runs in another process serving the
   same session) or ``{"answer": {...}}`` (the client answered a request that another process made). An HTTP
   session's key is its session id, so every process serving it subscribes to the same topic.
+- ``sessions/ended`` (shared backends): payload an HTTP session id; the session was ended (DELETE, or idle everywhere)
+  by some process, and every other process drops its copy (``transports/http/sessions.py``).
+- ``node/<node id>`` (shared backends): calls from one process of a fleet to another (``nodes.py``): a task to stop,
+  a task's questions or answers (``task_relay.py``), a stream to relay (``transports/http/relay.py``).
+- ``relay/<node id>/<n>``: the pieces of one stream relayed to the process a client resumed it through.
 
 ``MemoryBus`` delivers synchronously, in publish order, on the publisher's thread; the server makes sure it
 publishes on the event loop's thread. A networked bus (``bus_redis.RedisBus``) implements the same two methods and
@@ -63,12 +68,17 @@ class _Entry:
 
 
 class MemoryBus:
-    """Subscribers in a dict per topic; a subscriber that raises is logged and does not stop the others."""
+    """Subscribers in a dict per topic; a subscriber that raises is logged and does not stop the others. ``json``:
+    hand each subscriber the payload as JSON carries it, and refuse one that is not JSON (``TypeError``), as a bus
+    between processes does — for tests that stand several apps on one bus for the processes of a fleet."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, json: bool = False) -> None:
         self._topics: dict[str, dict[_Entry, None]] = {}  # an ordered set: delivery follows subscription order
+        self.json = json
 
     def publish(self, topic: str, payload: Any) -> None:
+        if self.json:
+            payload = _as_json(topic, payload)
         entries = self._topics.get(topic)
         if not entries:
             return
@@ -88,3 +98,12 @@ class MemoryBus:
     def subscribers(self, topic: str) -> int:
         """How many subscriptions ``topic`` has now (in this process: all there are)."""
         return len(self._topics.get(topic, ()))
+
+
+def _as_json(topic: str, payload: Any) -> Any:
+    import orjson
+
+    try:
+        return orjson.loads(orjson.dumps(payload))
+    except TypeError as exc:
+        raise TypeError(f"a bus payload must be JSON: {topic!r} was given {type(payload).__name__} ({exc})") from None

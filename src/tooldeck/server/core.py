@@ -35,6 +35,7 @@ if TYPE_CHECKING:
     import asyncio
 
     from ..security.request_state import RequestStates
+    from .nodes import Nodes
     from .task_manager import TaskManager
     from .workers import WorkerPool
 
@@ -93,6 +94,7 @@ class Server:
         self._announcing: dict[str, tuple[list[Any], dict[Any, bool]]] = {}
         self._init_results: dict[tuple[Any, ...], dict[str, Any]] = {}
         self._tasks: TaskManager | None = None
+        self._nodes: Nodes | None = None
         self._request_states: RequestStates | None = None
         self._running_services: list[asyncio.Task[None]] = []
         apply_policy(self, self.policy)  # the default policy: levels enforced, inputs limited, output sanitised
@@ -227,6 +229,15 @@ class Server:
             )
         return self._tasks
 
+    @property
+    def nodes(self) -> Nodes:
+        """This process's end of the calls between the processes of a fleet (server/nodes.py), made on first use."""
+        if self._nodes is None:
+            from .nodes import Nodes
+
+            self._nodes = Nodes(self.bus, self.node_id)
+        return self._nodes
+
     def workers(self) -> WorkerPool:
         """The worker pool sync functions run in (created when the first one runs)."""
         if self._workers is None:
@@ -249,6 +260,9 @@ class Server:
         if self._tasks is not None:
             await self._tasks.aclose()
             self._tasks = None
+        if self._nodes is not None:
+            self._nodes.close()
+            self._nodes = None
         if self._workers is not None:
             self._workers.close()
             self._workers = None

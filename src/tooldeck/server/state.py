@@ -4,11 +4,19 @@
 info and capabilities, its log level, its resource subscriptions and the principal it authenticated as. It is
 JSON-able (``to_dict``/``from_dict``), so a store can live outside the process: a server that finds a session id in
 the store but not in memory can rebuild the session from it. ``MemorySessionStore`` is the in-process store; a
-networked one implements the same four methods and passes the same contract suite (tests/server/test_state.py).
+networked one implements the same methods and passes the same contract suite (tests/server/test_state.py).
+
+When several processes serve one session, each marks it seen in the store (``touch``) as it serves it, so that the
+idle reaper of each can tell a session idle everywhere from one busy in another process (``last_seen``); the mark
+also says whether the session ended (deleted by some process: the store remembers that for ``ended_ttl`` seconds)
+or is unknown to the store (which lost it, as a Redis restarted without persistence does: the process that holds
+the session stores it again).
 """
 
 from __future__ import annotations
 
+import time
+from collections.abc import Sequence
 from typing import Any, Protocol
 
 import orjson
@@ -17,6 +25,8 @@ from ..security.principal import principal_id
 from .options import LOG_RANK
 
 __all__ = ["MemorySessionStore", "SessionState", "SessionStore", "principal_id"]
+
+ENDED_TTL = 3600.0  # seconds a store remembers that a session ended: above any idle timeout in use
 
 
 class SessionState:
@@ -112,19 +122,34 @@ class SessionStore(Protocol):
         ...
 
     async def delete(self, session_id: str) -> None:
-        """Forget a session that ended; deleting an unknown id is not an error."""
+        """Forget a session that ended (its state and when it was seen), remembering for a while that it ended;
+        deleting an unknown id is not an error."""
         ...
 
     async def count(self) -> int:
         """How many sessions are stored."""
         ...
 
+    async def touch(self, session_id: str, at: float) -> bool | None:
+        """A process served the session at ``at`` (wall-clock seconds); a mark never moves back. True when marked;
+        False, and nothing marked, when the session ended (``delete``, perhaps by another process); None, and nothing
+        marked, when the store does not know it (never stored, or lost)."""
+        ...
+
+    async def last_seen(self, session_ids: Sequence[str]) -> list[float | None]:
+        """When each session was last marked by ``touch`` (by any process), in one round trip; None for a session
+        never marked or not stored."""
+        ...
+
 
 class MemorySessionStore:
     """Session states in a dict of this process (copied in and out, as a networked store would)."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, ended_ttl: float = ENDED_TTL) -> None:
         self._states: dict[str, dict[str, Any]] = {}
+        self._seen: dict[str, float] = {}
+        self._ended: dict[str, float] = {}  # session id -> when it ended (monotonic), oldest first
+        self.ended_ttl = ended_ttl
 
     async def get(self, session_id: str) -> dict[str, Any] | None:
         state = self._states.get(session_id)
@@ -135,9 +160,28 @@ class MemorySessionStore:
 
     async def delete(self, session_id: str) -> None:
         self._states.pop(session_id, None)
+        self._seen.pop(session_id, None)
+        now = time.monotonic()
+        ended = self._ended
+        ended.pop(session_id, None)
+        ended[session_id] = now
+        for oldest, at in list(ended.items()):  # forget what ended long ago (in order: stop at the first that did not)
+            if now - at <= self.ended_ttl:
+                break
+            del ended[oldest]
 
     async def count(self) -> int:
         return len(self._states)
+
+    async def touch(self, session_id: str, at: float) -> bool | None:
+        if session_id not in self._states:
+            ended = self._ended.get(session_id)
+            return False if ended is not None and time.monotonic() - ended <= self.ended_ttl else None
+        self._seen[session_id] = max(at, self._seen.get(session_id, at))
+        return True
+
+    async def last_seen(self, session_ids: Sequence[str]) -> list[float | None]:
+        return [self._seen.get(session_id) for session_id in session_ids]
 
 
 def _copy(state: dict[str, Any]) -> dict[str, Any]:

@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from ..engine.errors import BackendUnavailableError
 from ..protocol import versions
+from ..security.principal import Principal
 from ..tasks.record import MAX_RUNS, TaskRecord
 from .request import RequestContext
 
@@ -123,13 +124,30 @@ def _idempotent(tool: Tool) -> bool:
 def rerun(manager: Holder, record: TaskRecord, tool: Tool) -> None:
     """Run a task taken over from another node once more, here: the call it was created by, under the identity it
     was created by (admitted then, so not again), with no client to ask."""
-    revision, principal = era_of(record.owner)
+    revision, owner = era_of(record.owner)
+    principal = identity(owner)
     arguments = record.arguments or {}
     peer = Detached(asyncio.get_running_loop())
     params = {"name": record.tool, "arguments": arguments}
     rctx = RequestContext.standalone(manager.server, peer, f"takeover-{record.task_id}", "tools/call", params,
                                      revision, principal=principal, identifies_requestor=principal is not None)  # fmt: skip
     manager.run_again(rctx, record.task_id, tool, arguments)
+
+
+def identity(principal_id: str | None) -> Principal | None:
+    """The principal a task's owner names (``Principal.id``: "token:ci", "jwt:https://issuer#ci"), as the run taken
+    over is made by it: what the audit trail and the tool's Context read of it. Its scopes and roles are not kept
+    with the task; the call was admitted when the task was created."""
+    if principal_id is None:
+        return None
+    method, _, rest = principal_id.partition(":")
+    issuer, mark, subject = rest.partition("#")
+    if method == "jwt" and mark:  # a token from an issuer: the issuer has no fragment, so the first "#" ends it
+        principal = Principal(subject, method=method, issuer=issuer)
+    else:
+        principal = Principal(rest, method=method)
+    principal.id = principal_id  # what the task is bound to, whatever shape a backend of its own gave it
+    return principal
 
 
 def era_of(owner: str | None) -> tuple[str, str | None]:

@@ -74,6 +74,9 @@ def call(rctx: RequestContext, tool: Tool, arguments: dict[str, Any]) -> Work | 
 
 async def _create(manager: TaskManager, rctx: RequestContext, tool: Tool, arguments: dict[str, Any]) -> dict[str, Any]:
     record = await manager.open(rctx, tool, arguments, owner_of(rctx))
+    problem = await manager.recorded(rctx, record, tool, arguments)
+    if problem is not None:
+        return problem
     manager.launch(rctx, record.task_id, tool, arguments)
     return created(rctx, manager, record)
 
@@ -148,19 +151,24 @@ async def _find(rctx: RequestContext, manager: TaskManager) -> TaskRecord:
 
 
 async def _get(rctx: RequestContext, manager: TaskManager) -> dict[str, Any]:
-    return detailed(rctx, manager, await _find(rctx, manager))
+    record = await _find(rctx, manager)
+    questions = None
+    if record.status == "input_required" and manager.relay is not None and manager.relay.elsewhere(record):
+        questions = await manager.relay.questions(record)  # kept by the process running the task
+    return detailed(rctx, manager, record, questions)
 
 
-def detailed(rctx: RequestContext, manager: TaskManager, record: TaskRecord) -> dict[str, Any]:
+def detailed(rctx: RequestContext, manager: TaskManager, record: TaskRecord,
+             questions: dict[str, Any] | None = None) -> dict[str, Any]:  # fmt: skip
     """The GetTaskResult: the task as it stands, with what its status carries (``inputRequests``, ``result`` or
-    ``error``), as a complete result."""
+    ``error``), as a complete result. ``questions``: the ``inputRequests`` another process keeps for it."""
     wire = record.to_modern(manager.poll_interval.at(manager.clock() - record.created_at))
     if record.is_terminal:
         del wire["pollIntervalMs"]  # nothing left to poll for
     status = record.status
     if status == "input_required":
         inputs = manager.inputs.get(record.task_id)
-        wire["inputRequests"] = {} if inputs is None else inputs.requests()
+        wire["inputRequests"] = (questions or {}) if inputs is None else inputs.requests()
     elif status == "completed" and record.result is not None:
         wire["result"] = {**record.result, "resultType": "complete"}
     elif status == "failed":
@@ -178,8 +186,11 @@ async def _update(rctx: RequestContext, manager: TaskManager) -> dict[str, Any]:
                                  "the task's inputRequests to the client's results")  # fmt: skip
     record = await _find(rctx, manager)
     inputs = manager.inputs.get(record.task_id)
-    if inputs is not None and inputs.answer(responses):
-        await manager.settle(record.task_id, "working")
+    if inputs is not None:
+        if inputs.answer(responses):
+            await manager.settle(record.task_id, "working")
+    elif manager.relay is not None and manager.relay.elsewhere(record):
+        await manager.relay.answer(record, responses)  # the task waits in the process running it
     return envelope.complete({}, rctx.server.server_info)
 
 

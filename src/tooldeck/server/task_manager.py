@@ -44,6 +44,7 @@ if TYPE_CHECKING:
     from .bus import Bus
     from .request import RequestContext
     from .task_inputs import TaskInputs
+    from .task_relay import TaskRelay
 
 log = logging.getLogger("tooldeck.tasks")
 
@@ -93,13 +94,14 @@ class TaskManager:
         self.running: dict[str, asyncio.Task[Any]] = {}
         self._finished: dict[str, asyncio.Event] = {}
         # The request each running task was created by: its cancellation, and its session's bus key for status.
-        self._requests: dict[str, RequestContext] = {}
+        self.requests: dict[str, RequestContext] = {}
         # The questions each running 2026-07-28 task waits on (the tasks extension: tasks/get, tasks/update).
         self.inputs: dict[str, TaskInputs] = {}
         self.leases = Leases(self, self.node, lease, renewal)
         self._started = False
         self._purger: asyncio.Task[None] | None = None
         self._keeper: asyncio.Task[None] | None = None
+        self.relay: TaskRelay | None = None  # with shared backends: what reaches the tasks other processes hold
 
     async def start(self) -> None:
         """Once per process: open the store, take over at once the tasks whose lease already ran out (left by a
@@ -113,6 +115,10 @@ class TaskManager:
 
         if self._spec is not None:
             self.store = await open_store(self._spec)
+        if self.server is not None and self.server.backends.shared:
+            from .task_relay import TaskRelay
+
+            self.relay = TaskRelay(self, self.server.nodes)
         taken = await self.leases.tend()
         loop = asyncio.get_running_loop()
         self._purger = loop.create_task(self._purge_forever())
@@ -139,7 +145,7 @@ class TaskManager:
                 log.exception("purging expired tasks failed")
 
     async def aclose(self) -> None:
-        for request in list(self._requests.values()):
+        for request in list(self.requests.values()):
             request.cancel()
         for task in list(self.running.values()):
             task.cancel()
@@ -155,6 +161,9 @@ class TaskManager:
     ) -> dict[str, Any]:
         """A task-augmented call of a 2025 session: the task is opened, its work started, its CreateTaskResult made."""
         record = await self.open(rctx, tool, arguments, rctx.owner(), task.get("ttl"))
+        problem = await self.recorded(rctx, record, tool, arguments)
+        if problem is not None:
+            return problem
         self.launch(rctx, record.task_id, tool, arguments)
         result: dict[str, Any] = {"task": record.to_wire()}
         if tool.immediate_response is not None:
@@ -189,8 +198,25 @@ class TaskManager:
             arguments=arguments if annotations is not None and annotations.get("idempotentHint") else None,
         )
         await self.store.create(record)
-        self._requests[record.task_id] = rctx
+        self.requests[record.task_id] = rctx
         return record
+
+    async def recorded(self, rctx: RequestContext, record: TaskRecord, tool: Tool,
+                       arguments: dict[str, Any]) -> dict[str, Any] | None:  # fmt: skip
+        """Audit the call that created ``record`` (outcome "task_created") before its CreateTaskResult leaves. None
+        once it is recorded (or nothing audits); else the isError result that answers the call instead, the task
+        ended ``failed`` without running (the audit trail fails closed)."""
+        pipeline = self.pipeline
+        if not pipeline.auditors:
+            return None
+        from ..tools.result import TASK_CREATED
+        from .pipeline import Call
+
+        problem = await pipeline._audit(rctx, Call("tool", tool.name, tool, arguments), TASK_CREATED)
+        if problem is not None:
+            self.requests.pop(record.task_id, None)
+            await self.settle(record.task_id, "failed", status_message=_text(problem), result=problem)
+        return problem
 
     def launch(self, rctx: RequestContext, task_id: str, tool: Tool, arguments: dict[str, Any]) -> None:
         """Run the call (already admitted) in the background; its outcome settles the task."""
@@ -199,12 +225,12 @@ class TaskManager:
 
     def run_again(self, rctx: RequestContext, task_id: str, tool: Tool, arguments: dict[str, Any]) -> None:
         """Run a task taken over from another node (takeover.py): admitted when it was created, so not again."""
-        self._requests[task_id] = rctx
+        self.requests[task_id] = rctx
         self.launch(rctx, task_id, tool, arguments)
 
     def halt(self, task_id: str) -> None:
         """Stop the work of a task this node no longer holds (taken over, or ended, elsewhere); record nothing."""
-        request = self._requests.get(task_id)
+        request = self.requests.get(task_id)
         if request is not None:
             request.cancel()
         running = self.running.get(task_id)
@@ -231,7 +257,7 @@ class TaskManager:
         """The task's work is over (even if it was cancelled before it began): nothing of it stays in memory."""
         if self.running.get(task_id) is watcher:
             del self.running[task_id]
-        self._requests.pop(task_id, None)
+        self.requests.pop(task_id, None)
         inputs = self.inputs.pop(task_id, None)
         if inputs is not None:
             inputs.close()
@@ -303,7 +329,7 @@ class TaskManager:
         """Tell who listens that the task's status changed: the 2025 session that created it (if its request is
         known here), or the 2026-07-28 streams listening for the task."""
         task_id = record.task_id
-        request = self._requests.get(task_id)
+        request = self.requests.get(task_id)
         if request is not None:
             modern = versions.is_modern(request.revision)
         else:
@@ -412,10 +438,12 @@ class TaskManager:
         if updated is not None and updated.status == "cancelled":
             running = self.running.get(task_id)
             if running is not None:
-                request = self._requests.get(task_id)
+                request = self.requests.get(task_id)
                 if request is not None:
                     request.cancel()  # a sync tool in the worker pool polls ctx.is_cancelled: it sees this
                 running.cancel()  # "cancelled" is recorded first, so the work's own ending cannot overwrite it
+            elif self.relay is not None:
+                self.relay.cancelled(updated)  # running in another process: it stops the work there
         return updated
 
 

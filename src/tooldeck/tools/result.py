@@ -26,6 +26,11 @@ _SCALARS = (str, int, float, bool, type(None))
 # "input_required"); the client gets the InputRequiredResult.
 INPUT_REQUIRED: dict[str, Any] = {"content": [], "isError": False}
 
+# What auditors see of a task-augmented call answered with its CreateTaskResult (the audit outcome says
+# "task_created"): recorded before the answer leaves, so a process that dies before the task ends has recorded the
+# call it answered; the task's work is recorded again when it ends, wherever it ends.
+TASK_CREATED: dict[str, Any] = {"content": [], "isError": False}
+
 
 def error_result(message: str) -> dict[str, Any]:
     return {"content": [{"type": "text", "text": message}], "isError": True}

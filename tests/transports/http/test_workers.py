@@ -90,3 +90,26 @@ def test_workers_need_shared_backends(tmp_path: Path) -> None:
     assert done.returncode == 2
     assert done.stderr == ("tooldeck: --workers 2 runs 2 processes, which must share their state: give --backend "
                            "redis://HOST:PORT/DB (or a deck whose backends are shared)\n")  # fmt: skip
+
+
+def test_each_worker_writes_an_audit_trail_of_its_own_that_verifies(redis_url: str, tmp_path: Path) -> None:
+    # The policy's trail is opened before the workers are forked; were it kept, every worker would write one file,
+    # each with a chain of its own starting at seq 0, and `audit verify` would find records out of order.
+    (tmp_path / "policy.toml").write_text(f'[audit]\nfile = "{tmp_path / "audit.jsonl"}"\n')
+    port = free_port()
+    proc = subprocess.Popen([*TOOLDECK, "serve", DECK, "--http", "--port", str(port), "--workers", "2",
+                             "--backend", redis_url, "--policy", str(tmp_path / "policy.toml")],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, cwd=ROOT)  # fmt: skip
+    try:
+        wait_for_port(port, proc)
+        nodes = {line.split()[1] for line in who_answers(f"http://127.0.0.1:{port}/mcp", 30)}
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.communicate(timeout=30)
+    assert len(nodes) == 2, nodes
+    trails = sorted(tmp_path.glob("audit.*.jsonl"))
+    written = {trail.name: len(trail.read_bytes().splitlines()) for trail in trails}
+    assert {f"audit.{node}.jsonl" for node in nodes} <= set(written) and sum(written.values()) == 30, written
+    done = subprocess.run([*TOOLDECK, "audit", "verify", *map(str, trails)], capture_output=True, text=True,
+                          cwd=ROOT, timeout=60)  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr

@@ -38,7 +38,9 @@ class HttpApp:
 
     ``allowed_hosts`` / ``allowed_origins``: host names (or full origins) accepted besides the loopback names;
     ``"*"`` accepts any. ``stateless``: no sessions; every POST is answered on its own. ``session_idle_timeout``:
-    seconds without traffic after which a session is closed. ``max_sessions``: live sessions at most (503 past it).
+    seconds without traffic after which a session is closed (with shared backends: without traffic on any process).
+    ``max_sessions``: live sessions at most in this process (503 past it; per process, also when the backends are
+    shared, since it bounds this process's memory).
     ``auth``: the authentication backend (default: everyone is anonymous). Session state and SSE events are kept
     in the deck's backends (``Deck(backends=...)``, server/backends.py: in memory by default). ``routes``: more ASGI apps by path (``/.well-known/...``). ``body_timeout``:
     seconds a POST body may take to arrive whole (408 past it). ``max_backlog``: messages each SSE stream keeps
@@ -73,8 +75,13 @@ class HttpApp:
         backends = deck.backends
         self.events: EventStore = backends.events
         self.registry = SessionRegistry(deck, self.events, store=backends.sessions, max_sessions=max_sessions,
-                                        idle_timeout=session_idle_timeout, backlog=max_backlog)  # fmt: skip
+                                        idle_timeout=session_idle_timeout, backlog=max_backlog,
+                                        shared=backends.shared)  # fmt: skip
         self.sse = SseWriter(self.events, self.registry, retry_ms=retry_ms, keepalive=keepalive)
+        if backends.shared:  # a stream resumed through another process than the one feeding it is relayed
+            from .relay import StreamRelay
+
+            self.sse.relay = StreamRelay(self.registry, self.sse, deck.nodes)
         limit = max_body_bytes if max_body_bytes is not None else deck.options.max_message_bytes
         self.endpoint = Endpoint(self.registry, self.sse, json_response=json_response, stateless=stateless,
                                  max_body_bytes=limit, body_timeout=body_timeout,

@@ -164,6 +164,7 @@ class HttpSession:
         # same one, so neither the same event id ("<stream>.<n>"), and a Last-Event-ID names the stream it belongs to.
         self._stream_prefix = server.node_id + "-"
         self._next_stream = 0
+        self._shared = session_id is not None and server.backends.shared  # other processes serve it too
 
     def open_channel(self, request_ids: tuple[Any, ...]) -> Channel:
         self._next_stream += 1
@@ -195,6 +196,10 @@ class HttpSession:
                 return
         if self.standalone is not None:
             self.standalone.put(message)
+        elif related is not None and self._shared:
+            # Its request's stream has ended (a task's progress, say), and the GET stream is not open here: perhaps on
+            # another process serving the session, whose copy sends it there (Session.deliver, as a task's status).
+            self.session.server.bus.publish(f"session/{self.id}", message)
         # No GET stream was ever opened: a message that belongs to no request has nowhere to go, and is dropped.
 
     def _dropped(self, request_id: Any) -> None:

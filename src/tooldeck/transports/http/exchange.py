@@ -206,7 +206,11 @@ class Endpoint:
         if self.stateless:
             return self.registry.transient(revision, principal)  # each request stands alone: no handshake
         session_id = headers.get(b"mcp-session-id")
-        return self.registry.live_session(session_id, principal) or await self.registry.lookup(session_id, principal)
+        registry = self.registry
+        found = registry.live_session(session_id, principal) or await registry.lookup(session_id, principal)
+        if registry.shared:  # still there (not ended by another process), and busy: one write to the store
+            await registry.confirm(found)
+        return found
 
     async def _exchange(
         self,
@@ -296,6 +300,8 @@ class Endpoint:
             raise HttpError(406, INVALID_REQUEST, "Not Acceptable: GET needs Accept: text/event-stream")
         _version(headers)
         http_session = await self.registry.lookup(headers.get(b"mcp-session-id"), scope.get(PRINCIPAL))
+        if self.registry.shared:
+            await self.registry.confirm(http_session)
         last_event_id = headers.get(b"last-event-id")
         http_session.connections += 1
         try:
@@ -306,6 +312,8 @@ class Endpoint:
             if channel.attached:
                 await error(send, 409, INVALID_REQUEST, "Conflict: this session's GET stream is already open")
                 return
+            if self.registry.shared:
+                self.registry.standalone_opened(http_session)
             await start(send, 200, SSE)
             await self.sse.stream(http_session, channel, receive, send, prime=True)
         finally:

@@ -2,7 +2,8 @@
 
 Every stream opens with a priming event (an id and empty data) and the ``retry`` hint; each message is stored in the
 ``EventStore`` before it is written, so a client that lost the connection (or was asked to drop it) resumes with
-``Last-Event-ID`` and gets what it missed, from the store and then the live channel.
+``Last-Event-ID`` and gets what it missed, from the store and then the live channel (that of another process,
+through ``relay.py``, when the backends are shared).
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ class SseWriter:
         self.registry = registry  # when it is shutting down, the standalone streams end (the server is draining)
         self.retry_ms = retry_ms
         self.keepalive = keepalive
+        self.relay: Any = None  # with shared backends: streams of other processes, resumed here (relay.py)
 
     async def stream(
         self, http_session: HttpSession | None, channel: Channel, receive: Receive, send: Send, *, prime: bool
@@ -45,6 +47,8 @@ class SseWriter:
                 while channel.queue and not gone.is_set():
                     message = channel.queue.popleft()
                     await chunk(send, event(await self._store(http_session, channel, message), message))
+                if gone.is_set():
+                    break  # what is still queued waits for a resume (a finished channel is retired only once written)
                 if channel.finished:
                     if http_session is not None:
                         http_session.retire(channel)
@@ -71,12 +75,17 @@ class SseWriter:
 
     async def resume(self, http_session: HttpSession, last_event_id: str, receive: Receive, send: Send) -> None:
         """A GET with ``Last-Event-ID``: what that stream missed, then the rest of it live (if it is still live)."""
+        if self.relay is not None:  # relayed to a reader that is gone (the client is here): that ends first
+            await self.relay.release(http_session, last_event_id.rpartition(".")[0])
         found = await self.events.replay(http_session.id or "", last_event_id)
         if found is None:
             await error(send, 404, INVALID_REQUEST, f"Last-Event-ID {last_event_id!r} is unknown or too old to resume")
             return
         stream_id, missed = found
         live = http_session.channels.get(stream_id)
+        if live is None and self.relay is not None and stream_id.rpartition("-")[0] != self.relay.nodes.node:
+            await self.relay.read(http_session, stream_id, last_event_id, receive, send)  # another process feeds it
+            return
         if live is not None and live.attached:
             await error(send, 409, INVALID_REQUEST, "Conflict: that stream is already being read")
             return

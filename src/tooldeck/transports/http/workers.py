@@ -41,6 +41,17 @@ def bind(host: str, port: int, *, listen: bool) -> socket.socket:
     return sock
 
 
+def _own_audit_trail(deck: Deck) -> None:
+    """Give a worker an audit trail of its own, named after its node (``audit.<node>-<n>.jsonl``): the trail the
+    policy opened in the parent, before the fork, would be written by every worker, each with a chain of its own, so
+    the file would not verify. Applying the policy again replaces what it installed (the parent keeps its lock)."""
+    from ...security.apply import apply_policy
+
+    policy = getattr(deck, "policy", None)
+    if policy is not None and policy.audit.get("file"):
+        apply_policy(deck, policy)
+
+
 def run_workers(deck: Deck, workers: int, serve: Callable[[Deck, socket.socket], None], *, host: str, port: int,
                 endpoint_url: Callable[[str, int], tuple[str, str | None]],
                 on_listening: Callable[[str, str | None], None] | None = None) -> None:  # fmt: skip
@@ -68,6 +79,7 @@ def run_workers(deck: Deck, workers: int, serve: Callable[[Deck, socket.socket],
                 signal.signal(signal.SIGINT, signal.SIG_DFL)
                 _end_with_parent()
                 deck.node_id = f"{base}-{slot}"
+                _own_audit_trail(deck)
                 reserved.close()
                 serve(deck, bind(host, port, listen=True))
             except BaseException as exc:  # one line in the log; the supervisor starts the slot again
