@@ -403,3 +403,42 @@ async def test_the_hub_stops_listening_at_once_while_it_reconnects(private_redis
         for engine in engines:
             await engine.aclose()
         assert time.monotonic() - started < 2.0, pause
+
+
+async def test_an_app_whose_sessions_are_in_redis_shuts_down_in_one_line_while_it_is_away(
+    private_redis: RedisServer, caplog: pytest.LogCaptureFixture
+) -> None:
+    # Sessions in Redis for one process (not shared): closing them at shutdown removes their stored state, which
+    # cannot be done while Redis is away. The shutdown completes all the same, saying so in one line.
+    from tooldeck.server.backends import Backends
+    from tooldeck.server.events_redis import RedisEventStore
+    from tooldeck.server.state_redis import RedisSessionStore
+
+    engine = Engine.from_url(private_redis.url, timeout=1.0)
+    deck = make_deck(Backends(sessions=RedisSessionStore(engine), events=RedisEventStore(engine), engine=engine))
+    app = HttpApp(deck)
+    inbox = [{"type": "lifespan.startup"}, {"type": "lifespan.shutdown"}]
+    sent: list[Any] = []
+    started = asyncio.Event()
+
+    async def receive() -> Any:
+        if len(inbox) == 1:
+            await started.wait()  # shutdown once the test says so
+        return inbox.pop(0)
+
+    async def send(message: Any) -> None:
+        sent.append(message["type"])
+
+    lifespan = asyncio.get_running_loop().create_task(app({"type": "lifespan"}, receive, send))
+    async with asyncio.timeout(10):
+        while not sent:
+            await asyncio.sleep(0.01)
+    assert sent == ["lifespan.startup.complete"]
+    await AsgiClient(app).initialize()
+    private_redis.stop()
+    caplog.set_level(logging.WARNING, logger="tooldeck.http")
+    started.set()
+    await asyncio.wait_for(lifespan, 10)
+    assert sent == ["lifespan.startup.complete", "lifespan.shutdown.complete"]
+    said = [r.getMessage().partition(": ") for r in caplog.records if r.name == "tooldeck.http"]
+    assert said == [("shutting down without the shared backend", ": ", unreachable(private_redis))]
