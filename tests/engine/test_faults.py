@@ -165,6 +165,8 @@ async def test_while_redis_is_away_what_needs_it_is_503_with_retry_after_and_ser
     private_redis.start()  # empty: no persistence; the scripts are gone too (NOSCRIPT, then loaded again)
     done = await served_within(RECOVERY, lambda: here.call(held, 9, "add", {"a": 2, "b": 3}))
     assert done["result"]["structuredContent"] == {"result": 5}
+    # Redis came back empty; the process holding the session stored it again as it served it, so the other finds it
+    assert (await answer(await there.call(held, 14, "add", {"a": 1, "b": 2})))[0] == 200
     assert (await answer(await here.modern(10, "tools/call", {"name": "add", "arguments": {"a": 1, "b": 1}})))[0] == 200
     fresh = await there.client.initialize()  # stored again, and found by the other process
     assert (await answer(await here.call(fresh, 11, "add", {"a": 1, "b": 2})))[0] == 200
