@@ -204,8 +204,8 @@ def test_over_stdio_a_call_that_needs_redis_is_a_json_rpc_error_while_it_is_away
         private_redis.stop()
         refused = call_add(shared, 2)
         message = Unreachable(private_redis.url)
-        assert refused == {"jsonrpc": "2.0", "id": 2,
-                           "error": {"code": -32000, "message": message, "data": {"tooldeck/retryAfter": 1.0}}}  # fmt: skip
+        error = {"code": -32000, "message": message, "data": {"tooldeck/retryAfter": 1.0}}
+        assert refused == {"jsonrpc": "2.0", "id": 2, "error": error}
         assert "result" in shared.request("tools/list", {}, id="l")  # what needs nothing shared is served
         assert call_add(alone, 3)["result"]["structuredContent"] == {"result": 4}  # a deck of its own: unaffected
         private_redis.start()

@@ -19,8 +19,8 @@ What it guarantees:
   since it may have run (a take or a spend run twice would be wrong).
 
 Both errors are ``OSError``s, which ``Engine.reaching`` turns into ``BackendUnavailableError``, as it does a
-server's ``LOADING`` answer (it restarted and is still reading its data back; the client's ``BusyLoadingError``). ``rediss://`` (TLS)
-is not carried here: the engine keeps its client's pool for it.
+server's ``LOADING`` answer (it restarted and is still reading its data back; the client's ``BusyLoadingError``).
+``rediss://`` (TLS) is not carried here: the engine keeps its client's pool for it.
 """
 
 from __future__ import annotations
