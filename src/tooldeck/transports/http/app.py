@@ -124,6 +124,12 @@ class HttpApp:
         self.registry.begin_shutdown()
         self.deck.listeners.end_all()
 
+    def hand_over(self) -> None:
+        """The first step of stopping a process of a fleet: end GET streams and listen streams (their clients open
+        them again elsewhere) while every request still reaching this process is served as ever."""
+        self.registry.end_streams()
+        self.deck.listeners.end_all()
+
     async def aclose(self) -> None:
         """Close every session (cancelling its work) and stop the reaper."""
         await self.registry.aclose()

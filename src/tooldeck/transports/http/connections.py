@@ -62,6 +62,16 @@ def limited_protocol(base: type[asyncio.Protocol], *, header_timeout: float, max
         _head_timer: asyncio.TimerHandle | None = None
         _head_bytes = False  # some bytes of the awaited head have arrived
         _refused = False
+        _draining = False  # the next response closes the connection (``drain``)
+
+        def drain(self) -> None:
+            """Answer the request in progress, or the next one if one comes, with ``Connection: close``, then close:
+            a client is never sent a close while its request may be on the way (what closing an idle connection
+            risks), and it opens its next connection elsewhere."""
+            self._draining = True
+            cycle = self.cycle
+            if cycle is not None and not cycle.response_complete:
+                cycle.keep_alive = False
 
         def connection_made(self, transport: Any) -> None:
             if len(self.connections) >= max_connections:  # counted before this one joins them
@@ -81,6 +91,8 @@ def limited_protocol(base: type[asyncio.Protocol], *, header_timeout: float, max
             if self.cycle is not cycle:  # a head arrived whole (uvicorn made its cycle): its time limit is met
                 self._stop_head_timer()
                 self._head_bytes = False
+                if self._draining:
+                    self.cycle.keep_alive = False
             elif data and (cycle is None or cycle.response_complete):  # bytes of a head still incomplete
                 self._head_bytes = True
                 if self._head_timer is None:

@@ -121,6 +121,9 @@ def _ignore(signum: int, frame: Any) -> None:
     return None
 
 
+HAND_OVER = 2.0  # seconds a stopping process of a fleet keeps its open connections for one more request each
+
+
 class _DrainingServer(uvicorn.Server):
     """uvicorn's Server, telling the app to end its long-lived streams before uvicorn waits for connections."""
 
@@ -150,5 +153,29 @@ class _DrainingServer(uvicorn.Server):
         await super().serve(sockets=sockets)
 
     async def shutdown(self, sockets: Any = None) -> None:
+        if self.mcp_app.deck.backends.shared:
+            await self._hand_over()
         self.mcp_app.begin_shutdown()
         await super().shutdown(sockets=sockets)
+
+    async def _hand_over(self) -> None:
+        """Stopping one process of a fleet (a rolling restart): its clients go on with the others, losing nothing.
+        No new connection is taken (a balancer, or a client, connects to another process); GET streams end (they
+        are opened again elsewhere); every open connection carries at most one more request, served as ever and
+        answered with ``Connection: close``, for up to ``HAND_OVER`` seconds. Only then does uvicorn close what is
+        left idle: a connection closed while idle may cross a request the client had just sent, which it could not
+        tell from one that was lost, and must not send again."""
+        import asyncio
+
+        for server in self.servers:
+            server.close()
+        self.mcp_app.hand_over()
+        connections = self.server_state.connections
+        for connection in list(connections):
+            drain = getattr(connection, "drain", None)
+            if drain is not None:
+                drain()
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + HAND_OVER
+        while connections and loop.time() < deadline:
+            await asyncio.sleep(0.02)  # no event says "the last connection closed": uvicorn keeps a plain set

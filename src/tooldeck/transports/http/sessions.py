@@ -76,6 +76,7 @@ class SessionRegistry:
         self.idle_timeout = idle_timeout
         self.live: dict[str, HttpSession] = {}
         self.shutting_down = False
+        self.streams_ending = False  # GET streams end (the server stops, or hands its clients over): see sse.py
         self._reaper: asyncio.Task[None] | None = None
         # Several processes serve these sessions (server/backends.py): ends and activity go through the store and bus.
         self.shared = shared
@@ -276,6 +277,12 @@ class SessionRegistry:
     def begin_shutdown(self) -> None:
         """Stop taking new sessions and end GET streams; POSTs in flight are left to finish (graceful drain)."""
         self.shutting_down = True
+        self.end_streams()
+
+    def end_streams(self) -> None:
+        """End every GET stream now, and any opened from now on at once: its client opens it again (with
+        Last-Event-ID), elsewhere when this process is handing its clients over to the others of a fleet."""
+        self.streams_ending = True
         for http_session in self.live.values():
             if http_session.standalone is not None:
                 http_session.standalone.wake()

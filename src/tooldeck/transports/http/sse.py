@@ -57,7 +57,7 @@ class SseWriter:
                     channel.drop_connection = False  # the client resumes with Last-Event-ID
                     break
                 if http_session is not None and (
-                    http_session.closed or (self.registry.shutting_down and channel is http_session.standalone)
+                    http_session.closed or (self.registry.streams_ending and channel is http_session.standalone)
                 ):
                     break
                 channel.wakeup.clear()
