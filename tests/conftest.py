@@ -158,3 +158,15 @@ def private_redis(redis_server: RedisServer, tmp_path: Path) -> Iterator[RedisSe
         yield server
     finally:
         server.stop()
+
+
+@pytest.fixture
+def persistent_redis(redis_server: RedisServer, tmp_path: Path) -> Iterator[RedisServer]:
+    """A server of this test's own with persistence on (an append-only file), to restart without losing a key."""
+    server = RedisServer(redis_server.binary, tmp_path / "redis", persist=True)
+    server.directory.mkdir()
+    server.start()
+    try:
+        yield server
+    finally:
+        server.stop()

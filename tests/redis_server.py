@@ -61,11 +61,14 @@ def command(port: int, *words: bytes) -> bytes:
 
 
 class RedisServer:
-    """One server process; ``start`` it (again after ``stop``, on the same port, to test a restart)."""
+    """One server process; ``start`` it (again after ``stop``, on the same port, to test a restart). ``persist``:
+    with an append-only file in its directory, written through on every write (``appendfsync always``), so a
+    restart finds every key again; without it (the default) a restart comes back empty."""
 
-    def __init__(self, binary: str, directory: Path) -> None:
+    def __init__(self, binary: str, directory: Path, *, persist: bool = False) -> None:
         self.binary = binary
         self.directory = directory
+        self.persist = persist
         self.port = 0
         self.process: subprocess.Popen[bytes] | None = None
         self.output: collections.deque[str] = collections.deque(maxlen=200)  # the server's last lines, for failures
@@ -87,8 +90,9 @@ class RedisServer:
         raise RuntimeError("no free port for the Redis server:\n" + "\n".join(self.output))
 
     def _run(self, port: int) -> bool:
+        persistence = ["--appendonly", "yes", "--appendfsync", "always"] if self.persist else ["--appendonly", "no"]
         args = [self.binary, "--port", str(port), "--bind", "127.0.0.1", "--dir", str(self.directory),
-                "--save", "", "--appendonly", "no", "--daemonize", "no", "--logfile", ""]  # fmt: skip
+                "--save", "", *persistence, "--daemonize", "no", "--logfile", ""]  # fmt: skip
         process = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, cwd=self.directory)
         assert process.stdout is not None
         deadline = time.monotonic() + START_TIMEOUT

@@ -40,3 +40,18 @@ def test_a_server_stops_by_its_pid_and_starts_again_on_its_port(redis_server: Re
         assert server.port == port and command(port, b"PING") == b"+PONG"
     finally:
         server.stop()
+
+
+@pytest.mark.parametrize(("persist", "after_restart"), [(True, b":1"), (False, b":0")])
+def test_a_persistent_server_keeps_its_keys_across_a_restart_and_a_plain_one_does_not(
+    redis_server: RedisServer, tmp_path: Path, persist: bool, after_restart: bytes
+) -> None:
+    server = RedisServer(redis_server.binary, tmp_path, persist=persist)
+    server.start()
+    try:
+        assert command(server.port, b"SET", b"k", b"v") == b"+OK"
+        server.stop()
+        server.start()
+        assert command(server.port, b"DBSIZE") == after_restart
+    finally:
+        server.stop()

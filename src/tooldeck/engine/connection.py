@@ -10,14 +10,17 @@ refused connection into ``BackendUnavailableError``: one line, naming the server
 Reconnecting needs nothing of the caller. A command that finds its pooled connection broken (Redis restarted) is
 retried once on a new one, so a server that is back is used again at once; a command while the server is away fails
 within ``timeout`` seconds, and the next command tries again. Only a lost connection is retried, never a timeout:
-a command that timed out may have run, and running a take or a spend twice would be wrong.
+a command that timed out may have run, and running a take or a spend twice would be wrong. What must be written
+again once the server is back (a key ring's keys, after a restart that lost them) is registered with ``when_back``
+and run when the hub's subscriber connection is made again.
 """
 
 from __future__ import annotations
 
 import hashlib
+import logging
 import os
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any, TypeVar
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
@@ -33,6 +36,7 @@ from .errors import BackendUnavailableError
 from .wire import Wire
 
 T = TypeVar("T")
+log = logging.getLogger("tooldeck.engine")
 
 DEFAULT_PREFIX = "tooldeck:"
 MIN_VERSION = (7, 2)  # Redis 7.2 or newer; every Valkey reports 7.2.4 or newer as its redis_version
@@ -73,6 +77,7 @@ class Engine:
         self.name = name  # the server's URL without credentials: what messages show
         self._scripts: dict[str, Script] = {}
         self._attached: dict[str, Any] = {}
+        self._when_back: list[Callable[[], Awaitable[None]]] = []
 
     @classmethod
     def from_url(cls, url: str, *, prefix: str | None = None, timeout: float = 2.0,
@@ -164,6 +169,20 @@ class Engine:
             )
         for script in list(self._scripts.values()):
             await script.load()
+
+    def when_back(self, callback: Callable[[], Awaitable[None]]) -> None:
+        """Have ``callback`` awaited each time the server is reached again after it was lost (``came_back``)."""
+        self._when_back.append(callback)
+
+    async def came_back(self) -> None:
+        """The server answers again after it was lost (the hub says so, as it subscribes again): run what
+        ``when_back`` registered, each failure one line in the log."""
+        for callback in list(self._when_back):
+            try:
+                await callback()
+            except Exception as exc:
+                log.warning("after %s came back, %s failed: %s", self.name, getattr(callback, "__qualname__", callback),
+                            cause_of(exc))  # fmt: skip
 
     def attached(self, name: str, make: Callable[[], T]) -> T:
         """The one ``name`` of this engine, made by ``make`` the first time (``Hub.of``); ``aclose`` closes it."""

@@ -10,7 +10,8 @@ hears every topic and decodes only those it has subscribers for.
 Publications leave in the order they were made, over one connection at a time, so each process hears another's
 publications in the order that process made them. Redis keeps nothing for later: while the connection is down, what
 is published elsewhere is lost to this process, and what this process publishes reaches only itself (each loss is
-logged). The listener reconnects by itself, waiting 50 ms, then twice as long each time, up to a second.
+logged). The listener reconnects by itself, waiting 50 ms, then twice as long each time, up to a second; once it
+hears again, it has the engine run what must be written again (``Engine.came_back``).
 """
 
 from __future__ import annotations
@@ -146,7 +147,7 @@ class Hub:
     async def _listen(self) -> None:
         delay = _FIRST_DELAY
         lost = False
-        while True:
+        while not self._closed:
             pubsub = self.engine.client.pubsub()
             try:
                 await pubsub.psubscribe(self._channel_prefix + "*")
@@ -159,6 +160,7 @@ class Hub:
                     elif message["type"] == "psubscribe":
                         if self.subscriptions:  # after the client reconnected by itself, or this loop did
                             log.info("the bus hears the other processes again (%s)", self.engine.name)
+                            await self.engine.came_back()  # before anyone waiting on ready() is told
                         await self._now_listening(True)
                         delay = _FIRST_DELAY
                         lost = False
@@ -168,7 +170,10 @@ class Hub:
                     log.warning("the bus lost %s (%s); reconnecting", self.engine.name, cause_of(exc))
             finally:
                 self.listening = False
-                await _quietly(pubsub.aclose())
+                try:
+                    await pubsub.aclose()
+                except Exception:  # a connection already lost has nothing to close; a cancellation goes on (aclose)
+                    pass
             await asyncio.sleep(delay)  # a server that is away: try again, less and less often
             delay = min(delay * 2, _LONGEST_DELAY)
 
@@ -210,9 +215,17 @@ class Hub:
         self._closed = True
         if self._sender is not None:
             await _quietly(asyncio.wait_for(asyncio.shield(self._sender), 5.0))
-        if self._listener is not None:
-            self._listener.cancel()
-            await _quietly(self._listener)
+        listener = self._listener
+        if listener is not None:
+            # The client's reconnection inside a read can swallow a cancellation and read on: cancel again until the
+            # listener has ended (within a few seconds).
+            for _ in range(50):
+                listener.cancel()
+                await asyncio.wait({listener}, timeout=0.1)
+                if listener.done():
+                    break
+            if listener.done() and not listener.cancelled():
+                listener.exception()  # retrieved: a listener that ended by an error has logged it
             self._listener = None
 
 

@@ -18,8 +18,9 @@ What it guarantees:
   already down when it was sent); one written on a connection that was then lost fails with ``ConnectionError``,
   since it may have run (a take or a spend run twice would be wrong).
 
-Both errors are ``OSError``s, which ``Engine.reaching`` turns into ``BackendUnavailableError``. ``rediss://`` (TLS)
-is not carried here: the engine keeps its client's pool for it.
+Both errors are ``OSError``s, which ``Engine.reaching`` turns into ``BackendUnavailableError``, as it does a
+server's ``LOADING`` answer (it restarted and is still reading its data back; the client's ``BusyLoadingError``).
+``rediss://`` (TLS) is not carried here: the engine keeps its client's pool for it.
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ from typing import Any
 from urllib.parse import unquote
 
 import hiredis
-from redis.exceptions import NoScriptError, ResponseError
+from redis.exceptions import BusyLoadingError, NoScriptError, ResponseError
 
 
 def pack(args: tuple[Any, ...]) -> bytes:
@@ -55,6 +56,8 @@ def _error(reply: ResponseError) -> Exception:
     message = str(reply)
     if message.startswith("NOSCRIPT"):
         return NoScriptError(message)
+    if message.startswith("LOADING "):  # a server that restarted and is reading its data back: not there yet
+        return BusyLoadingError(message.removeprefix("LOADING "))
     return reply
 
 

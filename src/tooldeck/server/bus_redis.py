@@ -37,6 +37,11 @@ class RedisBus:
         """How many subscriptions ``topic`` has in this process (others may have more)."""
         return self._hub.subscribers(topic)
 
+    async def open(self) -> None:
+        """Start listening now, in the serving loop (``Backends.open``): a process hears the others from the start,
+        and notices when Redis is back even if nothing here subscribes (``Engine.came_back``)."""
+        self._hub._start()
+
     async def ready(self, timeout: float = 10.0) -> None:
         """Wait until this process hears the others' publications (``BackendUnavailableError`` after ``timeout``)."""
         await self._hub.ready(timeout)

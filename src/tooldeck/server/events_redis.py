@@ -4,15 +4,20 @@ Per session, a numbered log (``engine/log.py``): ``<prefix>events:<session>:n`` 
 ``<prefix>events:<session>`` keeps the last ``max_events`` of them as ``[stream, message]`` JSON. Event ids are
 ``<stream>.<n>`` as in ``MemoryEventStore``; the numbering is shared by every process serving the session, so ids
 never collide. A session's events expire ``ttl`` seconds after its last one (a process that died cannot ``forget``).
+While Redis cannot be reached, an event is sent but not stored: its id (``<stream>.unstored-<n>``) resumes nothing.
 """
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 from ..engine.connection import Engine
+from ..engine.errors import BackendUnavailableError
 from ..engine.log import NumberedLogs
 from .events import PRIMING
+
+log = logging.getLogger("tooldeck.http")
 
 
 class RedisEventStore:
@@ -23,9 +28,21 @@ class RedisEventStore:
             raise ValueError("max_events must be at least 1")
         self.max_events = max_events
         self._logs = NumberedLogs(engine, "events", max_len=max_events, ttl=ttl)
+        self._unstored = 0  # events sent while Redis was away (their ids are this process's own)
+        self._lost = False  # whether the last append failed: the warning is logged once per outage
 
     async def append(self, session_id: str, stream_id: str, message: Any) -> str:
-        n = await self._logs.append(session_id, [stream_id, message])
+        try:
+            n = await self._logs.append(session_id, [stream_id, message])
+        except BackendUnavailableError as exc:
+            # The stream goes on without it: the client gets the message now, and an id no replay knows, so a
+            # resumption from it is refused (404) rather than answered with events missing.
+            self._unstored += 1
+            if not self._lost:
+                self._lost = True
+                log.warning("SSE events are sent but not stored while the shared backend is away: %s", exc)
+            return f"{stream_id}.unstored-{self._unstored}"
+        self._lost = False
         return f"{stream_id}.{n}"
 
     async def replay(self, session_id: str, last_event_id: str) -> tuple[str, list[tuple[str, Any]]] | None:

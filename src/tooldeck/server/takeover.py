@@ -25,6 +25,7 @@ import logging
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Protocol
 
+from ..engine.errors import BackendUnavailableError
 from ..protocol import versions
 from ..security.principal import Principal
 from ..tasks.record import MAX_RUNS, TaskRecord
@@ -72,7 +73,9 @@ class Leases:
             await asyncio.sleep(self.renewal)
             try:
                 await self.tend()
-            except Exception:  # the store is unreachable for a while, say: the next round tries again
+            except BackendUnavailableError as exc:  # the store is out of reach for a while: the next round tries again
+                log.warning("task leases were not renewed this round: %s", exc)
+            except Exception:
                 log.exception("renewing and taking over task leases failed")
 
     async def tend(self) -> int:

@@ -22,6 +22,7 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
+from ..engine.errors import BackendUnavailableError
 from ..protocol import jsonrpc, versions
 from ..protocol.errors import (
     InternalError,
@@ -138,6 +139,8 @@ class TaskManager:
             await asyncio.sleep(60)
             try:
                 await self.store.purge_expired(self.clock())
+            except BackendUnavailableError as exc:  # the next round purges them
+                log.warning("expired tasks were not purged this round: %s", exc)
             except Exception:
                 log.exception("purging expired tasks failed")
 
@@ -277,17 +280,38 @@ class TaskManager:
                 from .stateless import translate
 
                 exc = translate(exc)
-            await self.settle(task_id, "failed", status_message=exc.message, error=exc.to_error())
+            await self._record(task_id, "failed", status_message=exc.message, error=exc.to_error())
         except Exception:
             log.exception("task %s failed", task_id)
-            await self.settle(
+            await self._record(
                 task_id, "failed", status_message="Internal error", error=InternalError("Internal error").to_error()
             )
         else:
             if result.get("isError") and not modern:
-                await self.settle(task_id, "failed", status_message=_text(result), result=result)
+                await self._record(task_id, "failed", status_message=_text(result), result=result)
             else:
-                await self.settle(task_id, "completed", result=result)
+                await self._record(task_id, "completed", result=result)
+
+    async def _record(self, task_id: str, status: str, **outcome: Any) -> None:
+        """``settle`` the task with its work's outcome; while the task store is out of reach, wait for it (trying
+        again every second at most), so no outcome is lost to an outage. The work's watcher stays in ``running``
+        meanwhile, so the task's lease is renewed as soon as the store is back, and no other node takes it over."""
+        import asyncio
+
+        delay = 0.05
+        waited = False
+        while True:
+            try:
+                await self.settle(task_id, status, **outcome)
+                break
+            except BackendUnavailableError as exc:
+                if not waited:
+                    waited = True
+                    log.warning("task %s ended %s; its outcome waits for the task store: %s", task_id, status, exc)
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, 1.0)
+        if waited:
+            log.info("task %s: its outcome is stored", task_id)
 
     async def settle(self, task_id: str, status: str, *, status_message: str | None = None,
                      result: dict[str, Any] | None = None, error: dict[str, Any] | None = None,

@@ -11,9 +11,11 @@ them together and answers the ASGI lifespan.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterable
 from typing import Any
 
+from ...engine.errors import BackendUnavailableError
 from ...server.core import Server
 from ...server.events import EventStore
 from .auth import AuthenticationBackend, AuthenticationLayer
@@ -27,6 +29,8 @@ from .sessions import SessionRegistry
 from .sse import SseWriter
 
 __all__ = ["LOOPBACK", "HttpApp"]
+
+log = logging.getLogger("tooldeck.http")
 
 
 class HttpApp:
@@ -142,7 +146,10 @@ class HttpApp:
                 self.deck.bind_loop()
                 await send({"type": "lifespan.startup.complete"})
             elif message["type"] == "lifespan.shutdown":
-                await self.aclose()
+                try:
+                    await self.aclose()
+                except BackendUnavailableError as exc:  # what the store holds of these sessions stays there
+                    log.warning("shutting down without the shared backend: %s", exc)
                 await self.deck.aclose()
                 await send({"type": "lifespan.shutdown.complete"})
                 return

@@ -9,13 +9,20 @@ rest) is served on its own, by a request peer of its own (``modern.py``; ``liste
 no session id is issued, read or echoed; GET and DELETE are the 2025 era's, and a GET or DELETE that names a
 2026-07-28 ``MCP-Protocol-Version`` and no session is 405 (that revision has neither). While the server shuts down a
 modern request is refused with 503, as a 2025 initialize is.
+
+When the deck's shared backend (Redis) cannot be reached, a request that needs it is refused with 503 and
+``Retry-After`` (``BackendUnavailableError``): a session this process does not hold cannot be found, a new one cannot
+be stored, and a call that takes from a rate limit or a task store is refused by the pipeline. What can wait is
+logged in one line and left for later: the state of a session this process holds is stored with its next request.
 """
 
 from __future__ import annotations
 
 import asyncio
+import logging
 from typing import Any
 
+from ...engine.errors import BackendUnavailableError
 from ...protocol import codec, envelope, jsonrpc, versions
 from ...protocol.errors import (
     INVALID_REQUEST,
@@ -39,6 +46,8 @@ _VERSIONS = {version.encode(): version for version in versions.SUPPORTED}
 _ACCEPTS: dict[bytes | None, tuple[bool, bool]] = {None: (True, True)}
 _MEDIA: dict[bytes | None, bool] = {}
 _ONLY_POST = [(b"allow", b"POST")]
+
+log = logging.getLogger("tooldeck.http")
 
 
 class Endpoint:
@@ -81,6 +90,9 @@ class Endpoint:
             if refusal.status == 403:  # a session named by another principal than its opener's: audited
                 await self._audit_refusal(scope, refusal)
             await error(send, refusal.status, refusal.code, refusal.message, refusal.headers)
+        except BackendUnavailableError as refusal:  # raised only before anything was sent: 503, Retry-After
+            await respond_json(send, refusal.http_status, {"jsonrpc": "2.0", "error": refusal.to_error()},
+                               refusal.headers)  # fmt: skip
 
     async def _audit_refusal(self, scope: Scope, refusal: HttpError) -> None:
         auditor = self.registry.server.http_refusal_auditor
@@ -141,6 +153,9 @@ class Endpoint:
                 http_session = await self._session_of(headers, principal)
         except eras.UnclaimedModernError as refusal:
             await respond_json(send, 400, jsonrpc.error(message.id, {"code": refusal.code, "message": refusal.message}))
+            return
+        except BackendUnavailableError as refusal:  # the session is not held here, and the store is out of reach
+            await respond_json(send, refusal.http_status, jsonrpc.error(message.id, refusal), refusal.headers)
             return
         http_session.session.address = address
         await self._exchange(http_session, message, (message.id,), json_ok, sse_ok, initialize, receive, send)
@@ -223,7 +238,14 @@ class Endpoint:
                 await channel.decided(json_only, sse_ok, http_session)
             extra = NO_HEADERS
             if initialize and http_session.id is not None and _initialized(http_session, channel):
-                await self.registry.register(http_session)
+                try:
+                    await self.registry.register(http_session)
+                except BackendUnavailableError as refusal:  # a session no other process could find: none at all
+                    self.registry.live.pop(http_session.id, None)
+                    http_session.close()
+                    await respond_json(send, refusal.http_status, jsonrpc.error(request_ids[0], refusal),
+                                       refusal.headers)  # fmt: skip
+                    return
                 extra = [(b"mcp-session-id", http_session.id.encode())]
             if http_session.closed and not channel.queue:
                 gone = "Session not found: it was deleted or expired while this request ran"
@@ -242,7 +264,17 @@ class Endpoint:
             if http_session.id is None:
                 http_session.close()  # stateless: nothing outlives the request
             elif not initialize and http_session.saved != session.state.changes:
-                await self.registry.save(http_session)  # logging/setLevel, resources/subscribe changed the state
+                await self._save(http_session)  # logging/setLevel, resources/subscribe changed the state
+
+    async def _save(self, http_session: HttpSession) -> None:
+        """Store a session's changed state after its response was sent; with the store out of reach, the state
+        stays this process's until a later request of the session stores it."""
+        try:
+            await self.registry.save(http_session)
+        except BackendUnavailableError as exc:
+            http_session.saved = -1  # not stored: the next request of the session tries again
+            log.warning("session %s: its changed state waits for its next request to be stored: %s",
+                        http_session.id, exc)  # fmt: skip
 
     async def _answer_json(self, http_session: HttpSession, channel: Channel, send: Send, extra: list[Any]) -> None:
         response = channel.take_response()
