@@ -248,3 +248,28 @@ async def test_a_process_that_stops_leaves_its_sessions_to_the_others(fleet: Fle
 def session_alive(app: Any, session: str) -> bool:
     http_session = app.sessions.get(session)
     return http_session is not None and not http_session.closed
+
+
+async def test_a_reap_round_while_the_store_is_out_of_reach_is_one_warning_line(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    app = HttpApp(make_deck(Backends(shared=True)), session_idle_timeout=0.2)
+    registry = app.registry
+
+    async def unreachable() -> int:
+        raise BackendUnavailableError("the shared backend redis://10.0.0.5:6379/0 is unreachable: Connection refused")
+
+    registry.reap = unreachable  # type: ignore[method-assign]
+    reaper = asyncio.get_running_loop().create_task(registry._reap_forever())
+    try:
+        with caplog.at_level("WARNING", logger="tooldeck"):
+            for _ in range(200):  # a few reap rounds (every 0.05 s)
+                if caplog.records:
+                    break
+                await asyncio.sleep(0.01)
+    finally:
+        reaper.cancel()
+    (record,) = caplog.records[:1]
+    assert record.levelname == "WARNING" and record.exc_info is None
+    assert record.getMessage() == ("reaping idle sessions waits for the shared backend: the shared backend "
+                                   "redis://10.0.0.5:6379/0 is unreachable: Connection refused")  # fmt: skip

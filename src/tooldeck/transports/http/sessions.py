@@ -246,7 +246,9 @@ class SessionRegistry:
             await asyncio.sleep(self.touch_every)
             try:
                 await self.reap()
-            except Exception:  # the shared store out of reach, say: the next round tries again
+            except BackendUnavailableError as exc:  # the shared store out of reach: the next round tries again
+                log.warning("reaping idle sessions waits for the shared backend: %s", exc)
+            except Exception:
                 log.exception("reaping idle sessions failed")
 
     async def reap(self) -> int:
