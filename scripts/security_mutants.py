@@ -936,5 +936,45 @@ m(
 )
 
 
+# --- the fleet: who a caller is behind a balancer, spends across processes, what a task call leaves in the trail --
+FORWARDED = ["tests/transports/http/test_forwarded.py"]
+H = "src/tooldeck/transports/http/"
+m(
+    "forwarded: believed from any peer",
+    H + "forwarded.py",
+    "if not self.networks or peer is None or not self.trusts(peer):",
+    "if not self.networks or peer is None:",
+    FORWARDED,
+)
+m(
+    "forwarded: the client's own words believed",
+    H + "forwarded.py",
+    "for hop in reversed(raw.decode(\"latin-1\").split(\",\")):",
+    "for hop in raw.decode(\"latin-1\").split(\",\"):",
+    FORWARDED,
+)
+m(
+    "forwarded: a malformed hop skipped",
+    H + "forwarded.py",
+    "                return found  # a proxy wrote something that is no address: believe no further",
+    "                continue",
+    FORWARDED,
+)
+m(
+    "redis spend: any answer spends",
+    "src/tooldeck/engine/spent.py",
+    "        return done is not None",
+    "        return True",
+    ["tests/engine/test_spent.py", T + "test_spent.py"],
+)
+m(
+    "task call: created without a record",
+    V + "task_manager.py",
+    "        if not pipeline.auditors:\n            return None",
+    "        if True:\n            return None",
+    [T + "test_audit_trail.py"],
+)
+
+
 if __name__ == "__main__":
     sys.exit(main(MUTATIONS, sys.argv[1:], "security-mutants-"))
