@@ -949,8 +949,8 @@ m(
 m(
     "forwarded: the client's own words believed",
     H + "forwarded.py",
-    "for hop in reversed(raw.decode(\"latin-1\").split(\",\")):",
-    "for hop in raw.decode(\"latin-1\").split(\",\"):",
+    'for hop in reversed(raw.decode("latin-1").split(",")):',
+    'for hop in raw.decode("latin-1").split(","):',
     FORWARDED,
 )
 m(
