@@ -369,11 +369,17 @@ async def test_a_task_whose_creation_cannot_be_recorded_never_runs_and_ends_fail
     deck, trail, ran = audited(tmp_path)
     async with client(deck) as c:
         c.session.principal = Principal("ada")
-        fill_the_disk(deck)  # admitted (the trail has not failed yet), stored, then its record cannot be written
+        sink = fill_the_disk(deck)  # admitted (the trail has not failed yet), stored, then its record cannot be written
         answer = await c.request_raw("tools/call", {"name": "queued", "arguments": {"n": 8}, "task": {}})
         assert answer["result"] == {"content": [{"type": "text", "text": UNAVAILABLE}], "isError": True}
         listed = await c.request_raw("tasks/list", {})
         (task,) = listed["result"]["tasks"]
         assert (task["status"], task["statusMessage"]) == ("failed", UNAVAILABLE)
         assert trail.read_bytes() == b""
+        sink._os_write = os.write  # space came back
+    sink.close()
     assert ran == []
+    assert [(r["event"], r.get("outcome")) for r in records(trail)] == [
+        ("call", "task_created"),
+        ("audit-unavailable", None),
+    ]
