@@ -11,6 +11,7 @@ name is patched (test_fleet_mode.py).
 
 from __future__ import annotations
 
+import inspect
 import itertools
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -90,7 +91,10 @@ def fleet_factory(kind: str, make_deck: Callable[[], Deck], at_loop_end: Callabl
     memory = shared_memory() if kind == "memory" else None
 
     def make(deck: Deck, **options: Any) -> RoundRobin:
-        decks = [deck] + [make_deck() for _ in range(count - 1)]
+        # a deck maker may take the test's deck, to make the others alike (its policy, say)
+        takes_deck = any(p.default is p.empty and p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)
+                         for p in inspect.signature(make_deck).parameters.values())  # fmt: skip
+        decks = [deck] + [make_deck(deck) if takes_deck else make_deck() for _ in range(count - 1)]  # type: ignore[call-arg]
         state = getattr(deck, "state", None)
         records = []
         for each in decks:

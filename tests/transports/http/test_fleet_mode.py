@@ -1,11 +1,14 @@
 """Existing HTTP tests in fleet mode: each runs unchanged against two (and three) apps over shared backends (an
 in-memory record, and Redis) behind a round-robin balancer that sends every request of a session to the other app than the one
-before (round_robin.py) — sessions, resumption, elicitation, tasks and subscriptions, as one process serves them.
+before (round_robin.py) — sessions, resumption, elicitation, tasks, subscriptions and security (API keys and JWTs,
+levels and scopes, a fresher token's scopes, required credentials, rate limits shared by the processes), as one
+process serves them.
 
 Left out, each for a reason of its own: what a test reads or drives in one process's memory (the reaper of
 ``test_idle_sessions_are_reaped_but_not_while_connected``, ``max_sessions`` counted per process, the thousand
 sessions counted in one app's table); tests of what comes before any session (guards, headers, bodies, a failed
-initialize), where a second process changes nothing; the second GET stream of
+initialize), where a second process changes nothing; the HTTP flood guard, which guards each process's own sockets;
+the audit trail of HTTP refusals, one file per process in a fleet (tests/fleet reads them all); the second GET stream of
 ``test_get_opens_the_standalone_stream_and_list_changed_arrives_there``, which is 409 on the process holding the
 first and, on another, replaces it (test_fleet_sessions.py); and, over Redis only,
 ``test_over_http_a_tasks_notifications_arrive_on_the_get_stream``, whose task-augmented call is answered with JSON
@@ -25,12 +28,16 @@ import pytest
 from asgi_client import AsgiClient
 from asking import asking_deck
 from eras import era_deck
+from security import test_http_policy
+from security.conftest import signer  # noqa: F401  # the fixture, for the security tests run here
 from server import test_client_requests, test_tasks
 from transports.http import test_app, test_eras, test_listen, test_rounds
 from transports.http.fleet_apps import KINDS
 from transports.http.round_robin import RoundRobin, fleet_factory
 
 CLIENT = object()  # the test's ``client`` fixture: an AsgiClient of the module's app (made in fleet mode)
+TMP = object()  # the test's ``tmp_path`` fixture
+SIGNER = object()  # the security tests' ``signer`` fixture (a key and its JWKS)
 
 CASES: list[tuple[ModuleType, str, dict[str, Any]]] = [
     (test_app, "test_posted_notification_is_202_with_no_body", {}),
@@ -56,6 +63,19 @@ CASES: list[tuple[ModuleType, str, dict[str, Any]]] = [
     (test_eras, "test_every_method_over_http", {"client": CLIENT}),
     (test_eras, "test_progress_and_logs_stream_on_the_request_only_when_asked", {"client": CLIENT}),
     (test_eras, "test_both_eras_on_one_endpoint_at_the_same_time", {"client": CLIENT}),
+    (test_http_policy, "test_levels_over_http_with_keys_and_jwts", {"tmp_path": TMP, "signer": SIGNER}),
+    (test_http_policy, "test_bad_tokens_get_invalid_token", {"tmp_path": TMP, "signer": SIGNER}),
+    (
+        test_http_policy,
+        "test_a_fresher_token_with_fewer_scopes_takes_them_away_on_the_same_session",
+        {"tmp_path": TMP, "signer": SIGNER},
+    ),
+    (
+        test_http_policy,
+        "test_the_policy_can_require_credentials_and_narrow_the_algorithms",
+        {"tmp_path": TMP, "signer": SIGNER},
+    ),
+    (test_http_policy, "test_rate_limits_over_http", {"tmp_path": TMP, "signer": SIGNER}),
 ]
 
 DECKS: dict[ModuleType, Callable[[], Any]] = {
@@ -65,6 +85,7 @@ DECKS: dict[ModuleType, Callable[[], Any]] = {
     test_rounds: asking_deck,
     test_listen: era_deck,
     test_eras: era_deck,
+    test_http_policy: lambda deck: test_http_policy.secured_deck(deck.policy),  # another process, the same policy
 }
 
 
@@ -86,6 +107,9 @@ async def test_in_fleet_mode(request: pytest.FixtureRequest, monkeypatch: pytest
         return made[-1]
 
     monkeypatch.setattr(module, "HttpApp", http_app)
+    for name_, fixture in (("tmp_path", TMP), ("signer", SIGNER)):
+        if arguments.get(name_) is fixture:
+            arguments[name_] = request.getfixturevalue(name_)
     if arguments.get("client") is CLIENT:
         arguments["client"] = AsgiClient(http_app(DECKS[module]()))
     await getattr(module, name)(**arguments)
