@@ -57,6 +57,7 @@ CASES: list[tuple[ModuleType, str, dict[str, Any]]] = [
     (test_tasks, "test_over_http_tasks_list_is_not_offered_and_results_cross_sessions", {}),
     (test_tasks, "test_over_http_a_tasks_notifications_arrive_on_the_get_stream", {"kinds": ("memory",)}),
     (test_rounds, "test_a_tampered_state_or_a_malformed_answer_is_400_with_minus_32602", {}),
+    (test_rounds, "test_a_level_8_tool_is_confirmed_over_http_once_and_for_its_arguments", {"tmp_path": TMP}),
     (test_listen, "test_the_answer_is_a_stream_that_opens_with_the_acknowledgement", {}),
     (test_listen, "test_the_filter_is_honoured_on_the_stream", {}),
     (test_listen, "test_a_malformed_filter_is_a_json_rpc_error", {}),
@@ -82,11 +83,18 @@ DECKS: dict[ModuleType, Callable[[], Any]] = {
     test_app: test_app.make_deck,
     test_client_requests: test_client_requests.make_deck,
     test_tasks: lambda: test_tasks.make_deck()[0],
-    test_rounds: asking_deck,
+    test_rounds: lambda deck: alike(deck, asking_deck(state_key=test_rounds.KEY)),
     test_listen: era_deck,
     test_eras: era_deck,
     test_http_policy: lambda deck: test_http_policy.secured_deck(deck.policy),  # another process, the same policy
 }
+
+
+def alike(deck: Any, other: Any) -> Any:
+    """``other`` under ``deck``'s policy, if the test gave it one: another process of the same deployment."""
+    if getattr(deck, "_security", None) is not None:
+        other.apply_policy(deck.policy)
+    return other
 
 
 @pytest.mark.parametrize("count", [2, 3])
