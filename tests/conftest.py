@@ -19,6 +19,7 @@ import sys
 import threading
 import traceback
 from collections.abc import Awaitable, Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -149,24 +150,27 @@ def engine(engines: Callable[..., Any]) -> Any:
     return engines()
 
 
-@pytest.fixture
-def private_redis(redis_server: RedisServer, tmp_path: Path) -> Iterator[RedisServer]:
-    """A server of this test's own, to stop and start again (a restart); stopped at the end."""
-    server = RedisServer(redis_server.binary, tmp_path)
+@contextmanager
+def _own_server(binary: str, directory: Path, *, persist: bool = False) -> Iterator[RedisServer]:
+    """A server of a test's own in ``directory``, started, and stopped when the test ends."""
+    directory.mkdir(exist_ok=True)
+    server = RedisServer(binary, directory, persist=persist)
     server.start()
     try:
         yield server
     finally:
         server.stop()
+
+
+@pytest.fixture
+def private_redis(redis_server: RedisServer, tmp_path: Path) -> Iterator[RedisServer]:
+    """A server of this test's own, to stop and start again (a restart); stopped at the end."""
+    with _own_server(redis_server.binary, tmp_path) as server:
+        yield server
 
 
 @pytest.fixture
 def persistent_redis(redis_server: RedisServer, tmp_path: Path) -> Iterator[RedisServer]:
     """A server of this test's own with persistence on (an append-only file), to restart without losing a key."""
-    server = RedisServer(redis_server.binary, tmp_path / "redis", persist=True)
-    server.directory.mkdir()
-    server.start()
-    try:
+    with _own_server(redis_server.binary, tmp_path / "redis", persist=True) as server:
         yield server
-    finally:
-        server.stop()

@@ -9,7 +9,7 @@ each one's bus hears the others; ``await fleet.aclose()`` ends them (and their R
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from tooldeck import Deck
@@ -27,6 +27,16 @@ def shared_memory() -> Backends:
     """One record for every app of a test: shared (the sessions' ends and activity go through its store and bus),
     over a bus that carries payloads as JSON, as one between processes does."""
     return Backends(bus=MemoryBus(json=True), tasks=MemoryTaskStore(), keys=MemoryKeyRing(KEYS), shared=True)
+
+
+def fleet_for(request: Any, at_loop_end: Callable[[Callable[[], Awaitable[None]]], None],
+              make_deck: Callable[[Backends], Deck], **app_options: Any) -> Fleet:  # fmt: skip
+    """What a module's ``fleet`` fixture (parametrized over ``KINDS``) returns: a ``Fleet`` of the kind the test
+    runs over, closed as the test's loop ends."""
+    kind = request.param if request.param == "memory" else request.getfixturevalue("redis_url")
+    found = Fleet(kind, make_deck, **app_options)
+    at_loop_end(found.aclose)
+    return found
 
 
 class Fleet:

@@ -14,7 +14,7 @@ from asgi_client import AsgiClient, Response
 from eras import era_deck
 from tooldeck import Deck
 from tooldeck.server.backends import Backends
-from transports.http.fleet_apps import KINDS, Fleet
+from transports.http.fleet_apps import KINDS, Fleet, fleet_for
 from transports.http.test_listen import ACK, SUB, next_message, open_listen
 
 URI = "test://static-text"
@@ -26,10 +26,7 @@ def make_deck(backends: Backends) -> Deck:
 
 @pytest.fixture(params=KINDS)
 def fleet(request: pytest.FixtureRequest, at_loop_end: Callable[[Callable[[], Awaitable[None]]], None]) -> Fleet:
-    kind = request.param if request.param == "memory" else request.getfixturevalue("redis_url")
-    found = Fleet(kind, make_deck)
-    at_loop_end(found.aclose)
-    return found
+    return fleet_for(request, at_loop_end, make_deck)
 
 
 async def get_stream(client: AsgiClient, session: str) -> Response:

@@ -18,7 +18,7 @@ from tooldeck.engine.errors import BackendUnavailableError
 from tooldeck.server.backends import Backends
 from tooldeck.transports.http import HttpApp
 from tooldeck.transports.http.sessions import ENDED
-from transports.http.fleet_apps import KINDS, Fleet, hearing
+from transports.http.fleet_apps import KINDS, Fleet, fleet_for, hearing
 
 T0 = 1_000_000.0
 IDLE = 100.0
@@ -39,10 +39,7 @@ def make_deck(backends: Backends) -> Deck:
 
 @pytest.fixture(params=KINDS)
 def fleet(request: pytest.FixtureRequest, at_loop_end: Callable[[Callable[[], Awaitable[None]]], None]) -> Fleet:
-    kind = request.param if request.param == "memory" else request.getfixturevalue("redis_url")
-    found = Fleet(kind, make_deck, session_idle_timeout=IDLE)
-    at_loop_end(found.aclose)
-    return found
+    return fleet_for(request, at_loop_end, make_deck, session_idle_timeout=IDLE)
 
 
 def ping(client: AsgiClient, session: str) -> Any:
