@@ -135,7 +135,7 @@ class Pipeline:
                 if pending is not None:
                     await pending
             except InputRequired:  # a level 8-10 confirmation asked in a 2026-07-28 round
-                problem = await self._audit(rctx, call, INPUT_REQUIRED)
+                problem = await self.audit(rctx, call, INPUT_REQUIRED)
                 if problem is not None:
                     return _withdrawn(rctx, problem)
                 raise
@@ -155,12 +155,12 @@ class Pipeline:
         except ToolError as exc:  # raised by the tool, or invalid arguments
             result = error_result(str(exc) or f"Tool {tool.name!r} failed")
         except ProtocolError as exc:  # the tool's own JSON-RPC error (-32042/-32021 from its questions, too)
-            problem = await self._audit(rctx, call or Call("tool", tool.name, tool, arguments), _errored(exc))
+            problem = await self.audit(rctx, call or Call("tool", tool.name, tool, arguments), _errored(exc))
             if problem is not None:
                 return problem
             raise
         except InputRequired:  # the run stopped at a question: this round of a 2026-07-28 call ends input-required
-            problem = await self._audit(rctx, call or Call("tool", tool.name, tool, arguments), INPUT_REQUIRED)
+            problem = await self.audit(rctx, call or Call("tool", tool.name, tool, arguments), INPUT_REQUIRED)
             if problem is not None:
                 return _withdrawn(rctx, problem)
             raise
@@ -258,10 +258,10 @@ class Pipeline:
             return error_result(str(refused))
         raise RefusedError(str(refused), http_status=getattr(refused, "http_status", 503))
 
-    async def _audit(self, rctx: RequestContext, call: Call, result: dict[str, Any]) -> dict[str, Any] | None:
-        """Auditors hear of a call that ended without a result of its own (a JSON-RPC error, an input-required round).
-        None once its record is written; else the isError result that answers the call instead (the record could
-        not be written)."""
+    async def audit(self, rctx: RequestContext, call: Call, result: dict[str, Any]) -> dict[str, Any] | None:
+        """Auditors hear of a call that ended without a result of its own (a JSON-RPC error, an input-required round,
+        a task created: the sentinels of tools/result.py). None once its record is written; else the isError result
+        that answers the call instead (the record could not be written)."""
         pending = tuple(
             outcome for audit in self.auditors if hasattr(outcome := audit(rctx, call, result), "__await__")
         )

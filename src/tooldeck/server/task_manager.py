@@ -212,7 +212,7 @@ class TaskManager:
         from ..tools.result import TASK_CREATED
         from .pipeline import Call
 
-        problem = await pipeline._audit(rctx, Call("tool", tool.name, tool, arguments), TASK_CREATED)
+        problem = await pipeline.audit(rctx, Call("tool", tool.name, tool, arguments), TASK_CREATED)
         if problem is not None:
             self.requests.pop(record.task_id, None)
             await self.settle(record.task_id, "failed", status_message=_text(problem), result=problem)

@@ -85,7 +85,7 @@ class HttpApp:
         limit = max_body_bytes if max_body_bytes is not None else deck.options.max_message_bytes
         self.endpoint = Endpoint(self.registry, self.sse, json_response=json_response, stateless=stateless,
                                  max_body_bytes=limit, body_timeout=body_timeout,
-                                 trusted_proxies=TrustedProxies(trusted_proxies))  # fmt: skip
+                                 trusted_proxies=TrustedProxies(trusted_proxies) or None)  # fmt: skip
         if auth is None:  # the deck's policy may name one (and its RFC 9728 metadata route)
             auth = getattr(deck, "http_auth", None)
         routes = {**getattr(deck, "http_routes", {}), **(routes or {})}

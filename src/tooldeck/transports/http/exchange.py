@@ -65,7 +65,7 @@ class Endpoint:
         trusted_proxies: TrustedProxies | None = None,
     ) -> None:
         self.registry = registry
-        self.proxies = trusted_proxies if trusted_proxies else None
+        self.proxies = trusted_proxies  # None: X-Forwarded-For is never read
         self.sse = sse
         self.json_response = json_response
         self.stateless = stateless
