@@ -22,10 +22,8 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
-import re
 import shutil
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -39,7 +37,7 @@ ROOT = BENCH.parent
 sys.path.insert(0, str(BENCH))
 sys.path.insert(0, str(ROOT / "tests"))  # redis_server.py: the real server the tests run
 
-from eras_micro import Driver  # noqa: E402
+from eras_micro import Driver, callgrind_per_call, run  # noqa: E402
 from harness import eras  # noqa: E402
 
 BUDGET = {False: 1.5, True: 1.3}  # Redis / memory, server CPU per call: session call, stateless call
@@ -90,28 +88,15 @@ class Trips:
 
 async def concurrent_calls(driver: Driver, modern: bool, count: int, at_once: int) -> tuple[int, int]:
     """``count`` calls, ``at_once`` in flight: this thread's CPU time (ns) and the number of wrong replies."""
-    headers = driver.headers[modern]
-    ok = eras.reply_check(modern)
+    headers, ok = driver.headers[modern], eras.reply_check(modern)
     wrong = 0
 
     async def one(request_id: int) -> None:
         nonlocal wrong
         text = f"hello {request_id}"
         body = eras.message(request_id, "tools/call", {"name": "echo", "arguments": {"text": text}}, modern)
-        sent: list[dict[str, Any]] = []
-        pending = [{"type": "http.request", "body": body, "more_body": False}]
-
-        async def receive() -> dict[str, Any]:
-            return pending.pop() if pending else {"type": "http.disconnect"}
-
-        async def send(message: dict[str, Any]) -> None:
-            sent.append(message)
-
-        scope = {"type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1", "method": "POST",
-                 "scheme": "http", "path": "/mcp", "raw_path": b"/mcp", "query_string": b"", "headers": headers,
-                 "client": ("127.0.0.1", 50000), "server": ("127.0.0.1", 8000)}  # fmt: skip
-        await driver.app(scope, receive, send)
-        if sent[0].get("status") != 200 or not ok(orjson.loads(sent[-1]["body"]), request_id, text):
+        answer = await driver.post(headers, body)
+        if answer["status"] != 200 or not ok(orjson.loads(answer["body"]), request_id, text):
             wrong += 1
 
     started = time.thread_time_ns()
@@ -163,7 +148,7 @@ async def measure(args: argparse.Namespace, url: str, port: int, policy_file: Pa
                 errors += wrong
                 cpu[backend].append(cpu_ns / args.calls / 1e3)
                 if backend == url:
-                    redis_seconds += redis_cpu(port) - before_cpu - 2e-5  # less the INFO commands themselves
+                    redis_seconds += redis_cpu(port) - before_cpu
                     counted += trips.count - before_trips
         ratios = [r / m for m, r in zip(cpu["memory"], cpu[url], strict=True)]
         total = args.rounds * args.calls
@@ -193,31 +178,13 @@ def instructions(args: argparse.Namespace, url: str, policy_file: Path) -> None:
     if valgrind is None:
         print("--instructions: valgrind is not installed")
         return
-    count = args.calls
     for modern in (False, True):
-        found = {}
-        for backend in ("memory", url):
-            totals = []
-            for n in (0, count):
-                argv = [valgrind, "--tool=callgrind", "--callgrind-out-file=/dev/null", sys.executable, __file__,
-                        "--child", backend, "modern" if modern else "session", str(n), str(policy_file)]  # fmt: skip
-                done = subprocess.run(argv, capture_output=True, text=True, env=os.environ.copy())
-                match = re.search(r"Collected : (\d+)", done.stderr)
-                if done.returncode or match is None:
-                    raise SystemExit(f"callgrind run failed: {done.stderr[-1000:]}")
-                totals.append(int(match.group(1)))
-            found[backend] = (totals[1] - totals[0]) / count
+        era = "modern" if modern else "session"
+        found = {backend: callgrind_per_call(valgrind, [__file__, "--child", backend, era, str(policy_file)], args.calls)
+                 for backend in ("memory", url)}  # fmt: skip
         print(f"{'2026-07-28 stateless' if modern else '2025 session'} call: instructions per call (callgrind, "
-              f"{count} calls) memory {found['memory']:,.0f}, Redis {found[url]:,.0f}; ratio "
+              f"{args.calls} calls) memory {found['memory']:,.0f}, Redis {found[url]:,.0f}; ratio "
               f"{found[url] / found['memory']:.3f}x")  # fmt: skip
-
-
-def run(coroutine: Any) -> Any:
-    try:
-        import uvloop
-    except ImportError:
-        return asyncio.run(coroutine)
-    return uvloop.run(coroutine)
 
 
 def main() -> int:
@@ -226,13 +193,13 @@ def main() -> int:
     parser.add_argument("--calls", type=int, default=1000, help="calls per backend in a round (default 1000)")
     parser.add_argument("--rounds", type=int, default=10, help="rounds, the backends alternating (default 10)")
     parser.add_argument("--instructions", action="store_true", help="also count instructions under callgrind")
-    parser.add_argument("--child", nargs=4, metavar=("BACKEND", "ERA", "N", "POLICY"), help=argparse.SUPPRESS)
+    parser.add_argument("--child", nargs=4, metavar=("BACKEND", "ERA", "POLICY", "N"), help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.src is not None:
         sys.path.insert(0, str(args.src.resolve()))
         os.environ["PYTHONPATH"] = str(args.src.resolve())
     if args.child:
-        backend, era, n, policy_file = args.child
+        backend, era, policy_file, n = args.child
         run(child(backend, era == "modern", int(n), Path(policy_file)))
         return 0
     from redis_server import RedisServer, server_binary

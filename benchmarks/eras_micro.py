@@ -52,7 +52,6 @@ class Driver:
 
     def __init__(self, app: Any) -> None:
         self.app = app
-        self.sent: list[dict[str, Any]] = []
         self.headers: dict[bool, list[tuple[bytes, bytes]]] = {}
         self.next_id = 1
 
@@ -65,15 +64,16 @@ class Driver:
             await asyncio.Event().wait()  # the client never leaves
             return {}
 
-        async def send(message: dict[str, Any]) -> None:
-            self.sent.append(message)
+        sent: list[dict[str, Any]] = []  # this request's own: several may be in flight (backends_micro.py)
 
-        self.sent.clear()
+        async def send(message: dict[str, Any]) -> None:
+            sent.append(message)
+
         scope = {"type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1", "method": "POST",
                  "scheme": "http", "path": "/mcp", "raw_path": b"/mcp", "query_string": b"", "headers": headers,
                  "client": ("127.0.0.1", 50000), "server": ("127.0.0.1", 8000)}  # fmt: skip
         await self.app(scope, receive, send)
-        start, body_message = self.sent[0], self.sent[-1]
+        start, body_message = sent[0], sent[-1]
         return {"status": start.get("status"), "headers": dict(start.get("headers", ())), "body": body_message["body"]}
 
     async def open(self) -> None:
@@ -186,20 +186,24 @@ def instructions(args: argparse.Namespace) -> None:
         print("--instructions: valgrind is not installed")
         return
     count = args.calls * 4
-    found = {}
-    for modern in (False, True):
-        totals = []
-        for n in (0, count):
-            argv = [valgrind, "--tool=callgrind", "--callgrind-out-file=/dev/null", sys.executable, __file__,
-                    "--child", "modern" if modern else "session", str(n)]  # fmt: skip
-            done = subprocess.run(argv, capture_output=True, text=True, env=os.environ.copy())
-            match = re.search(r"Collected : (\d+)", done.stderr)
-            if done.returncode or match is None:
-                raise SystemExit(f"callgrind run failed: {done.stderr[-1000:]}")
-            totals.append(int(match.group(1)))
-        found[modern] = (totals[1] - totals[0]) / count
+    found = {modern: callgrind_per_call(valgrind, [__file__, "--child", "modern" if modern else "session"], count)
+             for modern in (False, True)}  # fmt: skip
     print(f"instructions per call (callgrind, {count} calls): 2025 session {found[False]:,.0f}, 2026-07-28 "
           f"{found[True]:,.0f}; ratio {found[True] / found[False]:.3f}x")  # fmt: skip
+
+
+def callgrind_per_call(valgrind: str, child: list[str], count: int) -> float:
+    """Instructions per call: callgrind's total of ``python *child N`` with N = ``count`` less that with N = 0 (each
+    in a fresh process; the child makes N calls after what it always does)."""
+    totals = []
+    for n in (0, count):
+        argv = [valgrind, "--tool=callgrind", "--callgrind-out-file=/dev/null", sys.executable, *child, str(n)]
+        done = subprocess.run(argv, capture_output=True, text=True, env=os.environ.copy())
+        match = re.search(r"Collected : (\d+)", done.stderr)
+        if done.returncode or match is None:
+            raise SystemExit(f"callgrind run failed: {done.stderr[-1000:]}")
+        totals.append(int(match.group(1)))
+    return (totals[1] - totals[0]) / count
 
 
 def main() -> int:
