@@ -16,6 +16,7 @@ import orjson
 import pytest
 
 from helpers import client
+from manifest.test_manager import calc
 from tooldeck import Deck
 from tooldeck.manifest import fleet as fleet_module
 from tooldeck.manifest.definition import DefinitionError, parse_definition
@@ -27,24 +28,6 @@ from tooldeck.server.bus import MemoryBus
 from tooldeck.transports.memory import MemoryClient
 
 WITHIN = 1.0  # seconds in which every process serves a committed change
-
-
-def calc(version: str = "1.0.0", *capabilities: str, tool_id: str = "calculator", **extra: Any) -> dict[str, Any]:
-    return {
-        "id": tool_id,
-        "name": tool_id.title(),
-        "version": version,
-        "description": "Arithmetic",
-        "capabilities": [
-            {
-                "name": name,
-                "description": f"Does {name}",
-                "parameters": [{"name": "x", "type": "number", "required": True}],
-            }
-            for name in capabilities or ("add", "subtract")
-        ],
-        **extra,
-    }
 
 
 V1 = calc("1.0.0")
