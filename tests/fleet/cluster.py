@@ -23,7 +23,7 @@ import socket
 import subprocess
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -176,6 +176,21 @@ class Lost(Exception):
         self.started = started
 
 
+def sse_events(lines: Iterable[str]) -> Iterator[tuple[str | None, Any]]:
+    """Each event of an SSE stream's lines, once whole: the last event id seen so far, and its JSON message (None
+    for an event without one, as the priming event)."""
+    event_id: str | None = None
+    data: list[str] = []
+    for line in lines:
+        if line.startswith("id:"):
+            event_id = line[3:].strip()
+        elif line.startswith("data:"):
+            data.append(line[5:].removeprefix(" "))
+        elif line == "":
+            yield event_id, orjson.loads("\n".join(data)) if data and data != [""] else None
+            data = []
+
+
 class Refused(Exception):
     """An HTTP answer that is not 200/202: ``status`` and the JSON-RPC error body."""
 
@@ -285,16 +300,10 @@ class RoundRobin:
                 self.checker.received(message)
                 yield message
             return
-        data_lines: list[str] = []
-        for line in response.iter_lines():
-            if line.startswith("data:"):
-                data_lines.append(line[5:].removeprefix(" "))
-            elif line == "":
-                if data_lines and data_lines != [""]:
-                    message = orjson.loads("\n".join(data_lines))
-                    self.checker.received(message)
-                    yield message
-                data_lines = []
+        for _, message in sse_events(response.iter_lines()):
+            if message is not None:
+                self.checker.received(message)
+                yield message
 
     def post(self, message: dict[str, Any], version: str | None = LATEST,
              on_message: Callable[[dict[str, Any]], None] | None = None) -> dict[str, Any] | None:  # fmt: skip
@@ -447,18 +456,12 @@ class Listener:
                     self.opened.set()
                     if self.stopped:
                         return
-                    data: list[str] = []
-                    for line in response.iter_lines():
-                        if line.startswith("id:"):
-                            self.last_event_id = line[3:].strip()
-                        elif line.startswith("data:"):
-                            data.append(line[5:].removeprefix(" "))
-                        elif line == "":
-                            if data and data != [""]:
-                                message = orjson.loads("\n".join(data))
-                                client.checker.received(message)
-                                self.messages.put(message)
-                            data = []
+                    for event_id, message in sse_events(response.iter_lines()):
+                        if event_id is not None:  # an event whole, its id too: what a resume starts after
+                            self.last_event_id = event_id
+                        if message is not None:
+                            client.checker.received(message)
+                            self.messages.put(message)
             except (httpx.TransportError, RuntimeError) as exc:  # RuntimeError: the client was closed by stop()
                 if self.stopped:
                     return
