@@ -1,11 +1,18 @@
-"""tools/call through tooldeck's HTTP app in-process, the deck's state in this process against the same deck's state in
-Redis (a real Valkey/Redis server on loopback, started here): what shared backends cost a call.
+"""tools/call of one deck with its state in the process against the same deck with its state in Redis (a real
+Valkey/Redis server on loopback, started here): what shared backends cost a call, over HTTP and in-process.
 
-Usage: .venv/bin/python benchmarks/backends_micro.py [--src DIR] [--calls N] [--rounds R] [--instructions]
+Usage: .venv/bin/python benchmarks/backends_micro.py [--src DIR] [--calls N] [--rounds R] [--http-rounds R]
+       [--instructions]
 
 Both decks run under one policy: a rate limit per principal (anonymous callers: per client address) that never
 refuses a call of the run. Each row is one era's tools/call echo: a 2025-11-25 session call (its session state is
-read from the store) and a 2026-07-28 stateless call. Printed per row:
+read from the store) and a 2026-07-28 stateless call.
+
+Over HTTP (the budgets' measure): two ``tooldeck serve --http`` processes, one per backend, driven by the
+benchmark harness's client in interleaved rounds (a block of sequential calls, then a block of 32 clients); the
+server process's CPU per call (schedstat) and the ratio Redis/memory, round by round, the median printed.
+
+In-process (no sockets but Redis's): the deck's ASGI app called from this thread. Printed per row:
 
 - this thread's CPU time per call (medians of rounds that alternate the backends), and the ratio Redis/memory;
 - the Redis server's own CPU per call (``INFO cpu``), which the operator pays for too;
@@ -13,8 +20,8 @@ read from the store) and a 2026-07-28 stateless call. Printed per row:
 
 ``--instructions`` also counts this process's instructions per call under valgrind (callgrind), a run of N calls
 less a run of none, each in a fresh process: deterministic on a busy machine, and it excludes the Redis server.
-Budgets (issue 22): Redis/memory CPU per call at most 1.5x for a session call, 1.3x for a stateless call; round
-trips 2 and 1.
+Budgets (issue 22): Redis/memory server CPU per call over HTTP at most 1.5x for a session call, 1.3x for a
+stateless call; round trips 2 and 1.
 """
 
 from __future__ import annotations
@@ -187,11 +194,62 @@ def instructions(args: argparse.Namespace, url: str, policy_file: Path) -> None:
               f"{found[url] / found['memory']:.3f}x")  # fmt: skip
 
 
+def over_http(args: argparse.Namespace, url: str, policy_file: Path) -> int:
+    """The budgets' measure: each backend's deck in a ``tooldeck serve --http`` process of its own, the harness's
+    client calling echo in both eras, sequentially and from 32 clients, the rounds interleaved."""
+    from dataclasses import replace
+
+    from harness import measure_http
+    from harness.http import HttpServer
+    from harness.measure import FULL, server_env
+    from harness.servers import SERVERS_DIR, TOOLDECK_HTTP
+
+    plan = replace(FULL, rounds=args.http_rounds)
+    env = dict(server_env())
+    if args.src is not None:
+        env["PYTHONPATH"] = str(args.src.resolve())
+    subjects = []
+    for backend in ("memory", url):
+        argv = [sys.executable, "-m", "tooldeck", "serve", str(SERVERS_DIR / "tooldeck_server.py"), *TOOLDECK_HTTP,
+                "--quiet", "--policy", str(policy_file), "--backend", backend]  # fmt: skip
+        subjects.append(measure_http.Subject(backend, HttpServer(argv, env, str(ROOT)), plan,
+                                             rows=("echo", "modern_echo")))  # fmt: skip
+    failures: list[str] = []
+
+    def failed(subject: Any, exc: Exception) -> None:
+        failures.append(f"{subject.name}: {exc}{subject.server.stderr_tail()}")
+
+    try:
+        measure_http.interleaved(subjects, plan, lambda line: print(line, file=sys.stderr, flush=True), failed)
+        if failures:
+            print("\n".join(failures))
+            return 1
+        memory, redis = (subject.results() for subject in subjects)
+    finally:
+        for subject in subjects:
+            subject.server.close()
+    errors = 0
+    for key, label, modern in (("http_echo", "2025 session call, sequential", False),
+                               ("http_modern_echo", "2026-07-28 stateless call, sequential", True),
+                               ("http_clients", "2025 session call, 32 clients", False),
+                               ("http_modern_clients", "2026-07-28 stateless call, 32 clients", True)):  # fmt: skip
+        m, r = memory[key], redis[key]
+        ratios = [b["cpu_us_per_call"] / a["cpu_us_per_call"] for a, b in zip(m["rounds"], r["rounds"], strict=True)]
+        errors += m["errors"] + r["errors"]
+        print(f"over HTTP, {label}: server CPU per call (µs, medians of {plan.rounds} rounds) memory "
+              f"{m['cpu_us_per_call']:.1f}, Redis {r['cpu_us_per_call']:.1f}; ratio {statistics.median(ratios):.2f}x "
+              f"({min(ratios):.2f}-{max(ratios):.2f}, budget {BUDGET[modern]}x); calls/s memory "
+              f"{m['calls_per_s']:,.0f}, Redis {r['calls_per_s']:,.0f}")  # fmt: skip
+    print(f"wrong replies over HTTP: {errors}")
+    return 1 if errors else 0
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--src", type=Path, help="import tooldeck from DIR (see run.py --src)")
     parser.add_argument("--calls", type=int, default=1000, help="calls per backend in a round (default 1000)")
     parser.add_argument("--rounds", type=int, default=10, help="rounds, the backends alternating (default 10)")
+    parser.add_argument("--http-rounds", type=int, default=10, help="rounds over HTTP (default 10; 0: none)")
     parser.add_argument("--instructions", action="store_true", help="also count instructions under callgrind")
     parser.add_argument("--child", nargs=4, metavar=("BACKEND", "ERA", "POLICY", "N"), help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -216,8 +274,9 @@ def main() -> int:
         try:
             policy_file = Path(directory) / "policy.toml"
             policy_file.write_text(POLICY)
+            code = over_http(args, server.url, policy_file) if args.http_rounds else 0
             os.sched_setaffinity(0, {min(os.sched_getaffinity(0))})  # this process on one CPU, Redis on the other
-            code = run(measure(args, server.url, server.port, policy_file))
+            code = run(measure(args, server.url, server.port, policy_file)) or code
             if args.instructions:
                 instructions(args, server.url, policy_file)
         finally:

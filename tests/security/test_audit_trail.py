@@ -6,6 +6,7 @@ Failures are injected at the file sink's one write seam; the processes in test_a
 
 from __future__ import annotations
 
+import asyncio
 import errno
 import os
 from pathlib import Path
@@ -15,7 +16,7 @@ import orjson
 import pytest
 
 from asgi_client import AsgiClient
-from helpers import client
+from helpers import client, sleep_until_cancelled
 from tooldeck import Context, Deck, ToolError
 from tooldeck.protocol.errors import UrlElicitationRequiredError
 from tooldeck.security.audit import verify
@@ -383,3 +384,51 @@ async def test_a_task_whose_creation_cannot_be_recorded_never_runs_and_ends_fail
         ("call", "task_created"),
         ("audit-unavailable", None),
     ]
+
+
+# --- runs stopped before they ended: recorded "cancelled" ----------------------------------------------------------
+
+
+async def test_a_call_the_client_cancels_while_it_runs_is_recorded_cancelled(tmp_path: Path) -> None:
+    deck, trail, _ = audited(tmp_path)
+    started, stopped = asyncio.Event(), asyncio.Event()
+
+    @deck.tool
+    async def hang() -> str:
+        return await sleep_until_cancelled(stopped, started)
+
+    async with client(deck) as c:
+        c.session.principal = Principal("ada")
+        call = asyncio.ensure_future(c.request_raw("tools/call", {"name": "hang", "arguments": {}}, id="h"))
+        await started.wait()
+        c.notify("notifications/cancelled", {"requestId": "h"})
+        await stopped.wait()
+        await c.call_tool("work", {"n": 1})  # recorded after the cancelled one
+        assert not call.done()  # no answer for a cancelled request
+        call.cancel()
+    shown = [(r["tool"], r["request_id"], r["decision"], r["outcome"]) for r in records(trail)]
+    assert shown[0] == ("hang", "h", "allowed", "cancelled")
+    assert shown[1][0::3] == ("work", "ok")
+    assert verify([trail]).ok
+
+
+async def test_a_task_still_running_when_the_server_stops_is_recorded_cancelled_before_the_trail_closes(
+    tmp_path: Path,
+) -> None:
+    deck, trail, _ = audited(tmp_path)
+    started, stopped = asyncio.Event(), asyncio.Event()
+
+    @deck.tool(task="optional")
+    async def long() -> str:
+        return await sleep_until_cancelled(stopped, started)
+
+    async with client(deck) as c:
+        deck.bind_loop()  # as a transport does: the services run, the trail's closer among them
+        c.session.principal = Principal("ada")
+        answer = await c.request_raw("tools/call", {"name": "long", "arguments": {}, "task": {}})
+        assert answer["result"]["task"]["status"] == "working"
+        await started.wait()
+        await deck.aclose()  # the server stops: the run is cancelled, waited for and recorded, then the trail closes
+        assert stopped.is_set()
+    assert [(r["tool"], r["outcome"]) for r in records(trail)] == [("long", "task_created"), ("long", "cancelled")]
+    assert verify([trail]).ok

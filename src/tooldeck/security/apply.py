@@ -9,7 +9,7 @@ import time
 from typing import Any
 
 from ..protocol.errors import RefusedError, ToolError
-from ..tools.result import INPUT_REQUIRED, TASK_CREATED
+from ..tools.result import CANCELLED, INPUT_REQUIRED, TASK_CREATED
 from .policy import Policy
 
 
@@ -355,6 +355,8 @@ class CallAuditor:
                 outcome = "input_required"
             elif result is TASK_CREATED:  # answered with a task; its work is recorded again when it ends
                 outcome = "task_created"
+            elif result is CANCELLED:  # its run was stopped: nobody is answered, and what it began is recorded
+                outcome = "cancelled"
             else:
                 outcome = "error" if result is not None and result.get("isError") else "ok"
         facts = (time.time(), request.request_id, getattr(request.peer, "key", None), request.principal,

@@ -249,6 +249,9 @@ class Server:
     async def aclose(self) -> None:
         """Stop the lifespan services: running tasks are cancelled, the task store closed, the workers released."""
         self.listeners.end_all()  # listen streams still open get their closing result
+        if self._tasks is not None:  # first: the runs it stops are recorded while the audit trail (a service) is open
+            await self._tasks.aclose()
+            self._tasks = None
         running, self._running_services = self._running_services, []
         for service in running:
             service.cancel()
@@ -257,9 +260,6 @@ class Server:
                 await service
             except BaseException:  # cancelled, or failed (and logged by _service_done)
                 pass
-        if self._tasks is not None:
-            await self._tasks.aclose()
-            self._tasks = None
         if self._nodes is not None:
             self._nodes.close()
             self._nodes = None

@@ -35,7 +35,7 @@ from ..protocol.errors import (
 )
 from ..protocol.record import Record
 from ..tools.call import check_arguments, describe_failure
-from ..tools.result import INPUT_REQUIRED, build_result, error_result
+from ..tools.result import CANCELLED, INPUT_REQUIRED, build_result, error_result
 from .context import Context
 from .rounds import InputRequired
 
@@ -172,6 +172,10 @@ class Pipeline:
                 result = error_result(f"Tool {tool.name!r} timed out after {timeout:g} s and was stopped")
         except Exception as exc:  # the tool's own bug or failure; BaseException (cancellation, exit) passes through
             result = error_result(describe_failure(f"tool {tool.name!r}", exc, self.options.mask_errors))
+        except BaseException as exc:  # stopped while it ran (the client, tasks/cancel, the process stopping): recorded
+            if self.auditors and not isinstance(exc, GeneratorExit):  # (a coroutine closed unawaited cannot wait)
+                await self._stopped(rctx, call or Call("tool", tool.name, tool, arguments))
+            raise
         if self.sanitisers or self.auditors:
             call = call or Call("tool", tool.name, tool, arguments)
             result, pending = self._finish(rctx, call, result)
@@ -270,6 +274,14 @@ class Pipeline:
             if answer is not result:
                 return answer
         return None
+
+    async def _stopped(self, rctx: RequestContext, call: Call) -> None:
+        """Record a call whose run was cancelled (outcome "cancelled"), as well as it can: nobody waits for an answer,
+        so a record that cannot be written is logged, and the cancellation goes on either way."""
+        try:
+            await self.audit(rctx, call, CANCELLED)
+        except Exception:
+            log.exception("the cancelled call %r could not be recorded", call.name)
 
     async def refuse(self, rctx: RequestContext, call: Call, refusal: ProtocolError) -> None:
         """Auditors hear of a refused call too (``call.refusal`` says why; there is no result, None); returns once its

@@ -50,6 +50,7 @@ log = logging.getLogger("tooldeck.tasks")
 
 IMMEDIATE_RESPONSE = "io.modelcontextprotocol/model-immediate-response"
 NOT_FOUND = "Failed to retrieve task: Task not found"
+STOP_WAIT = 5.0  # seconds a stopping process waits for the task runs it cancelled to end (and be recorded)
 
 
 class TaskManager:
@@ -145,10 +146,18 @@ class TaskManager:
                 log.exception("purging expired tasks failed")
 
     async def aclose(self) -> None:
+        """Stop the work of every task running here and wait (a few seconds at most) until it has stopped, so each
+        run's audit record is written; a task stopped here stays ``working`` in a shared store, and another process
+        takes it over when its lease runs out (takeover.py)."""
+        import asyncio
+
         for request in list(self.requests.values()):
             request.cancel()
-        for task in list(self.running.values()):
+        running = list(self.running.values())
+        for task in running:
             task.cancel()
+        if running:
+            await asyncio.wait(running, timeout=STOP_WAIT)
         for service in (self._purger, self._keeper):
             if service is not None:
                 service.cancel()

@@ -31,6 +31,10 @@ INPUT_REQUIRED: dict[str, Any] = {"content": [], "isError": False}
 # call it answered; the task's work is recorded again when it ends, wherever it ends.
 TASK_CREATED: dict[str, Any] = {"content": [], "isError": False}
 
+# What auditors see of a call whose run was stopped before it ended (the audit outcome says "cancelled"): the client
+# cancelled it, its task was cancelled, or its process stopped. Nobody is answered; the run began, so it is recorded.
+CANCELLED: dict[str, Any] = {"content": [], "isError": False}
+
 
 def error_result(message: str) -> dict[str, Any]:
     return {"content": [{"type": "text", "text": message}], "isError": True}

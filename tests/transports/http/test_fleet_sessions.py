@@ -85,6 +85,17 @@ async def test_a_session_deleted_on_one_process_is_404_on_one_that_never_served_
     assert (await ping(b, session)).status == 404
 
 
+async def test_requests_that_reach_a_process_together_rebuild_one_copy_of_the_session(fleet: Fleet) -> None:
+    """A process that never served a session gets several of its requests at once (a GET stream opened again after
+    a restart, and a POST): each waits for the store, the first rebuilds the session, and the others are served by
+    that copy — none is told the session is not found."""
+    _first, second, a, b = await fleet_of(fleet)
+    session = await a.initialize()
+    answers = await asyncio.gather(*(ping(b, session) for _ in range(4)))
+    assert [answer.status for answer in answers] == [200] * 4
+    assert list(second.sessions) == [session]
+
+
 async def test_a_get_stream_opened_on_another_process_replaces_the_one_open_here(fleet: Fleet) -> None:
     first, _second, a, b = await fleet_of(fleet)
     session = await a.initialize()

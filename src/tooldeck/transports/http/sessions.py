@@ -165,7 +165,10 @@ class SessionRegistry:
         if self.shutting_down and self.shared:  # another process serves it: the client tries again, there
             raise HttpError(503, SERVER_ERROR, "Service Unavailable: the server is shutting down")
         data = None if self.shutting_down else await self.store.get(key)
-        if data is None or key in self.live:  # unknown, or known here and closed
+        found = self.live.get(key)
+        if found is not None and not found.closed:  # rebuilt meanwhile, for another request that came with this one
+            return found
+        if data is None or found is not None:  # unknown, or known here and closed
             message = "Session not found: it expired or was deleted; initialize a new session"
             raise HttpError(404, SESSION_NOT_FOUND, message)
         http_session = HttpSession(self.server, key, state=SessionState.from_dict(data), backlog=self.backlog)
