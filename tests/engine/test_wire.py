@@ -21,6 +21,14 @@ from tooldeck.engine.wire import pack
 def test_pack_writes_resp_and_refuses_what_redis_has_no_word_for() -> None:
     assert pack(("SET", b"k", 3, 1.5)) == b"*4\r\n$3\r\nSET\r\n$1\r\nk\r\n$1\r\n3\r\n$3\r\n1.5\r\n"
     assert pack(("GET", "é")) == b"*2\r\n$3\r\nGET\r\n$2\r\n\xc3\xa9\r\n"
+
+    class Name(str):
+        pass
+
+    class Raw(bytes):
+        pass
+
+    assert pack((Name("GET"), Raw(b"k"))) == pack(("GET", b"k"))  # subclasses as their base
     for wrong in (None, True, ["a"]):
         with pytest.raises(TypeError, match="a Redis argument must be bytes, str, int or float"):
             pack(("SET", "k", wrong))
@@ -40,6 +48,28 @@ async def test_many_commands_at_once_ride_one_connection(engine: Engine, redis_u
         assert (await observer.info("clients"))["connected_clients"] == before
     finally:
         await observer.aclose()
+
+
+async def test_a_command_on_an_idle_line_is_written_at_once_and_the_others_of_a_turn_together(engine: Engine) -> None:
+    await engine.command("PING")  # connected
+    assert engine.wire is not None
+    line = engine.wire._line
+    assert line is not None and line.transport is not None
+    writes: list[bytes] = []
+    write = line.transport.write
+    line.transport.write = lambda data: (writes.append(bytes(data)), write(data))[1]  # type: ignore[method-assign]
+    try:
+        first = asyncio.ensure_future(engine.command("SET", engine.key("w"), 1))
+        await asyncio.sleep(0)  # the coroutine runs up to its wait: the line was idle, so the command is out
+        assert writes == [pack(("SET", engine.key("w"), 1))]
+        rest = [asyncio.ensure_future(engine.command("INCR", engine.key("w"))) for _ in range(3)]
+        await asyncio.sleep(0)  # all three sent in this turn while the first waits: not written yet ...
+        assert len(writes) == 1
+        assert await first == b"OK"
+        assert await asyncio.gather(*rest) == [2, 3, 4]
+        assert writes[1:] == [pack(("INCR", engine.key("w"))) * 3]  # ... and then in one write
+    finally:
+        line.transport.write = write  # type: ignore[method-assign]
 
 
 async def test_an_error_answer_fails_its_command_only(engine: Engine) -> None:

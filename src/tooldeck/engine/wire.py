@@ -39,17 +39,30 @@ def pack(args: tuple[Any, ...]) -> bytes:
     """One command in RESP: an array of bulk strings (str as UTF-8, int and float as their digits, bytes as they
     are)."""
     parts = [b"*%d\r\n" % len(args)]
+    append = parts.append
     for arg in args:
-        if isinstance(arg, bytes):
-            data = arg
-        elif isinstance(arg, str):
+        kind = type(arg)
+        if kind is str:
             data = arg.encode()
-        elif isinstance(arg, int | float) and not isinstance(arg, bool):
+        elif kind is bytes:
+            data = arg
+        elif kind is int or kind is float:
             data = repr(arg).encode()
         else:
-            raise TypeError(f"a Redis argument must be bytes, str, int or float, got {type(arg).__name__}")
-        parts.append(b"$%d\r\n%s\r\n" % (len(data), data))
+            data = _other(arg)
+        append(b"$%d\r\n%s\r\n" % (len(data), data))
     return b"".join(parts)
+
+
+def _other(arg: Any) -> bytes:
+    """An argument of a subclass of bytes, str, int or float (not bool) as ``pack`` writes it; else TypeError."""
+    if isinstance(arg, bytes):
+        return bytes(arg)
+    if isinstance(arg, str):
+        return str(arg).encode()
+    if isinstance(arg, int | float) and not isinstance(arg, bool):
+        return repr(float(arg) if isinstance(arg, float) else int(arg)).encode()
+    raise TypeError(f"a Redis argument must be bytes, str, int or float, got {type(arg).__name__}")
 
 
 def _error(reply: ResponseError) -> Exception:
@@ -99,11 +112,17 @@ class _Line(asyncio.Protocol):
         self.fail(ConnectionError(f"the connection was lost{f': {exc}' if exc else ''}"))
 
     def send(self, packed: bytes) -> asyncio.Future[Any]:
+        """Send one command: at once on an idle line (nothing waits for an answer: one call at a time costs no
+        turn of the loop); while others wait, at the end of this turn of the loop, with the others of the turn."""
         future = self.loop.create_future()
+        idle = not self.waiting
         self.waiting.append((future, time.monotonic()))
-        if not self.outgoing:
-            self.loop.call_soon(self._flush)
-        self.outgoing.append(packed)
+        if idle and not self.closed:
+            self.transport.write(packed)  # type: ignore[union-attr]
+        else:
+            if not self.outgoing:
+                self.loop.call_soon(self._flush)
+            self.outgoing.append(packed)
         if self._watchdog is None:
             self._watchdog = self.loop.call_later(self.timeout, self._watch)
         return future
