@@ -182,6 +182,30 @@ async def test_over_http_the_request_travels_on_the_calls_stream() -> None:
     await app.aclose()
 
 
+async def test_over_http_a_sampling_request_travels_on_the_calls_stream_and_its_answer_wakes_the_tool() -> None:
+    app = HttpApp(make_deck())
+    http = AsgiClient(app)
+    init = await http.post({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+        "protocolVersion": "2025-11-25", "capabilities": ELICIT_CAPS, "clientInfo": {"name": "t", "version": "1"}}},
+        version=None)  # fmt: skip
+    await init.json()
+    session = init.headers["mcp-session-id"]
+    call = await http.call(session, 1, "tools/call", {"name": "summarize", "arguments": {"text": "a long story"}})
+    events = call.events()
+    assert (await events.__anext__()).data == ""  # priming
+    request = (await events.__anext__()).message
+    assert request["method"] == "sampling/createMessage"
+    assert request["params"]["systemPrompt"] == "Be brief."
+    assert request["params"]["messages"][0]["content"] == {"type": "text", "text": "Summarize: a long story"}
+    answer = {"jsonrpc": "2.0", "id": request["id"], "result": {
+        "role": "assistant", "content": {"type": "text", "text": "short"}, "model": "m-1"}}  # fmt: skip
+    assert (await http.post(answer, session=session)).status == 202
+    response = (await events.__anext__()).message
+    assert response["id"] == 1
+    assert response["result"]["structuredContent"] == {"result": "m-1: short"}
+    await app.aclose()
+
+
 async def test_tools_can_catch_a_refusal_and_read_its_code() -> None:
     async with client(make_deck(), capabilities=ELICIT_CAPS) as c:
 

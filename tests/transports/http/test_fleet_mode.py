@@ -1,6 +1,6 @@
 """Existing HTTP tests in fleet mode: each runs unchanged against two (and three) apps over shared backends (an
 in-memory record, and Redis) behind a round-robin balancer that sends every request of a session to the other app than the one
-before (round_robin.py) — sessions, resumption, elicitation, tasks, subscriptions and security (API keys and JWTs,
+before (round_robin.py) — sessions, resumption, elicitation, sampling, tasks, subscriptions and security (API keys and JWTs,
 levels and scopes, a fresher token's scopes, required credentials, rate limits shared by the processes), as one
 process serves them.
 
@@ -54,6 +54,11 @@ CASES: list[tuple[ModuleType, str, dict[str, Any]]] = [
     (test_app, "test_unknown_last_event_id_is_404", {"last_event_id": "nonsense"}),
     (test_app, "test_batches_only_in_2025_03_26_sessions", {}),
     (test_client_requests, "test_over_http_the_request_travels_on_the_calls_stream", {}),
+    (
+        test_client_requests,
+        "test_over_http_a_sampling_request_travels_on_the_calls_stream_and_its_answer_wakes_the_tool",
+        {},
+    ),
     (test_tasks, "test_over_http_tasks_list_is_not_offered_and_results_cross_sessions", {}),
     (test_tasks, "test_over_http_a_tasks_notifications_arrive_on_the_get_stream", {"kinds": ("memory",)}),
     (test_rounds, "test_a_tampered_state_or_a_malformed_answer_is_400_with_minus_32602", {}),
