@@ -407,3 +407,29 @@ async def test_the_shared_state_example_serves_through_redis(redis_url: str, tmp
         assert await module.engine.client.hget(module.engine.key("task", task_id), "tool") == b"forecast"
     finally:
         await deck.aclose()
+
+
+def test_the_health_probe_session_prints_what_the_readme_shows(tmp_path: Path) -> None:
+    import httpx
+
+    from http_client import free_port, wait_for_port
+
+    section = README.split("### Health probes", 1)[1].split("\n## ", 1)[0]
+    (session,) = re.findall(r"```console\n(.*?)```", section, re.S)
+    lines = session.splitlines()
+    assert lines[0] == "$ tooldeck serve app.py --http --port 8000 &"
+    (tmp_path / "app.py").write_text(python_blocks()[0])
+    port = free_port()
+    args = [*TOOLDECK, "serve", str(tmp_path / "app.py"), "--http", "--port", str(port)]
+    proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        wait_for_port(port, proc)
+        shown = [lines[0]]
+        for line in lines[1:]:
+            if line.startswith("$ curl -s "):
+                shown.append(line)
+                shown.append(httpx.get(line.removeprefix("$ curl -s ").replace(":8000", f":{port}")).text.rstrip())
+        assert shown == lines
+    finally:
+        proc.kill()
+        proc.wait()

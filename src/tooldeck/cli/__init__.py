@@ -71,7 +71,7 @@ def _command(module: str, function: str) -> Callable[[argparse.Namespace], int]:
 def _parser() -> argparse.ArgumentParser:
     import argparse
 
-    from .options import node_id, port, positive_float, positive_int, proxy_address, text
+    from .options import node_id, port, positive_float, positive_int, probe_path, proxy_address, text
 
     class CommandParser(argparse.ArgumentParser):
         """A command's parser: it takes ``--log-level`` too, so the option may follow the command's name. Its default
@@ -171,6 +171,15 @@ def _parser() -> argparse.ArgumentParser:
         help="believe X-Forwarded-For from this proxy (an address or a network, 10.0.0.0/8) when it names an "
         "anonymous caller's address; repeatable",
     )
+    http.add_argument(
+        "--healthz-path", type=probe_path, default="/healthz", metavar="PATH",
+        help="the liveness probe, unauthenticated and unaudited ('' turns it off; default /healthz)",
+    )  # fmt: skip
+    http.add_argument(
+        "--readyz-path", type=probe_path, default="/readyz", metavar="PATH",
+        help="the readiness probe: 503 while draining or a shared backend is out of reach ('' turns it off; "
+        "default /readyz)",
+    )  # fmt: skip
     http.add_argument(
         "--header-timeout", type=positive_float, default=10.0, metavar="SECONDS",
         help="a request's headers must arrive within this time (408 or close; default 10)",

@@ -69,3 +69,12 @@ def proxy_address(text: str) -> str:
             f"must be an IP address or a network (like 10.0.0.0/8), got {text!r}"
         ) from None
     return text
+
+
+def probe_path(text: str) -> str | None:
+    """``--healthz-path`` / ``--readyz-path``: a path from the root, or '' for none."""
+    if text == "":
+        return None
+    if not text.startswith("/") or any(c in text for c in "?# ") or not text.isprintable():
+        raise argparse.ArgumentTypeError(f"must be a path from the root (like /healthz), or '' for none, got {text!r}")
+    return text

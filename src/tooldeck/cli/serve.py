@@ -69,6 +69,8 @@ def serve(args: argparse.Namespace) -> int:
             max_connections=args.max_connections,
             max_backlog=args.max_backlog,
             trusted_proxies=args.trusted_proxy,
+            healthz_path=args.healthz_path,
+            readyz_path=args.readyz_path,
             workers=args.workers,
         )
         return 0

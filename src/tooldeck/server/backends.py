@@ -124,6 +124,11 @@ class Backends:
     def __repr__(self) -> str:
         return f"Backends({self.spec})"
 
+    @property
+    def opened(self) -> bool:
+        """Whether ``open`` has made them ready (a process serves from then on; its readiness probe says so)."""
+        return self._opened
+
     async def open(self) -> None:
         """Make the backends ready before the deck serves (a transport calls it once its loop runs): reach the shared
         server, settle the shared keys. Raises ``BackendUnavailableError`` when it cannot be reached, and

@@ -205,6 +205,14 @@ def test_allow_host_and_allow_origin_flags() -> None:
         )
 
 
+def test_probe_flags_and_the_probes_of_a_real_server() -> None:
+    with Server("--healthz-path", "/alive", "--readyz-path", "/ready") as server:
+        base = f"http://127.0.0.1:{server.port}"
+        assert (httpx.get(f"{base}/alive").status_code, httpx.get(f"{base}/alive").text) == (200, "ok\n")
+        assert (httpx.get(f"{base}/ready").status_code, httpx.get(f"{base}/ready").text) == (200, "ready\n")
+        assert httpx.get(f"{base}/healthz").status_code == 404  # moved
+
+
 def test_stateless_flag() -> None:
     with Server("--stateless") as server, HttpClient(server.url) as http:
         init = http.post(initialize_message(), version=None)

@@ -23,6 +23,7 @@ from .channels import MAX_BACKLOG, HttpSession
 from .exchange import Endpoint
 from .forwarded import TrustedProxies
 from .guard import LOOPBACK, HostOriginGuard
+from .health import Probes
 from .responses import App, Receive, Scope, Send
 from .routes import Routes
 from .sessions import SessionRegistry
@@ -46,7 +47,8 @@ class HttpApp:
     seconds a POST body may take to arrive whole (408 past it). ``max_backlog``: messages each SSE stream keeps
     waiting for a client that reads slower than the server sends; past it the oldest notifications are dropped
     (channels.py). ``trusted_proxies``: addresses or networks of the proxies whose ``X-Forwarded-For`` names the
-    client an anonymous caller's rate limits are keyed by (forwarded.py); none by default.
+    client an anonymous caller's rate limits are keyed by (forwarded.py); none by default. ``healthz_path`` /
+    ``readyz_path``: the health probes (health.py; None turns one off).
     """
 
     def __init__(
@@ -68,6 +70,8 @@ class HttpApp:
         keepalive: float = 25.0,
         max_backlog: int = MAX_BACKLOG,
         trusted_proxies: Iterable[str] = (),
+        healthz_path: str | None = "/healthz",
+        readyz_path: str | None = "/readyz",
     ) -> None:
         self.deck = deck
         self.path = path
@@ -99,6 +103,10 @@ class HttpApp:
         if auth is not None:  # no backend: everyone is anonymous
             inner = AuthenticationLayer(inner, auth, getattr(deck, "http_refusal_auditor", None))
         self.guard = HostOriginGuard(inner, allowed_hosts=allowed_hosts, allowed_origins=allowed_origins)
+        self.probes = Probes(self, healthz=healthz_path, readyz=readyz_path)
+        for probe in self.probes.paths:
+            if probe in self.routes.routes:
+                raise ValueError(f"{probe} is both a health probe and a route of the app: give the probe another path")
 
     @property
     def sessions(self) -> dict[str, HttpSession]:
@@ -107,6 +115,9 @@ class HttpApp:
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "http":
+            if scope["path"] in self.probes.paths:  # before the guard: unauthenticated, unaudited, unlimited
+                await self.probes(scope, send)
+                return
             await self.guard(scope, receive, send)
         elif scope["type"] == "lifespan":
             await self._lifespan(receive, send)
