@@ -975,6 +975,21 @@ m(
     [T + "test_audit_trail.py"],
 )
 
+m(
+    "session ended elsewhere: the tool runs before the store's word",
+    V + "pipeline.py",
+    "        if pending is not None and not pending.done():  # whether the session still stands: heard before the run",
+    "        if False:",
+    ["tests/transports/http/test_fleet_sessions.py"],
+)
+m(
+    "session ended elsewhere: the store's word ignored",
+    H + "sessions.py",
+    "        elif found == 0:  # ended by some process: the work of the request stops before it runs user code",
+    "        elif False:",
+    ["tests/transports/http/test_fleet_sessions.py"],
+)
+
 
 if __name__ == "__main__":
     sys.exit(main(MUTATIONS, sys.argv[1:], "security-mutants-"))

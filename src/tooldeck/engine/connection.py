@@ -17,6 +17,7 @@ and run when the hub's subscriber connection is made again.
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import logging
 import os
@@ -60,6 +61,12 @@ class Script:
         except NoScriptError:
             await self.load()
             return await command("EVALSHA", self.sha, len(keys), *keys, *args)
+
+    def soon(self, keys: Sequence[str], args: Sequence[Any] = ()) -> asyncio.Future[Any] | None:
+        """Send the script with the other commands of this turn of the loop and return its answer's future, not
+        waited for (``Engine.send_soon``); None when that cannot be done (then call it). Its failures are the
+        line's own (``OSError``, ``NoScriptError``): the caller says what they mean."""
+        return self.engine.send_soon("EVALSHA", self.sha, len(keys), *keys, *args)
 
     async def load(self) -> None:
         await self.engine.command("SCRIPT", "LOAD", self.source)
@@ -135,6 +142,11 @@ class Engine:
             return await self.wire.command(*args)
         except UNREACHABLE as exc:
             raise self.unavailable(exc) from exc
+
+    def send_soon(self, *args: Any) -> asyncio.Future[Any] | None:
+        """Send one command with the others of this turn of the loop, its answer not waited for: the future (its
+        failures ``OSError``s), or None where the engine has no line up (TLS, or not connected yet)."""
+        return None if self.wire is None else self.wire.send_soon(*args)
 
     def key(self, *parts: str) -> str:
         """The full name of a key or channel: the prefix, then ``parts`` joined by ":"."""

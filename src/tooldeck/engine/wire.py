@@ -111,11 +111,12 @@ class _Line(asyncio.Protocol):
     def connection_lost(self, exc: Exception | None) -> None:
         self.fail(ConnectionError(f"the connection was lost{f': {exc}' if exc else ''}"))
 
-    def send(self, packed: bytes) -> asyncio.Future[Any]:
+    def send(self, packed: bytes, *, hold: bool = False) -> asyncio.Future[Any]:
         """Send one command: at once on an idle line (nothing waits for an answer: one call at a time costs no
-        turn of the loop); while others wait, at the end of this turn of the loop, with the others of the turn."""
+        turn of the loop); while others wait, or with ``hold``, at the end of this turn of the loop, with the others
+        of the turn (a command whose answer is wanted later rides with the one the turn sends next)."""
         future = self.loop.create_future()
-        idle = not self.waiting
+        idle = not self.waiting and not hold
         self.waiting.append((future, time.monotonic()))
         if idle and not self.closed:
             self.transport.write(packed)  # type: ignore[union-attr]
@@ -176,6 +177,14 @@ class Wire:
         if line is None or line.closed:
             line = await self._connect()
         return await line.send(pack(args))
+
+    def send_soon(self, *args: Any) -> asyncio.Future[Any] | None:
+        """Send one command with the others of this turn of the loop (``_Line.send`` with ``hold``) and return its
+        answer's future without waiting; None when the line is not up (then ``command`` connects)."""
+        line = self._line
+        if line is None or line.closed:
+            return None
+        return line.send(pack(args), hold=True)
 
     async def _connect(self) -> _Line:
         if self._connecting is not None:

@@ -145,6 +145,9 @@ class Pipeline:
             except ProtocolError as exc:
                 await self.refuse(rctx, call, exc)
                 raise
+        pending = getattr(rctx.peer, "standing", None)
+        if pending is not None and not pending.done():  # whether the session still stands: heard before the run
+            await until_heard(pending)
         timeout = tool.timeout if tool.timeout is not None else self.options.tool_timeout
         try:
             if tool.is_async and timeout is None and not tool.injected:  # the common case, one await fewer
@@ -193,6 +196,9 @@ class Pipeline:
         if self.admits:
             await self.admit_or_refuse(rctx, call)
         kwargs = convert(call.item, call.arguments)
+        pending = getattr(rctx.peer, "standing", None)
+        if pending is not None and not pending.done():
+            await until_heard(pending)
         try:
             return await self._run(rctx, call.item, kwargs, label, None, None)
         except ProtocolError:
@@ -306,6 +312,15 @@ class Pipeline:
         if refusal is not None:
             result["_meta"] = refusal.data
         return result
+
+
+async def until_heard(pending: Any) -> None:
+    """Wait until ``pending`` (the word of a shared session store on whether a request's session still stands:
+    ``Session.standing``) is in, whatever it says: what it says is acted on as it comes (a session ended elsewhere
+    cancels its requests' work, this one's too, before the run). Waiting never cancels it."""
+    import asyncio
+
+    await asyncio.wait((pending,))
 
 
 def _withdrawn(rctx: RequestContext, refusal: dict[str, Any]) -> dict[str, Any]:

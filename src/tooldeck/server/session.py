@@ -158,6 +158,9 @@ class Session:
         self.close_stream_hook: Callable[[RequestId], None] | None = None
         self.request_dropped: Callable[[RequestId], None] | None = None
         self.request_refused: Callable[[RequestId, RefusedError], None] | None = None
+        # A transport that learns only after a request began whether the session still stands (HTTP with shared
+        # backends: sessions.py ``confirm_soon``) leaves the answer's future here; user code waits for it first.
+        self.standing: asyncio.Future[Any] | None = None
         # A stdio connection of the 2025 era refuses requests that carry the 2026-07-28 envelope (-32600).
         self.refuse_envelope = False
         # What the server announces (list changes, resource updates, task status) reaches the session through the

@@ -81,6 +81,13 @@ class RedisSessionStore:
         found = int(await self._touch(keys, [repr(at), session_id, self._ttl_ms]))
         return None if found < 0 else bool(found)
 
+    def touch_soon(self, session_id: str, at: float) -> Any:
+        """``touch`` sent with the next command of this turn of the loop (a request's rate limit, say: one round
+        trip for both), its answer not waited for: a future of the script's raw reply (1 marked, 0 ended, -1
+        unknown; its failures the line's own), or None when it cannot be sent so (then ``touch``)."""
+        keys = [self._values.key(session_id), self._seen, self._index, self._ended(session_id)]
+        return self._touch.soon(keys, [repr(at), session_id, self._ttl_ms])
+
     async def last_seen(self, session_ids: Sequence[str]) -> list[float | None]:
         if not session_ids:
             return []

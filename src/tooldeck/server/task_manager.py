@@ -35,7 +35,7 @@ from ..tasks.polling import PollInterval
 from ..tasks.record import TaskRecord, new_task_id
 from ..tasks.store import TaskStore
 from .asking import RELATED_TASK
-from .pipeline import Call, Pipeline
+from .pipeline import Call, Pipeline, until_heard
 
 if TYPE_CHECKING:
     import asyncio
@@ -185,6 +185,9 @@ class TaskManager:
         finds it); ``admit``: authorize and limits first, so a refusal is immediate and nothing is created."""
         if admit and self.pipeline.admits:
             await self.pipeline.admit_or_refuse(rctx, Call("tool", tool.name, tool, arguments))
+        pending = getattr(rctx.peer, "standing", None)
+        if pending is not None and not pending.done():  # the session's standing, heard before anything is stored
+            await until_heard(pending)
         if not self._started:
             await self.start()
         now = self.clock()

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -27,6 +28,11 @@ IDLE = 100.0
 def make_deck(backends: Backends) -> Deck:
     deck = adder_deck("fleet-sessions", backends=backends)
     deck.state = {"started": asyncio.Event()}  # type: ignore[attr-defined]
+
+    @deck.tool
+    async def record(n: int) -> int:
+        deck.state.setdefault("runs", []).append(n)  # type: ignore[attr-defined]
+        return n
 
     @deck.tool
     async def forever(ctx: Context) -> str:
@@ -183,6 +189,14 @@ async def test_each_request_marks_the_session_once(fleet: Fleet) -> None:
             return await real(session_id, at)
 
         found.touch = touch  # type: ignore[method-assign]
+        soon = getattr(found, "touch_soon", None)
+        if soon is not None:  # Redis: sent with the request's next command, heard before its work goes on
+
+            def touch_soon(session_id: str, at: float, soon: Any = soon) -> Any:
+                touched.append(session_id)
+                return soon(session_id, at)
+
+            found.touch_soon = touch_soon  # type: ignore[attr-defined]
     for client in (a, b, a):
         now[0] += 1
         assert (await ping(client, session)).status == 200
@@ -199,6 +213,67 @@ async def test_a_session_the_store_no_longer_has_is_404_before_the_bus_says_so(f
     assert response.status == 404
     assert "Session not found" in (await response.json())["error"]["message"]
     assert session not in second.sessions  # its copy is dropped there and then
+
+
+@pytest.fixture(params=KINDS)
+def limited_fleet(request: pytest.FixtureRequest, at_loop_end: Callable[[Callable[[], Awaitable[None]]], None],
+                  tmp_path: Path) -> Fleet:  # fmt: skip
+    """The fleet with a rate limit on every call: over Redis, the session's mark rides with the limit's script."""
+    policy = tmp_path / "policy.toml"
+    policy.write_text('[limits]\nper_principal = "1000/s"\n')
+
+    def make_limited_deck(backends: Backends) -> Deck:
+        deck = make_deck(backends)
+        deck.apply_policy(policy)
+        return deck
+
+    return fleet_for(request, at_loop_end, make_limited_deck, session_idle_timeout=IDLE)
+
+
+async def ended_elsewhere_call(fleet: Fleet) -> None:
+    """A call on a session ended on another process, the news not on the bus: 404, and its tool never runs."""
+    first, second, a, b = await fleet_of(fleet)
+    session = await a.initialize()
+    assert (await b.call(session, 1, "tools/call", {"name": "record", "arguments": {"n": 1}})).status == 200
+    await first.deck.backends.sessions.delete(session)  # ended, and the news not on the bus (yet, or lost)
+    response = await b.call(session, 2, "tools/call", {"name": "record", "arguments": {"n": 2}})
+    assert response.status == 404
+    assert "Session not found" in (await response.json())["error"]["message"]
+    assert second.deck.state["runs"] == [1]  # type: ignore[attr-defined]  # the second call never ran
+    assert session not in second.sessions
+
+
+async def test_a_call_on_a_session_ended_elsewhere_never_runs_its_tool_and_is_404(fleet: Fleet) -> None:
+    await ended_elsewhere_call(fleet)
+
+
+async def test_the_same_when_the_sessions_mark_rides_with_a_rate_limit(limited_fleet: Fleet) -> None:
+    await ended_elsewhere_call(limited_fleet)
+
+
+async def test_a_rate_limited_call_of_a_session_costs_one_write_to_redis(
+    limited_fleet: Fleet,
+) -> None:
+    if limited_fleet.kind == "memory":
+        pytest.skip("no Redis: nothing is written")
+    first, _second, a, _b = await fleet_of(limited_fleet)
+    session = await a.initialize()
+    assert (await a.call(session, 1, "tools/call", {"name": "record", "arguments": {"n": 1}})).status == 200
+    engine = first.deck.backends.engine
+    assert engine is not None and engine.wire is not None and engine.wire._line is not None
+    transport = engine.wire._line.transport
+    assert transport is not None
+    writes: list[bytes] = []
+    write = transport.write
+    transport.write = lambda data: (writes.append(bytes(data)), write(data))[1]  # type: ignore[method-assign]
+    try:
+        response = await a.call(session, 2, "tools/call", {"name": "record", "arguments": {"n": 2}})
+        assert response.status == 200
+        await response.body()
+    finally:
+        transport.write = write  # type: ignore[method-assign]
+    assert len(writes) == 1  # the session's mark and the rate limit's script, in one write
+    assert writes[0].count(b"EVALSHA") == 2
 
 
 async def test_without_shared_backends_nothing_is_marked() -> None:

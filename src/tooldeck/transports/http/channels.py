@@ -160,6 +160,7 @@ class HttpSession:
         self.last_active = time.monotonic()
         self.connections = 0  # HTTP exchanges in progress: a session is never reaped while one is open
         self.closed = False
+        self.ended_elsewhere = False  # another process ended it while a request of it ran here (sessions.py)
         # Stream ids are "<node>-<n>": the processes serving one session through a shared event store never issue the
         # same one, so neither the same event id ("<stream>.<n>"), and a Last-Event-ID names the stream it belongs to.
         self._stream_prefix = server.node_id + "-"

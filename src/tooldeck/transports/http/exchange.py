@@ -32,6 +32,7 @@ from ...protocol.errors import (
     ProtocolError,
 )
 from ...protocol.jsonrpc import Invalid, Notification, Request
+from ...server.pipeline import until_heard
 from ...server.session import batch_problem
 from . import eras, listen, modern
 from .auth import PRINCIPAL, settled
@@ -208,8 +209,8 @@ class Endpoint:
         session_id = headers.get(b"mcp-session-id")
         registry = self.registry
         found = registry.live_session(session_id, principal) or await registry.lookup(session_id, principal)
-        if registry.shared:  # still there (not ended by another process), and busy: one write to the store
-            await registry.confirm(found)
+        if registry.shared and not registry.confirm_soon(found):  # still there, and busy: one write to the store,
+            await registry.confirm(found)  # sent with the request's rate limit where it can be (confirm_soon)
         return found
 
     async def _exchange(
@@ -233,6 +234,9 @@ class Endpoint:
                 work = session.receive_inline(message)
                 if work is not None:
                     await work
+            pending = session.standing
+            if pending is not None and not pending.done():  # the store's word on the session, sent with the request
+                await until_heard(pending)
             json_only = not sse_ok or (self.json_response and json_ok)
             if not channel.finished:
                 await channel.decided(json_only, sse_ok, http_session)
@@ -247,7 +251,7 @@ class Endpoint:
                                        refusal.headers)  # fmt: skip
                     return
                 extra = [(b"mcp-session-id", http_session.id.encode())]
-            if http_session.closed and not channel.queue:
+            if http_session.closed and (not channel.queue or http_session.ended_elsewhere):
                 gone = "Session not found: it was deleted or expired while this request ran"
                 await error(send, 404, SESSION_NOT_FOUND, gone)
             elif json_only or (channel.finished and not channel.sse and len(channel.queue) <= 1):

@@ -32,6 +32,7 @@ memory one process spends on sessions, so a fleet of N processes holds up to N t
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import secrets
 import time
@@ -83,6 +84,7 @@ class SessionRegistry:
         self.clock = clock  # the wall clock of the marks in the store (shared only)
         self.touch_every = _reap_interval(idle_timeout)
         self._heard: list[Subscription] = []  # shared: what the other processes say about sessions
+        self._marking: set[asyncio.Task[None]] = set()  # marks sent again with the awaited path (confirm_soon)
 
     def create(self, principal: Any, *, stateless: bool = False) -> HttpSession:
         """A session for an initialize request (registered once the answer says it succeeded); ``stateless``: one
@@ -233,6 +235,59 @@ class SessionRegistry:
                 self._end_here(key)
             raise HttpError(404, SESSION_NOT_FOUND, "Session not found: it expired or was deleted; initialize a new "
                                                     "session")  # fmt: skip
+
+    def confirm_soon(self, http_session: HttpSession) -> bool:
+        """``confirm`` in one round trip with the request's next command (a rate limit): the mark is sent with the
+        other commands of this turn of the loop and its answer is not waited for here. It is heard as soon as it
+        comes — before the request's work goes on, since Redis answers in order — and its future, the session's
+        ``standing``, lets whatever runs the request wait for it before user code runs (the pipeline) and before
+        the answer leaves (the exchange). False, and nothing sent, when the store cannot send a command so (then
+        ``await confirm``)."""
+        key = http_session.id
+        touch_soon = getattr(self.store, "touch_soon", None)
+        if key is None or touch_soon is None:
+            return False
+        pending = touch_soon(key, self.clock())
+        if pending is None:
+            return False
+        pending.add_done_callback(functools.partial(self._heard_mark, http_session))
+        http_session.session.standing = pending
+        return True
+
+    def _heard_mark(self, http_session: HttpSession, pending: asyncio.Future[Any]) -> None:
+        """What the store said of a mark sent by ``confirm_soon`` (the same outcomes as ``confirm``'s)."""
+        key = http_session.id
+        if pending.cancelled():
+            return
+        failure = pending.exception()
+        if failure is not None:  # the store out of reach (served from memory), or a script it forgot (a restart)
+            if isinstance(failure, OSError):
+                log.debug("session %s served without its mark in the store: %s", key, failure)
+            else:
+                self._later(self._confirm_quietly(http_session))
+            return
+        found = pending.result()
+        if found == -1:  # the store lost it (a restart without persistence): stored again from here
+            self._later(self._confirm_quietly(http_session))
+        elif found == 0:  # ended by some process: the work of the request stops before it runs user code
+            http_session.ended_elsewhere = True
+            if self.live.get(key) is http_session:  # type: ignore[arg-type]
+                self._end_here(key)
+            else:
+                http_session.close()
+
+    async def _confirm_quietly(self, http_session: HttpSession) -> None:
+        try:
+            await self.confirm(http_session)
+        except HttpError:  # ended meanwhile: the next request of the session is a 404
+            pass
+        except BackendUnavailableError as exc:
+            log.debug("session %s: its mark waits for the store: %s", http_session.id, exc)
+
+    def _later(self, work: Any) -> None:
+        task = asyncio.get_running_loop().create_task(work)
+        self._marking.add(task)
+        task.add_done_callback(self._marking.discard)
 
     # --- idle sessions ------------------------------------------------------------------------------------------
 
