@@ -10,13 +10,15 @@ read from the store) and a 2026-07-28 stateless call.
 
 Over HTTP (the budgets' measure): two ``tooldeck serve --http`` processes, one per backend, driven by the
 benchmark harness's client in interleaved rounds (a block of sequential calls, then a block of 32 clients); the
-server process's CPU per call (schedstat) and the ratio Redis/memory, round by round, the median printed.
+server process's CPU per call (schedstat) and the ratio Redis/memory, round by round, the median printed. Client
+and servers share one CPU, as in run.py's default placement; Redis has the other to itself, as on a machine of its
+own.
 
 In-process (no sockets but Redis's): the deck's ASGI app called from this thread. Printed per row:
 
 - this thread's CPU time per call (medians of rounds that alternate the backends), and the ratio Redis/memory;
 - the Redis server's own CPU per call (``INFO cpu``), which the operator pays for too;
-- Redis round trips per call: each write of a command (or of a pipeline) to a Redis connection is one.
+- Redis round trips per call: each write to Redis (the commands of one turn of the loop go out in one) is one.
 
 ``--instructions`` also counts this process's instructions per call under valgrind (callgrind), a run of N calls
 less a run of none, each in a fresh process: deterministic on a busy machine, and it excludes the Redis server.
@@ -203,15 +205,19 @@ def instructions(args: argparse.Namespace, url: str, policy_file: Path) -> None:
 
 def over_http(args: argparse.Namespace, url: str, policy_file: Path) -> int:
     """The budgets' measure: each backend's deck in a ``tooldeck serve --http`` process of its own, the harness's
-    client calling echo in both eras, sequentially and from 32 clients, the rounds interleaved."""
+    client calling echo in both eras, sequentially and from 32 clients, the rounds interleaved. Placed as run.py
+    places its servers by default (client and server on one CPU: on a VM an unpinned ping-pong is bimodal), with
+    Redis on the other CPU, as a Redis on another machine would be: its messages cross CPUs."""
     from dataclasses import replace
 
-    from harness import measure_http
+    from harness import measure_http, placement
     from harness.http import HttpServer
     from harness.measure import FULL, server_env
     from harness.servers import SERVERS_DIR, TOOLDECK_HTTP
 
     plan = replace(FULL, rounds=args.http_rounds)
+    server_cpus, layout = placement.pin("same")
+    print(f"over HTTP, CPU placement: {layout}; Redis on the other CPU", file=sys.stderr)
     env = dict(server_env())
     if args.src is not None:
         env["PYTHONPATH"] = str(args.src.resolve())
@@ -219,7 +225,7 @@ def over_http(args: argparse.Namespace, url: str, policy_file: Path) -> int:
     for backend in ("memory", url):
         argv = [sys.executable, "-m", "tooldeck", "serve", str(SERVERS_DIR / "tooldeck_server.py"), *TOOLDECK_HTTP,
                 "--quiet", "--policy", str(policy_file), "--backend", backend]  # fmt: skip
-        subjects.append(measure_http.Subject(backend, HttpServer(argv, env, str(ROOT)), plan,
+        subjects.append(measure_http.Subject(backend, HttpServer(argv, env, str(ROOT), cpus=server_cpus), plan,
                                              rows=("echo", "modern_echo")))  # fmt: skip
     failures: list[str] = []
 
@@ -281,8 +287,11 @@ def main() -> int:
         try:
             policy_file = Path(directory) / "policy.toml"
             policy_file.write_text(POLICY)
+            cpus = sorted(os.sched_getaffinity(0))
+            if len(cpus) > 1 and server.process is not None:  # Redis on a CPU of its own, this process on another
+                os.sched_setaffinity(server.process.pid, {cpus[-1]})
             code = over_http(args, server.url, policy_file) if args.http_rounds else 0
-            os.sched_setaffinity(0, {min(os.sched_getaffinity(0))})  # this process on one CPU, Redis on the other
+            os.sched_setaffinity(0, {cpus[0]})
             code = run(measure(args, server.url, server.port, policy_file)) or code
             if args.instructions:
                 instructions(args, server.url, policy_file)

@@ -872,8 +872,8 @@ m(
     C,
     """    if pipeline.admits:
         await pipeline.admit_or_refuse(rctx, call)
-    completer""",
-    """    completer""",
+    pending""",
+    """    pending""",
     CHANNELS,
 )
 P = V + "methods/resources.py"
