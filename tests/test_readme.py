@@ -414,7 +414,7 @@ def test_the_health_probe_session_prints_what_the_readme_shows(tmp_path: Path) -
 
     from http_client import free_port, wait_for_port
 
-    section = README.split("### Health probes", 1)[1].split("\n## ", 1)[0]
+    section = README.split("### Health probes", 1)[1].split("\n## ", 1)[0].split("\n### ", 1)[0]
     (session,) = re.findall(r"```console\n(.*?)```", section, re.S)
     lines = session.splitlines()
     assert lines[0] == "$ tooldeck serve app.py --http --port 8000 &"
@@ -433,3 +433,29 @@ def test_the_health_probe_session_prints_what_the_readme_shows(tmp_path: Path) -
     finally:
         proc.kill()
         proc.wait()
+
+
+def test_the_logs_example_writes_the_keys_the_readme_shows(tmp_path: Path) -> None:
+    from http_client import HttpClient, free_port, wait_for_port
+
+    section = README.split("### Logs", 1)[1].split("\n## ", 1)[0]
+    (session,) = re.findall(r"```console\n(.*?)```", section, re.S)
+    command, shown = session.splitlines()
+    words = command.removeprefix("$ ").split()
+    assert words[:3] == ["tooldeck", "serve", "app.py"]
+    (tmp_path / "app.py").write_text(python_blocks()[0])
+    port = free_port()
+    args = [*TOOLDECK, "serve", str(tmp_path / "app.py"), *[w.replace("8000", str(port)) for w in words[3:]]]
+    proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+        wait_for_port(port, proc)
+        with HttpClient(f"http://127.0.0.1:{port}/mcp") as http:
+            http.initialize()
+    finally:
+        proc.terminate()
+        _, err = proc.communicate(timeout=30)
+    example = orjson.loads(shown)
+    lines = [orjson.loads(line) for line in err.decode().splitlines() if '"tooldeck.access"' in line]
+    assert lines and list(lines[0]) == list(example)  # the same keys, in the same order
+    assert {k: lines[0][k] for k in ("level", "logger", "method", "path", "status", "principal", "client")} == {
+        k: example[k] for k in ("level", "logger", "method", "path", "status", "principal", "client")}  # fmt: skip

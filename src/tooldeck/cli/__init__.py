@@ -20,16 +20,16 @@ if TYPE_CHECKING:
 USAGE_ERROR = 2
 LOG_LEVELS = ("debug", "info", "warning", "error")
 LOG_LEVEL_HELP = "server log level on stderr (default: warning)"
+LOG_FORMATS = ("text", "json")
+LOG_FORMAT_HELP = "the log's lines: text, or one JSON object each, naming the request a line belongs to (default: text)"
 
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     args = _plain_serve(argv) or _parser().parse_args(argv)
-    import logging
+    from ..server import logs
 
-    logging.basicConfig(
-        stream=sys.stderr, level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
-    )
+    logs.configure(args.log_level, getattr(args, "log_format", "text"))
     try:
         return int(args.command(args))
     except TargetError as exc:
@@ -74,16 +74,19 @@ def _parser() -> argparse.ArgumentParser:
     from .options import node_id, port, positive_float, positive_int, probe_path, proxy_address, text
 
     class CommandParser(argparse.ArgumentParser):
-        """A command's parser: it takes ``--log-level`` too, so the option may follow the command's name. Its default
-        is SUPPRESS, so that a level given before the command is not overwritten by the command's default."""
+        """A command's parser: it takes ``--log-level`` and ``--log-format`` too, so they may follow the command's
+        name. Their default is SUPPRESS, so that one given before the command is not overwritten by the command's
+        default."""
 
         def __init__(self, *args: Any, **kwargs: Any) -> None:
             super().__init__(*args, **kwargs)
             self.add_argument("--log-level", default=argparse.SUPPRESS, choices=LOG_LEVELS, help=LOG_LEVEL_HELP)
+            self.add_argument("--log-format", default=argparse.SUPPRESS, choices=LOG_FORMATS, help=LOG_FORMAT_HELP)
 
     parser = argparse.ArgumentParser(prog="tooldeck", description="Serve Python functions as MCP tools.")
     parser.add_argument("--version", action="version", version=f"tooldeck {_version()}")
     parser.add_argument("--log-level", default="warning", choices=LOG_LEVELS, help=LOG_LEVEL_HELP)
+    parser.add_argument("--log-format", default="text", choices=LOG_FORMATS, help=LOG_FORMAT_HELP)
     commands = parser.add_subparsers(required=True, metavar="COMMAND", parser_class=CommandParser)
     target_help = "path/file.py[:attr], package.module[:attr], a tool definition (.json/.yaml) or a directory of them"
 
@@ -171,6 +174,10 @@ def _parser() -> argparse.ArgumentParser:
         help="believe X-Forwarded-For from this proxy (an address or a network, 10.0.0.0/8) when it names an "
         "anonymous caller's address; repeatable",
     )
+    http.add_argument(
+        "--access-log", action="store_true",
+        help="log a line per HTTP request (method, path, status, duration, principal, client address)",
+    )  # fmt: skip
     http.add_argument(
         "--healthz-path", type=probe_path, default="/healthz", metavar="PATH",
         help="the liveness probe, unauthenticated and unaudited ('' turns it off; default /healthz)",

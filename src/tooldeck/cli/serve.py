@@ -71,6 +71,7 @@ def serve(args: argparse.Namespace) -> int:
             trusted_proxies=args.trusted_proxy,
             healthz_path=args.healthz_path,
             readyz_path=args.readyz_path,
+            access_log=args.access_log,
             workers=args.workers,
         )
         return 0

@@ -323,6 +323,13 @@ async def until_heard(pending: Any) -> None:
     await asyncio.wait((pending,))
 
 
+async def standing_heard(rctx: RequestContext) -> None:
+    """``until_heard`` for the request's session, if its standing is still to be heard (off the hot path)."""
+    pending = getattr(rctx.peer, "standing", None)
+    if pending is not None and not pending.done():
+        await until_heard(pending)
+
+
 def _withdrawn(rctx: RequestContext, refusal: dict[str, Any]) -> dict[str, Any]:
     """``refusal`` answers a round that stopped at questions: they are taken back (see ``RoundTrip.withdraw``)."""
     withdraw = getattr(rctx, "withdraw", None)

@@ -32,6 +32,7 @@ from typing import Any
 from ..protocol import jsonrpc
 from ..protocol.errors import InternalError, ProtocolError, RefusedError
 from ..protocol.jsonrpc import RequestId, Response
+from . import logs
 from .request import RequestContext, Work
 
 log = logging.getLogger("tooldeck.runner")
@@ -93,6 +94,8 @@ class Runner:
 
     async def _run(self, flight: Flight, work: Any) -> None:
         request_id = flight.request.request_id
+        if logs.contextual:  # JSON logs: each line its work writes names the request (logs.py)
+            logs.REQUEST.set(flight.request)
         try:
             message = jsonrpc.result(request_id, await work)
         except asyncio.CancelledError:

@@ -35,7 +35,7 @@ from ..tasks.polling import PollInterval
 from ..tasks.record import TaskRecord, new_task_id
 from ..tasks.store import TaskStore
 from .asking import RELATED_TASK
-from .pipeline import Call, Pipeline, until_heard
+from .pipeline import Call, Pipeline, standing_heard
 
 if TYPE_CHECKING:
     import asyncio
@@ -146,15 +146,13 @@ class TaskManager:
                 log.exception("purging expired tasks failed")
 
     async def aclose(self) -> None:
-        """Stop the work of every task running here and wait (a few seconds at most) until it has stopped, so each
-        run's audit record is written; a task stopped here stays ``working`` in a shared store, and another process
-        takes it over when its lease runs out (takeover.py)."""
+        """Stop the work of every task running here and wait (``STOP_WAIT`` at most) until it stopped, so each run's
+        audit record is written; in a shared store another process takes such a task over (takeover.py)."""
         import asyncio
 
         for request in list(self.requests.values()):
             request.cancel()
-        running = list(self.running.values())
-        for task in running:
+        for task in (running := list(self.running.values())):
             task.cancel()
         if running:
             await asyncio.wait(running, timeout=STOP_WAIT)
@@ -185,9 +183,7 @@ class TaskManager:
         finds it); ``admit``: authorize and limits first, so a refusal is immediate and nothing is created."""
         if admit and self.pipeline.admits:
             await self.pipeline.admit_or_refuse(rctx, Call("tool", tool.name, tool, arguments))
-        pending = getattr(rctx.peer, "standing", None)
-        if pending is not None and not pending.done():  # the session's standing, heard before anything is stored
-            await until_heard(pending)
+        await standing_heard(rctx)  # a session ended on another process stores no task
         if not self._started:
             await self.start()
         now = self.clock()

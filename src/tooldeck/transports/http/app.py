@@ -48,7 +48,8 @@ class HttpApp:
     waiting for a client that reads slower than the server sends; past it the oldest notifications are dropped
     (channels.py). ``trusted_proxies``: addresses or networks of the proxies whose ``X-Forwarded-For`` names the
     client an anonymous caller's rate limits are keyed by (forwarded.py); none by default. ``healthz_path`` /
-    ``readyz_path``: the health probes (health.py; None turns one off).
+    ``readyz_path``: the health probes (health.py; None turns one off). ``access_log``: a log line per request
+    (access.py).
     """
 
     def __init__(
@@ -72,6 +73,7 @@ class HttpApp:
         trusted_proxies: Iterable[str] = (),
         healthz_path: str | None = "/healthz",
         readyz_path: str | None = "/readyz",
+        access_log: bool = False,
     ) -> None:
         self.deck = deck
         self.path = path
@@ -104,6 +106,11 @@ class HttpApp:
             inner = AuthenticationLayer(inner, auth, getattr(deck, "http_refusal_auditor", None))
         self.guard = HostOriginGuard(inner, allowed_hosts=allowed_hosts, allowed_origins=allowed_origins)
         self.probes = Probes(self, healthz=healthz_path, readyz=readyz_path)
+        self.access: App | None = None
+        if access_log:
+            from .access import AccessLog
+
+            self.access = AccessLog(self.guard)
         for probe in self.probes.paths:
             if probe in self.routes.routes:
                 raise ValueError(f"{probe} is both a health probe and a route of the app: give the probe another path")
@@ -117,8 +124,10 @@ class HttpApp:
         if scope["type"] == "http":
             if scope["path"] in self.probes.paths:  # before the guard: unauthenticated, unaudited, unlimited
                 await self.probes(scope, send)
-                return
-            await self.guard(scope, receive, send)
+            elif self.access is not None:
+                await self.access(scope, receive, send)
+            else:
+                await self.guard(scope, receive, send)
         elif scope["type"] == "lifespan":
             await self._lifespan(receive, send)
 

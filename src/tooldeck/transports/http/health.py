@@ -20,12 +20,9 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from .responses import Scope, Send
-
-if TYPE_CHECKING:
-    from .app import HttpApp
 
 log = logging.getLogger("tooldeck.http")
 PING_TIMEOUT = 1.0  # seconds a shared backend has to answer a readiness probe's PING
@@ -36,7 +33,7 @@ class Probes:
     """The probe paths of an app (``None`` turns one off): ``HttpApp`` hands a request whose path is in ``paths``
     here, before its guard."""
 
-    def __init__(self, app: HttpApp, *, healthz: str | None, readyz: str | None) -> None:
+    def __init__(self, app: Any, *, healthz: str | None, readyz: str | None) -> None:  # app: the HttpApp
         for name, path in (("healthz", healthz), ("readyz", readyz)):
             if path is not None and not path.startswith("/"):
                 raise ValueError(f"the {name} path must start with '/', got {path!r}")
