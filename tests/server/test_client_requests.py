@@ -160,14 +160,19 @@ async def test_request_ids_never_repeat() -> None:
         assert len(set(ids)) == 10
 
 
-async def test_over_http_the_request_travels_on_the_calls_stream() -> None:
+async def asking_session() -> tuple[HttpApp, AsgiClient, str]:
+    """The asking deck over HTTP, and a session whose client can be asked (elicitation and sampling)."""
     app = HttpApp(make_deck())
     http = AsgiClient(app)
     init = await http.post({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
         "protocolVersion": "2025-11-25", "capabilities": ELICIT_CAPS, "clientInfo": {"name": "t", "version": "1"}}},
         version=None)  # fmt: skip
     await init.json()
-    session = init.headers["mcp-session-id"]
+    return app, http, init.headers["mcp-session-id"]
+
+
+async def test_over_http_the_request_travels_on_the_calls_stream() -> None:
+    app, http, session = await asking_session()
     call = await http.call(session, 1, "tools/call", {"name": "signup", "arguments": {}})
     assert call.headers["content-type"] == "text/event-stream"
     events = call.events()
@@ -183,13 +188,7 @@ async def test_over_http_the_request_travels_on_the_calls_stream() -> None:
 
 
 async def test_over_http_a_sampling_request_travels_on_the_calls_stream_and_its_answer_wakes_the_tool() -> None:
-    app = HttpApp(make_deck())
-    http = AsgiClient(app)
-    init = await http.post({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
-        "protocolVersion": "2025-11-25", "capabilities": ELICIT_CAPS, "clientInfo": {"name": "t", "version": "1"}}},
-        version=None)  # fmt: skip
-    await init.json()
-    session = init.headers["mcp-session-id"]
+    app, http, session = await asking_session()
     call = await http.call(session, 1, "tools/call", {"name": "summarize", "arguments": {"text": "a long story"}})
     events = call.events()
     assert (await events.__anext__()).data == ""  # priming

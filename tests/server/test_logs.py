@@ -1,11 +1,11 @@
 """JSON logs (server/logs.py): each line a JSON object, naming the request whose work wrote it — in async and sync
-tools alike — and nothing of a request outside one; the access log (transports/http/access.py)."""
+tools alike — and nothing of a request outside one; the access log (transports/http/access.py). `tooldeck serve`
+with both is run by the README's example (tests/test_readme.py)."""
 
 from __future__ import annotations
 
 import io
 import logging
-import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -14,8 +14,6 @@ import orjson
 import pytest
 
 from asgi_client import AsgiClient
-from http_client import HttpClient, free_port, wait_for_port
-from stdio_client import ROOT, TOOLDECK
 from tooldeck import Deck
 from tooldeck.security.tokens import hash_token
 from tooldeck.server import logs
@@ -124,26 +122,3 @@ async def test_the_access_log_is_a_line_per_request_and_leaves_probes_out(
     assert records[1].getMessage().startswith("POST /mcp 200 ")
     assert records[1].getMessage().endswith(" ms principal=token:ci client=192.0.2.7")
     assert all(r.duration_ms >= 0 for r in records)  # type: ignore[attr-defined]
-
-
-def test_tooldeck_serve_writes_json_lines_with_the_access_log(tmp_path: Path) -> None:
-    port = free_port()
-    deck = tmp_path / "app.py"
-    deck.write_text("from tooldeck import Deck\ndeck = Deck('app')\n\n@deck.tool\ndef echo(text: str) -> str:\n"
-                    "    return text\n")  # fmt: skip
-    args = [*TOOLDECK, "serve", str(deck), "--http", "--port", str(port), "--access-log", "--log-format", "json",
-            "--log-level", "info"]  # fmt: skip
-    proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, cwd=ROOT)
-    try:
-        wait_for_port(port, proc)
-        with HttpClient(f"http://127.0.0.1:{port}/mcp") as http:
-            http.initialize()
-    finally:
-        proc.terminate()
-        _, err = proc.communicate(timeout=30)
-    lines = [orjson.loads(line) for line in err.decode().splitlines() if line.startswith("{")]
-    assert lines, err.decode()
-    assert all({"time", "level", "logger", "message"} <= set(line) for line in lines)
-    access = [(line["method"], line["path"], line["status"], line["client"]) for line in lines
-              if line["logger"] == "tooldeck.access"]  # fmt: skip
-    assert access == [("POST", "/mcp", 200, "127.0.0.1"), ("POST", "/mcp", 202, "127.0.0.1")]  # and initialized
