@@ -459,3 +459,38 @@ def test_the_logs_example_writes_the_keys_the_readme_shows(tmp_path: Path) -> No
     assert lines and list(lines[0]) == list(example)  # the same keys, in the same order
     assert {k: lines[0][k] for k in ("level", "logger", "method", "path", "status", "principal", "client")} == {
         k: example[k] for k in ("level", "logger", "method", "path", "status", "principal", "client")}  # fmt: skip
+
+
+async def test_the_metrics_promql_names_series_and_labels_a_scrape_has(tmp_path: Path) -> None:
+    from prometheus_client.parser import text_string_to_metric_families
+
+    from asgi_client import AsgiClient
+    from tooldeck.security.tokens import hash_token
+    from tooldeck.transports.http import HttpApp
+
+    section = README.split("### Metrics", 1)[1].split("\n## ", 1)[0].split("\n### ", 1)[0]
+    (toml,) = re.findall(r"```toml\n(.*?)```", section, re.S)
+    (promql,) = re.findall(r"```promql\n(.*?)```", section, re.S)
+    policy = tmp_path / "policy.toml"
+    policy.write_text(toml.replace("<sha256 of its token>", hash_token("scrape-key")))
+    deck = run_as_module(python_blocks()[0]).deck
+    deck.apply_policy(policy)
+    deck.use_metrics()
+    http = AsgiClient(HttpApp(deck))
+    key = {"authorization": "Bearer scrape-key"}
+    init = await http.post({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+        "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}},
+        version=None, headers=key)  # fmt: skip
+    await init.body()  # one request observed: the histogram's series exist
+    refused = await http.post({"jsonrpc": "2.0", "id": 1, "method": "ping"}, headers={"authorization": "Bearer no"})
+    await refused.body()  # and one refusal: the refusals' series
+    response = await http.request("GET", path="/metrics", headers=key, jsonrpc=False)
+    assert response.status == 200
+    families = list(text_string_to_metric_families((await response.body()).decode()))
+    names = {sample.name for family in families for sample in family.samples} | {f.name for f in families}
+    labels = {label for family in families for sample in family.samples for label in sample.labels} | {"le"}
+    for name in re.findall(r"\b((?:mcp|tooldeck)_\w+)(?=[{\[)])", promql):  # a series (a label is followed by =)
+        assert name in names or name.removesuffix("_total") in names, name
+    for group in [*re.findall(r"by \(([^)]*)\)", promql), *re.findall(r"(\w+)!?=", promql)]:
+        for label in group.split(","):
+            assert label.strip() in labels, label

@@ -175,6 +175,14 @@ def _parser() -> argparse.ArgumentParser:
         "anonymous caller's address; repeatable",
     )
     http.add_argument(
+        "--metrics", action="store_true",
+        help="serve Prometheus metrics at --metrics-path to principals with --operator-scope (needs tooldeck[metrics])",
+    )  # fmt: skip
+    http.add_argument("--metrics-path", type=probe_path, default="/metrics", metavar="PATH",
+                      help="where --metrics are served (default /metrics)")  # fmt: skip
+    http.add_argument("--operator-scope", default="operator", metavar="SCOPE",
+                      help="the scope a principal needs to read the metrics (default operator)")  # fmt: skip
+    http.add_argument(
         "--access-log", action="store_true",
         help="log a line per HTTP request (method, path, status, duration, principal, client address)",
     )  # fmt: skip

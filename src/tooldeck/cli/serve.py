@@ -6,7 +6,7 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING, Any
 
-from ..protocol.errors import TargetError
+from ..protocol.errors import RegistrationError, TargetError
 
 if TYPE_CHECKING:
     import argparse
@@ -45,6 +45,11 @@ def serve(args: argparse.Namespace) -> int:
         if getattr(args, "node_id", None) is not None:
             deck.node_id = args.node_id  # before the policy: the audit trail is named after it
         _policy(deck, args)
+        if args.metrics:
+            try:
+                deck.use_metrics()
+            except RegistrationError as exc:
+                raise TargetError(f"--metrics: {exc}") from None
         if deck.http_auth is None and args.host not in _LOOPBACK:
             log.warning("serving %s on %s without authentication: anyone who can reach it can call its tools "
                         "(give --policy with [authentication])", deck.name, args.host)  # fmt: skip
@@ -72,6 +77,8 @@ def serve(args: argparse.Namespace) -> int:
             healthz_path=args.healthz_path,
             readyz_path=args.readyz_path,
             access_log=args.access_log,
+            **({"metrics_path": args.metrics_path} if args.metrics_path else {}),
+            operator_scope=args.operator_scope,
             workers=args.workers,
         )
         return 0
@@ -102,7 +109,6 @@ def _backends(args: argparse.Namespace) -> Any:
     spec = getattr(args, "backend", None)
     if spec is None:
         return None
-    from ..protocol.errors import RegistrationError
     from ..server.backends import backends_from_spec
 
     try:

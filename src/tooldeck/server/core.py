@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 from ..prompts.registry import PromptRegistry
 from ..protocol import envelope, revisions, versions
 from ..protocol.cursor import CursorCodec
-from ..protocol.errors import set_message_cleaner
+from ..protocol.errors import RegistrationError, set_message_cleaner
 from ..resources.registry import ResourceRegistry, TemplateRegistry
 from ..security.apply import apply_policy
 from ..security.levels import AccessControl
@@ -87,6 +87,7 @@ class Server:
         when a transport's loop runs (``bind_loop``), cancelled by ``aclose``."""
         self.bus: Bus = self.backends.bus
         self.listeners = Listeners()  # the subscriptions/listen streams open here (2026-07-28)
+        self.metrics: Any = None  # Prometheus metrics (metrics.py), once use_metrics() turned them on
         self._loop: asyncio.AbstractEventLoop | None = None
         self._workers: WorkerPool | None = None
         self._pending_changes: set[str] = set()
@@ -156,6 +157,20 @@ class Server:
             backends = self.backends
             self._request_states = RequestStates(backends.keys.key("request-state"), spent=backends.spent)
         return self._request_states
+
+    def use_metrics(self) -> Any:
+        """Turn Prometheus metrics on (``tooldeck serve --metrics``; needs ``tooldeck[metrics]``): the ``Metrics``
+        (server/metrics.py), made once; an HTTP app serves them at its metrics path."""
+        if self.metrics is None:
+            try:
+                from .metrics import Metrics
+
+                self.metrics = Metrics(self)
+            except ImportError as exc:
+                raise RegistrationError(
+                    f"metrics need prometheus-client: pip install 'tooldeck[metrics]' ({exc})"
+                ) from None
+        return self.metrics
 
     def use_backends(self, backends: Backends | str) -> None:
         """Keep the deck's state in ``backends`` (a record or a spec, see server/backends.py) from now on: what

@@ -47,6 +47,8 @@ class RequestPeer:
     __slots__ = ("_close_stream", "_loop", "address", "refusals", "runner", "send", "server")
 
     key = None  # no session: nothing is addressed to it on the bus, and its audit records name none
+    transport = "tcp"  # network.transport, as metrics name it: a request peer serves an HTTP request
+    standing = None  # no session whose standing is to be heard (transports/http/sessions.py confirm_soon)
 
     def __init__(self, server: Any, send: Send, *, address: str | None = None,
                  close_stream: Callable[[], None] | None = None,

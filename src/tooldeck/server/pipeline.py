@@ -141,6 +141,8 @@ class Pipeline:
                 raise
             except ToolError as exc:
                 call.refusal = exc  # refused with an isError result (a rate limit, say): audited as a refusal
+                if rctx.server.metrics is not None:
+                    rctx.server.metrics.refused(exc, rctx.server.access.level_of(tool))
                 return await self.finish(rctx, call, self._refusal_result(tool, exc))
             except ProtocolError as exc:
                 await self.refuse(rctx, call, exc)
@@ -183,7 +185,7 @@ class Pipeline:
             call = call or Call("tool", tool.name, tool, arguments)
             result, pending = self._finish(rctx, call, result)
             if pending:  # the audit trail's batch (written before the answer leaves), or an async auditor's work
-                result = await self._recorded(call, result, pending)
+                result = await self._recorded(call, result, pending, rctx.server.metrics)
         return result
 
     # --- resources and prompts ----------------------------------------------------------------------------------
@@ -235,7 +237,7 @@ class Pipeline:
         """The sanitise and audit steps of a result (resources and prompts call it; tools/call calls it itself)."""
         result, pending = self._finish(rctx, call, result)
         if pending:
-            result = await self._recorded(call, result, pending)
+            result = await self._recorded(call, result, pending, rctx.server.metrics)
         return result
 
     def _finish(
@@ -251,7 +253,8 @@ class Pipeline:
         return result, pending
 
     @staticmethod
-    async def _recorded(call: Call, result: dict[str, Any], pending: tuple[Any, ...]) -> dict[str, Any]:
+    async def _recorded(call: Call, result: dict[str, Any], pending: tuple[Any, ...],
+                        metrics: Any = None) -> dict[str, Any]:  # fmt: skip
         """``result`` once every auditor's awaitable is done: a call is answered only after its record is written.
         An auditor that raises ``ToolError`` (the audit trail could not take the record) withholds the result of a
         call that ran: a tools/call gets that error as an isError result, anything else the error (its HTTP status
@@ -262,6 +265,11 @@ class Pipeline:
                 await outcome
             except ToolError as exc:
                 refused = refused or exc
+                if metrics is not None:
+                    metrics.audit_errors.inc()
+            else:
+                if metrics is not None:
+                    metrics.audit_records.inc()
         if refused is None or call.refusal is not None:
             return result
         if call.kind == "tool":
@@ -276,7 +284,7 @@ class Pipeline:
             outcome for audit in self.auditors if hasattr(outcome := audit(rctx, call, result), "__await__")
         )
         if pending:
-            answer = await self._recorded(call, result, pending)
+            answer = await self._recorded(call, result, pending, rctx.server.metrics)
             if answer is not result:
                 return answer
         return None
@@ -294,9 +302,12 @@ class Pipeline:
         record is written, so the refusal is answered after it. A record that cannot be written does not change the
         refusal."""
         call.refusal = refusal
+        metrics = rctx.server.metrics
+        if metrics is not None and (call.item is not None or isinstance(refusal, RefusedError)):
+            metrics.refused(refusal, None if call.item is None else rctx.server.access.level_of(call.item))
         pending = tuple(outcome for audit in self.auditors if hasattr(outcome := audit(rctx, call, None), "__await__"))
         if pending:
-            await self._recorded(call, {}, pending)
+            await self._recorded(call, {}, pending, metrics)
 
     async def unknown(self, rctx: RequestContext, call: Call, refusal: ProtocolError) -> NoReturn:
         """Refuse a call of a name that is not registered (``call.item`` is None) with ``refusal``, once the auditors

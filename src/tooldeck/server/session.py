@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import itertools
 import logging
+import time
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
@@ -163,6 +164,8 @@ class Session:
         self.standing: asyncio.Future[Any] | None = None
         # A stdio connection of the 2025 era refuses requests that carry the 2026-07-28 envelope (-32600).
         self.refuse_envelope = False
+        self.transport = "pipe"  # network.transport, as metrics name it: "tcp" for HTTP
+        self.opened = time.monotonic()
         # What the server announces (list changes, resource updates, task status) reaches the session through the
         # bus; a session for one stateless request has nothing to hear.
         self._subscriptions = server.attach(self) if listen else ()
@@ -277,6 +280,9 @@ class Session:
             reply(jsonrpc.error(request.id, InvalidRequestError(message)))
             return None
         rctx = RequestContext(self.server, self, request.id, name, request.params, self.state)
+        metrics = self.server.metrics
+        if metrics is not None:
+            reply = metrics.timed(reply, name, request.params, self.state.revision, self.transport)
         try:
             outcome = (method.handler or method.resolve())(rctx)
         except ProtocolError as exc:
@@ -459,6 +465,9 @@ class Session:
         if self.phase == lifecycle.CLOSED:
             return []
         self.phase = lifecycle.CLOSED
+        metrics = self.server.metrics
+        if metrics is not None and self.state.revision is not None:  # a session that was opened: how long it lived
+            metrics.session.labels(self.state.revision, self.transport).observe(time.monotonic() - self.opened)
         for subscription in self._subscriptions:
             subscription.cancel()
         self._subscriptions = ()

@@ -69,6 +69,9 @@ def answer(server: Any, peer: Peer, request: Request, env: Envelope, principal: 
     """One modern request whose envelope was read and whose version is served, up to its work: the request context
     and the ``Work`` for the peer's runner, or None when it was answered through ``reply`` already (a result that
     needs no work, or an error; a ``RefusedError`` also goes to ``refused``, for its HTTP status)."""
+    metrics = server.metrics
+    if metrics is not None:
+        reply = metrics.timed(reply, request.method, request.params, env.version, getattr(peer, "transport", "pipe"))
     try:
         rctx, outcome = serve(server, peer, request, env, principal, identifies_requestor)
     except ProtocolError as exc:

@@ -206,6 +206,8 @@ class TaskManager:
             arguments=arguments if annotations is not None and annotations.get("idempotentHint") else None,
         )
         await self.store.create(record)
+        if rctx.server.metrics is not None:
+            rctx.server.metrics.tasks.labels("working").inc()
         self.requests[record.task_id] = rctx
         return record
 
@@ -331,6 +333,8 @@ class TaskManager:
                                          result=result, error=error, node=self.node if held else None)  # fmt: skip
         if record is not None and record.status == status:
             self.announce(record)
+            if self.server is not None and self.server.metrics is not None:
+                self.server.metrics.tasks.labels(status).inc()
         return record
 
     def announce(self, record: TaskRecord) -> None:

@@ -49,7 +49,8 @@ class HttpApp:
     (channels.py). ``trusted_proxies``: addresses or networks of the proxies whose ``X-Forwarded-For`` names the
     client an anonymous caller's rate limits are keyed by (forwarded.py); none by default. ``healthz_path`` /
     ``readyz_path``: the health probes (health.py; None turns one off). ``access_log``: a log line per request
-    (access.py).
+    (access.py). ``metrics_path``: where a deck's metrics (``deck.use_metrics()``) are served, to principals with
+    ``operator_scope`` (to loopback clients when nobody authenticates; metrics_route.py).
     """
 
     def __init__(
@@ -74,6 +75,8 @@ class HttpApp:
         healthz_path: str | None = "/healthz",
         readyz_path: str | None = "/readyz",
         access_log: bool = False,
+        metrics_path: str = "/metrics",
+        operator_scope: str = "operator",
     ) -> None:
         self.deck = deck
         self.path = path
@@ -95,6 +98,12 @@ class HttpApp:
         if auth is None:  # the deck's policy may name one (and its RFC 9728 metadata route)
             auth = getattr(deck, "http_auth", None)
         routes = {**getattr(deck, "http_routes", {}), **(routes or {})}
+        metrics = getattr(deck, "metrics", None)
+        if metrics is not None:  # deck.use_metrics(): served here, to operators
+            from .metrics_route import MetricsRoute
+
+            metrics.count_sessions(lambda: len(self.registry.live))
+            routes.setdefault(metrics_path, MetricsRoute(metrics, operator_scope, authenticated=auth is not None))
         self.routes = Routes({path: self.endpoint, **routes}, endpoint=path)
         inner: App = self.routes
         request_limit = getattr(deck, "http_request_limit", None)  # a policy's [limits] http_requests
@@ -103,7 +112,7 @@ class HttpApp:
 
             inner = RequestLimitLayer(inner, request_limit)
         if auth is not None:  # no backend: everyone is anonymous
-            inner = AuthenticationLayer(inner, auth, getattr(deck, "http_refusal_auditor", None))
+            inner = AuthenticationLayer(inner, auth, _refusals(deck))
         self.guard = HostOriginGuard(inner, allowed_hosts=allowed_hosts, allowed_origins=allowed_origins)
         self.probes = Probes(self, healthz=healthz_path, readyz=readyz_path)
         self.access: App | None = None
@@ -173,3 +182,17 @@ class HttpApp:
                 await self.deck.aclose()
                 await send({"type": "lifespan.shutdown.complete"})
                 return
+
+
+def _refusals(deck: Any) -> Any:
+    """What hears of a request the authentication backend refused: the audit trail, and the metrics' count."""
+    auditor = getattr(deck, "http_refusal_auditor", None)
+    metrics = getattr(deck, "metrics", None)
+    if metrics is None:
+        return auditor
+
+    def refused(scope: Scope, refusal: Any) -> Any:
+        metrics.refused(refusal, None)
+        return None if auditor is None else auditor(scope, refusal)
+
+    return refused

@@ -150,6 +150,7 @@ class HttpSession:
         self.session = Session(server, self.route, state=state, identifies_requestor=False, principal=principal,
                                listen=session_id is not None, key=session_id)  # fmt: skip
         self.session.close_stream_hook = self._close_stream
+        self.session.transport = "tcp"
         self.session.request_dropped = self._dropped
         self.session.request_refused = self._refused
         self.status: dict[Any, RefusedError] = {}  # requests refused by the pipeline: their HTTP status and headers

@@ -96,6 +96,9 @@ class Endpoint:
                                refusal.headers)  # fmt: skip
 
     async def _audit_refusal(self, scope: Scope, refusal: HttpError) -> None:
+        metrics = self.registry.server.metrics
+        if metrics is not None:
+            metrics.refused(refusal, None)
         auditor = self.registry.server.http_refusal_auditor
         if auditor is not None:
             await settled(auditor(scope, refusal, scope.get(PRINCIPAL), refusal.session))

@@ -37,6 +37,9 @@ class SseWriter:
         gone = asyncio.Event()
         watcher = asyncio.get_running_loop().create_task(_watch_disconnect(receive, gone, channel))
         channel.attached = True
+        metrics = self.registry.server.metrics
+        if metrics is not None:
+            metrics.sse_streams.inc()
         if channel.dropped:  # before this connection: the first burst, or while the client was away
             _report_dropped(channel)
         try:
@@ -70,6 +73,8 @@ class SseWriter:
         finally:
             channel.attached = False
             watcher.cancel()
+            if metrics is not None:
+                metrics.sse_streams.dec()
             if channel.dropped:
                 _report_dropped(channel)
 
