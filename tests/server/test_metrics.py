@@ -142,3 +142,19 @@ def test_a_deck_without_metrics_imports_nothing_of_them() -> None:
             "print(sorted(m for m in sys.modules if m.startswith(('prometheus_client', 'tooldeck.server.metrics'))))")  # fmt: skip
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert done.stdout.strip() == "[]", done.stderr
+
+
+async def test_a_2026_call_is_observed_with_its_revision_and_no_session(tmp_path: Path) -> None:
+    from eras import modern
+    from transports.http.test_eras import headers_for
+
+    http = AsgiClient(HttpApp(metered_deck(tmp_path)))
+    message = modern(3, "tools/call", {"name": "echo", "arguments": {"text": "hi"}})
+    answer = await http.post(message, version=None, accept="application/json",
+                             headers={**CALLER, **headers_for(message)})  # fmt: skip
+    assert answer.status == 200
+    await answer.body()
+    operation = (await scrape(http))["mcp_server_operation_duration_seconds"]
+    assert [(labels["mcp_method_name"], labels["mcp_protocol_version"], value)
+            for labels, value in samples(operation, "_count")] == [("tools/call", "2026-07-28", 1.0)]  # fmt: skip
+    assert samples((await scrape(http))["tooldeck_sessions"]) == [({}, 0.0)]

@@ -178,6 +178,11 @@ def _parser() -> argparse.ArgumentParser:
         "--metrics", action="store_true",
         help="serve Prometheus metrics at --metrics-path to principals with --operator-scope (needs tooldeck[metrics])",
     )  # fmt: skip
+    http.add_argument(
+        "--tracing", action="store_true",
+        help="OpenTelemetry spans per request, to the global tracer provider (set up by the SDK or "
+        "opentelemetry-instrument; needs tooldeck[tracing])",
+    )  # fmt: skip
     http.add_argument("--metrics-path", type=probe_path, default="/metrics", metavar="PATH",
                       help="where --metrics are served (default /metrics)")  # fmt: skip
     http.add_argument("--operator-scope", default="operator", metavar="SCOPE",

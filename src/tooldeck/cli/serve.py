@@ -45,11 +45,12 @@ def serve(args: argparse.Namespace) -> int:
         if getattr(args, "node_id", None) is not None:
             deck.node_id = args.node_id  # before the policy: the audit trail is named after it
         _policy(deck, args)
-        if args.metrics:
-            try:
-                deck.use_metrics()
-            except RegistrationError as exc:
-                raise TargetError(f"--metrics: {exc}") from None
+        for flag, turn_on in (("metrics", deck.use_metrics), ("tracing", deck.use_tracing)):
+            if getattr(args, flag, False):
+                try:
+                    turn_on()
+                except RegistrationError as exc:
+                    raise TargetError(f"--{flag}: {exc}") from None
         if deck.http_auth is None and args.host not in _LOOPBACK:
             log.warning("serving %s on %s without authentication: anyone who can reach it can call its tools "
                         "(give --policy with [authentication])", deck.name, args.host)  # fmt: skip

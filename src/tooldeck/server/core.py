@@ -88,6 +88,7 @@ class Server:
         self.bus: Bus = self.backends.bus
         self.listeners = Listeners()  # the subscriptions/listen streams open here (2026-07-28)
         self.metrics: Any = None  # Prometheus metrics (metrics.py), once use_metrics() turned them on
+        self.tracing: Any = None  # OpenTelemetry spans (tracing.py), once use_tracing() turned them on
         self._loop: asyncio.AbstractEventLoop | None = None
         self._workers: WorkerPool | None = None
         self._pending_changes: set[str] = set()
@@ -171,6 +172,21 @@ class Server:
                     f"metrics need prometheus-client: pip install 'tooldeck[metrics]' ({exc})"
                 ) from None
         return self.metrics
+
+    def use_tracing(self, provider: Any = None) -> Any:
+        """Turn OpenTelemetry spans on (``tooldeck serve --tracing``; needs ``tooldeck[tracing]``), from
+        ``provider`` (a ``TracerProvider``; the global one, as the SDK or ``opentelemetry-instrument`` set it up,
+        when None): the ``Tracing`` (server/tracing.py), made once."""
+        if self.tracing is None:
+            try:
+                from .tracing import Tracing
+
+                self.tracing = Tracing(provider)
+            except ImportError as exc:
+                raise RegistrationError(
+                    f"tracing needs the OpenTelemetry API: pip install 'tooldeck[tracing]' ({exc})"
+                ) from None
+        return self.tracing
 
     def use_backends(self, backends: Backends | str) -> None:
         """Keep the deck's state in ``backends`` (a record or a spec, see server/backends.py) from now on: what

@@ -1,6 +1,6 @@
 """Logs an operator can search: one JSON object per line (``--log-format json``) carrying, on every line written while
-a request's work runs, the request it belongs to — its id, session, principal and tool (and trace id, where a
-tracer put one in the request context).
+a request's work runs, the request it belongs to — its id, session, principal and tool (and, with tracing on, the
+trace id of its span).
 
 The request a line belongs to is found through a context variable that the runner sets when a request's work
 starts (``runner.py``), only once JSON logs are configured: text logs cost nothing per request. The variable
@@ -30,8 +30,8 @@ _OWN = frozenset(logging.LogRecord("", 0, "", 0, "", (), None).__dict__) | {"mes
 
 class JsonFormatter(logging.Formatter):
     """One JSON object per record: time (UTC, ISO 8601 with milliseconds), level, logger, message; the request the
-    line belongs to (``request_id``, ``session``, ``principal``, ``tool``, ``trace_id``, each when known); what the
-    call gave in ``extra=``; and the exception's traceback as ``exception``."""
+    line belongs to (``request_id``, ``session``, ``principal``, ``tool``, each when known) and the current span's
+    ``trace_id``; what the call gave in ``extra=``; and the exception's traceback as ``exception``."""
 
     def format(self, record: logging.LogRecord) -> str:
         import orjson
@@ -46,6 +46,12 @@ class JsonFormatter(logging.Formatter):
         request = REQUEST.get()
         if request is not None:
             line.update(request_fields(request))
+        from . import tracing
+
+        if tracing.active:
+            trace_id = tracing.trace_id()
+            if trace_id is not None:
+                line["trace_id"] = trace_id
         for key, value in record.__dict__.items():
             if key not in _OWN and not key.startswith("_"):
                 line[key] = value
@@ -69,9 +75,6 @@ def request_fields(request: Any) -> dict[str, Any]:
         name = request.params.get("name")
         if type(name) is str:
             fields["tool"] = name
-    trace_id = getattr(request, "trace_id", None)
-    if trace_id is not None:
-        fields["trace_id"] = trace_id
     return fields
 
 

@@ -71,8 +71,8 @@ class RequestPeer:
         found = stateless.answer(self.server, self, request, env, principal, False, reply, self.refusals.__setitem__)
         if found is None:
             return None
-        rctx, work = found
-        return self._runner().start(rctx, reply, work, inline=inline)
+        rctx, work, observed = found
+        return self._runner().start(rctx, observed, work, inline=inline)
 
     def _reply(self, message: dict[str, Any]) -> None:
         self.send(message, message.get("id"))

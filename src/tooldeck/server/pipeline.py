@@ -36,6 +36,7 @@ from ..protocol.errors import (
 from ..protocol.record import Record
 from ..tools.call import check_arguments, describe_failure
 from ..tools.result import CANCELLED, INPUT_REQUIRED, build_result, error_result
+from . import tracing
 from .context import Context
 from .rounds import InputRequired
 
@@ -141,8 +142,8 @@ class Pipeline:
                 raise
             except ToolError as exc:
                 call.refusal = exc  # refused with an isError result (a rate limit, say): audited as a refusal
-                if rctx.server.metrics is not None:
-                    rctx.server.metrics.refused(exc, rctx.server.access.level_of(tool))
+                if rctx.server.metrics is not None or tracing.active:
+                    _observe_refusal(rctx, exc, tool)
                 return await self.finish(rctx, call, self._refusal_result(tool, exc))
             except ProtocolError as exc:
                 await self.refuse(rctx, call, exc)
@@ -150,6 +151,8 @@ class Pipeline:
         pending = getattr(rctx.peer, "standing", None)
         if pending is not None and not pending.done():  # whether the session still stands: heard before the run
             await until_heard(pending)
+        if tracing.active:
+            tracing.decision(None, rctx.server.access.level_of(tool))
         timeout = tool.timeout if tool.timeout is not None else self.options.tool_timeout
         try:
             if tool.is_async and timeout is None and not tool.injected:  # the common case, one await fewer
@@ -303,8 +306,8 @@ class Pipeline:
         refusal."""
         call.refusal = refusal
         metrics = rctx.server.metrics
-        if metrics is not None and (call.item is not None or isinstance(refusal, RefusedError)):
-            metrics.refused(refusal, None if call.item is None else rctx.server.access.level_of(call.item))
+        if metrics is not None or tracing.active:
+            _observe_refusal(rctx, refusal, call.item)
         pending = tuple(outcome for audit in self.auditors if hasattr(outcome := audit(rctx, call, None), "__await__"))
         if pending:
             await self._recorded(call, {}, pending, metrics)
@@ -323,6 +326,16 @@ class Pipeline:
         if refusal is not None:
             result["_meta"] = refusal.data
         return result
+
+
+def _observe_refusal(rctx: RequestContext, refusal: BaseException, item: Any) -> None:
+    """A refused call in the metrics (by reason and level) and on the request's span."""
+    server = rctx.server
+    level = None if item is None else server.access.level_of(item)
+    if server.metrics is not None and (item is not None or isinstance(refusal, RefusedError)):
+        server.metrics.refused(refusal, level)
+    if tracing.active:
+        tracing.decision(refusal, level)
 
 
 async def until_heard(pending: Any) -> None:

@@ -32,7 +32,7 @@ from typing import Any
 from ..protocol import jsonrpc
 from ..protocol.errors import InternalError, ProtocolError, RefusedError
 from ..protocol.jsonrpc import RequestId, Response
-from . import logs
+from . import logs, tracing
 from .request import RequestContext, Work
 
 log = logging.getLogger("tooldeck.runner")
@@ -96,16 +96,25 @@ class Runner:
         request_id = flight.request.request_id
         if logs.contextual:  # JSON logs: each line its work writes names the request (logs.py)
             logs.REQUEST.set(flight.request)
+        token = None
+        if tracing.active:  # the request's span is current while its work runs (tracing.py)
+            span = getattr(flight.reply, "span", None)
+            if span is not None:
+                token = flight.request.server.tracing.current(span)
         try:
-            message = jsonrpc.result(request_id, await work)
-        except asyncio.CancelledError:
-            return  # cancelled by the client or by shutdown: no response, as the spec asks
-        except Exception as exc:
-            message = self._failure(request_id, exc)
-        if self.in_flight.get(request_id) is not flight:
-            return  # cancelled while finishing (the work swallowed the cancellation): still no response
-        del self.in_flight[request_id]
-        flight.reply(message)
+            try:
+                message = jsonrpc.result(request_id, await work)
+            except asyncio.CancelledError:
+                return  # cancelled by the client or by shutdown: no response, as the spec asks
+            except Exception as exc:
+                message = self._failure(request_id, exc)
+            if self.in_flight.get(request_id) is not flight:
+                return  # cancelled while finishing (the work swallowed the cancellation): still no response
+            del self.in_flight[request_id]
+            flight.reply(message)
+        finally:
+            if token is not None:
+                flight.request.server.tracing.detach(token)
 
     def _failure(self, request_id: RequestId, exc: Exception) -> dict[str, Any]:
         """The error response for work that raised: its own code for a ProtocolError, else a logged -32603."""

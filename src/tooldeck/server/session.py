@@ -280,9 +280,13 @@ class Session:
             reply(jsonrpc.error(request.id, InvalidRequestError(message)))
             return None
         rctx = RequestContext(self.server, self, request.id, name, request.params, self.state)
-        metrics = self.server.metrics
-        if metrics is not None:
-            reply = metrics.timed(reply, name, request.params, self.state.revision, self.transport)
+        server = self.server
+        if server.metrics is not None:
+            reply = server.metrics.timed(reply, name, request.params, self.state.revision, self.transport)
+        if server.tracing is not None:
+            key = self.key if not self.key.startswith("local-") else None
+            span = server.tracing.start(name, request.id, request.params, self.state.revision, key, self.transport)
+            reply = server.tracing.traced(reply, span)
         try:
             outcome = (method.handler or method.resolve())(rctx)
         except ProtocolError as exc:
@@ -316,7 +320,7 @@ class Session:
                                  self.request_refused)  # fmt: skip
         if found is None:
             return None
-        return (runner or self._runner()).start(found[0], reply, found[1], inline=inline)
+        return (runner or self._runner()).start(found[0], found[2], found[1], inline=inline)
 
     def receive_stateless(self, obj: Any) -> None:
         """One decoded message on a stdio connection of the 2026-07-28 era: each request stands alone; initialize

@@ -65,13 +65,13 @@ def refusal(method: str) -> MethodNotFoundError:
 def answer(server: Any, peer: Peer, request: Request, env: Envelope, principal: Any, identifies_requestor: bool,
            reply: Callable[[dict[str, Any]], None],
            refused: Callable[[RequestId, RefusedError], None] | None,
-           ) -> tuple[RequestContext, Work] | None:  # fmt: skip
-    """One modern request whose envelope was read and whose version is served, up to its work: the request context
-    and the ``Work`` for the peer's runner, or None when it was answered through ``reply`` already (a result that
-    needs no work, or an error; a ``RefusedError`` also goes to ``refused``, for its HTTP status)."""
-    metrics = server.metrics
-    if metrics is not None:
-        reply = metrics.timed(reply, request.method, request.params, env.version, getattr(peer, "transport", "pipe"))
+           ) -> tuple[RequestContext, Work, Callable[[dict[str, Any]], None]] | None:  # fmt: skip
+    """One modern request whose envelope was read and whose version is served, up to its work: the request context,
+    the ``Work`` and the reply for the peer's runner (``reply``, observed when metrics or spans are on), or None when
+    it was answered already (a result that needs no work, or an error; a ``RefusedError`` also goes to ``refused``,
+    for its HTTP status)."""
+    if server.metrics is not None or server.tracing is not None:
+        reply = _observed(server, reply, request, env.version, getattr(peer, "transport", "pipe"))
     try:
         rctx, outcome = serve(server, peer, request, env, principal, identifies_requestor)
     except ProtocolError as exc:
@@ -86,7 +86,17 @@ def answer(server: Any, peer: Peer, request: Request, env: Envelope, principal: 
     if type(outcome) is not Work:
         reply(jsonrpc.result(request.id, outcome))
         return None
-    return rctx, outcome
+    return rctx, outcome, reply
+
+
+def _observed(server: Any, reply: Any, request: Request, revision: str, transport: str) -> Any:
+    """``reply`` that observes the request for the deck's metrics and spans (no session: none on the span)."""
+    if server.metrics is not None:
+        reply = server.metrics.timed(reply, request.method, request.params, revision, transport)
+    if server.tracing is not None:
+        span = server.tracing.start(request.method, request.id, request.params, revision, None, transport)
+        reply = server.tracing.traced(reply, span)
+    return reply
 
 
 def serve(server: Any, peer: Peer, request: Request, env: Envelope, principal: Any,
