@@ -28,7 +28,7 @@ def python_blocks() -> list[str]:
 
 # Examples that are run by tests of their own (they need files, a transport, or a deck of their own).
 SEPARATE = ("list_ttl=", "state_key=", "deck.run(", "tooldeck.testing", "implements(", "deck.manager", "apply_policy(",
-            "ask_before_task=", "# app.py: ", "backends=")  # fmt: skip
+            "ask_before_task=", "# app.py: ", "backends=", "use_tracing(")  # fmt: skip
 
 
 def run_as_module(source: str) -> ModuleType:
@@ -494,3 +494,15 @@ async def test_the_metrics_promql_names_series_and_labels_a_scrape_has(tmp_path:
     for group in [*re.findall(r"by \(([^)]*)\)", promql), *re.findall(r"(\w+)!?=", promql)]:
         for label in group.split(","):
             assert label.strip() in labels, label
+
+
+async def test_the_traces_example_records_a_span_per_call() -> None:
+    section = README.split("### Traces", 1)[1].split("\n## ", 1)[0].split("\n### ", 1)[0]
+    (block,) = re.findall(r"```python\n(.*?)```", section, re.S)
+    module = run_as_module(block)
+    async with client(module.deck) as c:
+        await c.call_tool("forecast", {"city": "Oslo"})
+    names = [span.name for span in module.spans.get_finished_spans()]
+    assert names == ["initialize", "tools/call forecast"]
+    call = module.spans.get_finished_spans()[-1]
+    assert call.attributes["network.transport"] == "pipe" and call.attributes["gen_ai.tool.name"] == "forecast"

@@ -24,12 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..engine.errors import BackendUnavailableError
 from ..protocol import jsonrpc, versions
-from ..protocol.errors import (
-    InternalError,
-    InvalidParamsError,
-    ProtocolError,
-    TaskLimitError,
-)
+from ..protocol.errors import InternalError, InvalidParamsError, ProtocolError, TaskLimitError
 from ..tasks.memory import MemoryTaskStore
 from ..tasks.polling import PollInterval
 from ..tasks.record import TaskRecord, new_task_id
