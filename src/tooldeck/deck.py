@@ -39,6 +39,7 @@ class Deck(Server):
         info, checked = split_settings(dict(options))
         super().__init__(name, version, info, checked)
         self._manager: ToolManager | None = None
+        self._policy_listeners: list[Callable[[], None]] = []  # told when reload_policy swapped the policy
 
     # --- tools --------------------------------------------------------------------------------------------------
 
@@ -108,6 +109,34 @@ class Deck(Server):
         from .security.policy import Policy, load_policy
 
         apply_policy(self, policy if isinstance(policy, Policy) else load_policy(policy))
+
+    def reload_policy(self) -> str:
+        """Read the policy file the deck serves under again and serve under it from now on (SIGHUP does this for
+        ``tooldeck serve``): tokens, roles, scopes, limits, levels, the audit trail. Sessions stay open; a request's
+        credentials are checked against the new policy from its next request on. A policy that cannot be read or
+        used raises PolicyError (``file:line: what``) and the one before keeps serving. Returns the file's path."""
+        from .security.apply import apply_policy
+        from .security.policy import PolicyError, load_policy
+
+        source = getattr(self.policy, "source", None)
+        if not source:
+            raise PolicyError("the deck serves under no policy file: nothing to reload")
+        before = self.policy
+        new = load_policy(source)  # a file that cannot be read or used: nothing changes
+        try:
+            apply_policy(self, new)
+        except Exception:
+            apply_policy(self, before)  # what it had installed is put back, the old policy serves on
+            raise
+        if self._loop is not None and not self._loop.is_closed():
+            self.start_services(self._loop)  # the new audit trail's closer; the old one's closed the old trail
+        for listener in self._policy_listeners:
+            listener()
+        return str(source)
+
+    def on_policy_reload(self, listener: Callable[[], None]) -> None:
+        """Have ``listener()`` called after ``reload_policy`` swapped the policy (an HTTP app rebuilds its layers)."""
+        self._policy_listeners.append(listener)
 
     # --- resources ----------------------------------------------------------------------------------------------
 

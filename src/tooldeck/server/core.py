@@ -324,9 +324,21 @@ class Server:
         """Announce changes made from other threads on the running loop from now on, and start the services (a
         transport calls this once its loop runs)."""
         self._loop = loop = _running_loop()
-        if loop is not None and self.services and not self._running_services:
-            for service in self.services:
+        if loop is not None:
+            self.start_services(loop)
+
+    def start_services(self, loop: asyncio.AbstractEventLoop) -> None:
+        """Start the services not started yet (all of them at first; one a reloaded policy added, later). A
+        service taken out of ``services`` (a policy's audit trail, replaced) is cancelled: it closes what it kept."""
+        running = {getattr(task, "service", None): task for task in self._running_services}
+        for service, task in running.items():
+            if service not in self.services:
+                task.cancel()
+                self._running_services.remove(task)
+        for service in self.services:
+            if service not in running:
                 task = loop.create_task(service())
+                task.service = service  # type: ignore[attr-defined]
                 task.add_done_callback(_service_done)
                 self._running_services.append(task)
 

@@ -196,6 +196,9 @@ class Connection:
         eof = asyncio.Event()  # the client closed stdin
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, stop.set)
+        from .signals import reload_on_hangup
+
+        reload_on_hangup(loop, self.session.server)  # SIGHUP: the policy file read again
         if self.stop_noted:
             stop.set()
         server = self.session.server

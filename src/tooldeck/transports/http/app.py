@@ -95,14 +95,31 @@ class HttpApp:
         self.endpoint = Endpoint(self.registry, self.sse, json_response=json_response, stateless=stateless,
                                  max_body_bytes=limit, body_timeout=body_timeout,
                                  trusted_proxies=TrustedProxies(trusted_proxies) or None)  # fmt: skip
+        self._given = (auth, dict(routes or {}), path, metrics_path, operator_scope, list(allowed_hosts),
+                       list(allowed_origins), access_log)  # fmt: skip
+        self._layers()
+        self.probes = Probes(self, healthz=healthz_path, readyz=readyz_path)
+        for probe in self.probes.paths:
+            if probe in self.routes.routes:
+                raise ValueError(f"{probe} is both a health probe and a route of the app: give the probe another path")
+        metrics = getattr(deck, "metrics", None)
+        if metrics is not None:
+            metrics.count_sessions(lambda: len(self.registry.live))
+        on_reload = getattr(deck, "on_policy_reload", None)
+        if on_reload is not None:
+            on_reload(self._layers)  # a reloaded policy's authentication, routes and request limit, from then on
+
+    def _layers(self) -> None:
+        """The layers in front of the endpoint, from what the app was given and what the deck's policy names now."""
+        deck = self.deck
+        auth, routes, path, metrics_path, operator_scope, allowed_hosts, allowed_origins, access_log = self._given
         if auth is None:  # the deck's policy may name one (and its RFC 9728 metadata route)
             auth = getattr(deck, "http_auth", None)
-        routes = {**getattr(deck, "http_routes", {}), **(routes or {})}
+        routes = {**getattr(deck, "http_routes", {}), **routes}
         metrics = getattr(deck, "metrics", None)
         if metrics is not None:  # deck.use_metrics(): served here, to operators
             from .metrics_route import MetricsRoute
 
-            metrics.count_sessions(lambda: len(self.registry.live))
             routes.setdefault(metrics_path, MetricsRoute(metrics, operator_scope, authenticated=auth is not None))
         self.routes = Routes({path: self.endpoint, **routes}, endpoint=path)
         inner: App = self.routes
@@ -114,15 +131,11 @@ class HttpApp:
         if auth is not None:  # no backend: everyone is anonymous
             inner = AuthenticationLayer(inner, auth, _refusals(deck))
         self.guard = HostOriginGuard(inner, allowed_hosts=allowed_hosts, allowed_origins=allowed_origins)
-        self.probes = Probes(self, healthz=healthz_path, readyz=readyz_path)
         self.access: App | None = None
         if access_log:
             from .access import AccessLog
 
             self.access = AccessLog(self.guard)
-        for probe in self.probes.paths:
-            if probe in self.routes.routes:
-                raise ValueError(f"{probe} is both a health probe and a route of the app: give the probe another path")
 
     @property
     def sessions(self) -> dict[str, HttpSession]:

@@ -168,6 +168,11 @@ class _DrainingServer(uvicorn.Server):
             from ...protocol.errors import TargetError
 
             raise TargetError(str(exc)) from None
+        import asyncio
+
+        from ..signals import reload_on_hangup
+
+        reload_on_hangup(asyncio.get_running_loop(), self.mcp_app.deck)  # SIGHUP: the policy file read again
         await super().serve(sockets=sockets)
 
     async def shutdown(self, sockets: Any = None) -> None:

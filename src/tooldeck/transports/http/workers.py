@@ -4,7 +4,8 @@ The parent reserves the port and forks N workers that each listen on it (``SO_RE
 connections across them); each worker is a node of its own (``<node>-<n>``) and keeps its state in the deck's
 shared backends, which are required: N processes with state in memory would tell one client N different stories.
 The parent serves nothing. It starts a worker again when one dies (a crash, an out-of-memory kill), and on SIGTERM or
-SIGINT it passes the signal on and waits for every worker to drain.
+SIGINT it passes the signal on and waits for every worker to drain; SIGHUP it passes on too (each worker reloads its
+policy).
 """
 
 from __future__ import annotations
@@ -77,6 +78,7 @@ def run_workers(deck: Deck, workers: int, serve: Callable[[Deck, socket.socket],
             try:
                 signal.signal(signal.SIGTERM, signal.SIG_DFL)
                 signal.signal(signal.SIGINT, signal.SIG_DFL)
+                signal.signal(signal.SIGHUP, signal.SIG_IGN)  # until its loop reloads the policy on it
                 _end_with_parent()
                 deck.node_id = f"{base}-{slot}"
                 _own_audit_trail(deck)
@@ -101,7 +103,15 @@ def run_workers(deck: Deck, workers: int, serve: Callable[[Deck, socket.socket],
                 except ProcessLookupError:
                     pass
 
+    def hangup(signum: int, frame: Any) -> None:  # every worker reloads its policy
+        for pid in list(children):
+            try:
+                os.kill(pid, signal.SIGHUP)
+            except ProcessLookupError:
+                pass
+
     previous = {signum: signal.signal(signum, stop) for signum in (signal.SIGTERM, signal.SIGINT)}
+    previous[signal.SIGHUP] = signal.signal(signal.SIGHUP, hangup)
     try:
         for slot in range(workers):
             start(slot)
