@@ -73,6 +73,7 @@ NOTIFICATIONS = {
     "notifications/prompts/list_changed": "PromptListChangedNotification",
     "notifications/cancelled": "CancelledNotification",
     "notifications/tasks/status": "TaskStatusNotification",
+    "notifications/elicitation/complete": "ElicitationCompleteNotification",  # 2025-11-25: URL mode only
     "notifications/subscriptions/acknowledged": "SubscriptionsAcknowledgedNotification",
 }
 REQUESTS = {

@@ -45,7 +45,7 @@ def write(tmp_path: Path, text: str) -> Path:
 def test_a_good_policy_and_its_defaults(tmp_path: Path) -> None:
     policy = load_policy(write(tmp_path, GOOD))
     assert policy.levels == {"default": 1, "recent_auth_seconds": 300, "confirm": True, "confirm_timeout": 120,
-                             "hide_unusable": True}  # fmt: skip
+                             "approval": "form", "without_url": "refuse", "hide_unusable": True}  # fmt: skip
     assert policy.sanitise == {"enabled": True, "oversize": "truncate"}
     assert policy.limits == {"per_principal": "60/minute", "global": "100/s"}
     assert policy.scopes_of(Principal("x", scopes={"a"}, roles={"ops", "unknown"})) == {"a", "deploy:write"}

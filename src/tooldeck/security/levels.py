@@ -79,9 +79,12 @@ class AccessControl:
         resource_metadata: str | None = None,
         confirmations: Confirmations | None = None,
         clock: Callable[[], float] = time.time,
+        ask_url: Callable[..., Any] | None = None,
     ) -> None:
         self.policy = policy
         self.ask = ask
+        self.ask_url = ask_url  # ``await ask_url(request, call, message, url, elicitation_id, timeout)``: URL mode
+        self.approvals: Any = None  # approvals.Approvals, made by the first call approved in a browser
         self.resource_metadata = resource_metadata
         self.confirmations = confirmations or Confirmations()
         self.clock = clock
@@ -213,6 +216,16 @@ class AccessControl:
 
         binding = (str(getattr(principal, "id", principal)), f"{call.name}@{version}", arguments_digest(call.arguments))
         rounds = getattr(request, "rounds", None)  # a 2026-07-28 request: the confirmation is a round trip
+        if self.policy.levels["approval"] == "url":
+            origin = getattr(request.peer, "origin", None)  # an HTTP session's page address: approvals need one
+            url_mode = "url" in ((request.client_capabilities or {}).get("elicitation") or {})
+            if rounds is None and origin is not None and url_mode and self.ask_url is not None:
+                await self._approve(request, call, principal, level, label, binding, version, origin)
+                return
+            if self.policy.levels["without_url"] == "refuse":
+                raise RefusedError(f"{label} needs a person's approval in a browser (security level {level}); it "
+                                   "needs a client that supports URL-mode elicitation, over HTTP",
+                                   http_status=403)  # fmt: skip
         if rounds is None:
             code = self.confirmations.issue(binding)
         else:  # no process memory: the code and its binding travel in the sealed requestState
@@ -248,6 +261,41 @@ class AccessControl:
             raise ToolError(f"{label} was not run: the user did not confirm it ({answer.action})")
         if not confirmed:
             raise ToolError(f"{label} was not run: the confirmation code does not match this call")
+
+    async def _approve(self, request: Any, call: Any, principal: Any, level: int, label: str,
+                       binding: tuple[str, str, str], version: str, origin: str) -> None:  # fmt: skip
+        """Approval in a browser (approvals.py): the client is asked to open the page; the call waits for the
+        person's decision there, then the client hears the elicitation is complete."""
+        from .approvals import Approvals
+
+        if self.approvals is None:
+            self.approvals = Approvals()
+        timeout = float(self.policy.levels["confirm_timeout"])
+        shown = {"tool": call.name, "version": version, "level": level, "principal": binding[0],
+                 "arguments": call.arguments}  # fmt: skip
+        approval = self.approvals.open(binding, shown, timeout)
+        message = (f"{call.name}{'@' + version if version else ''} needs your approval (security level {level}). "
+                   "Open the page, check the call, and approve or deny it there.")  # fmt: skip
+        ask_url = self.ask_url
+        assert ask_url is not None  # _verify comes here only with one
+        try:
+            answer = await ask_url(request, call, message, f"{origin}/approve/{approval.id}", approval.id, timeout)
+            if answer.action != "accept":
+                raise ToolError(f"{label} was not run: the user did not open the approval page ({answer.action})")
+            import asyncio
+
+            try:
+                approved = await asyncio.wait_for(asyncio.shield(approval.decided), timeout)
+            except TimeoutError:
+                raise ToolError(f"{label} was not run: nobody approved it within {timeout:g} s") from None
+        except ClientRequestError as exc:
+            raise ToolError(f"{label} was not run: the approval could not be asked for ({exc})") from None
+        finally:
+            self.approvals.withdraw(approval)
+        request.peer.send({"jsonrpc": "2.0", "method": "notifications/elicitation/complete",
+                           "params": {"elicitationId": approval.id}}, request.request_id)  # fmt: skip
+        if not approved:
+            raise ToolError(f"{label} was not run: the approver denied it")
 
     def _unverifiable(self, label: str, level: int, window: float) -> str:
         ways = ["a client that supports elicitation (to confirm the call)"] if self.policy.levels["confirm"] else []

@@ -23,6 +23,8 @@ rate limits, the sanitiser and the audit trail — read once at start, checked, 
     recent_auth_seconds = 300        # 8-10: a token whose auth_time is this recent verifies the call
     confirm = true                   # 8-10: or the user confirms the call through elicitation
     confirm_timeout = 120
+    approval = "form"                # 8-10: "url": a person approves on tooldeck's own page, out of the client
+    without_url = "refuse"           # approval "url", a client without URL-mode elicitation: "refuse" or "form"
     hide_unusable = true             # leave out of lists what a principal can never use
 
     [limits]                         # "N/s", "N/minute", "N/hour"
@@ -103,6 +105,8 @@ SCHEMA: dict[str, Any] = {
                 "recent_auth_seconds": {"type": "number", "minimum": 0},
                 "confirm": {"type": "boolean"},
                 "confirm_timeout": {"type": "number", "exclusiveMinimum": 0},
+                "approval": {"enum": ["form", "url"]},
+                "without_url": {"enum": ["form", "refuse"]},
                 "hide_unusable": {"type": "boolean"},
             },
         },
@@ -161,7 +165,8 @@ class Policy(Record):
         self.authentication: dict[str, Any] = document.get("authentication", {})
         self.roles: dict[str, list[str]] = document.get("roles", {})
         self.levels: dict[str, Any] = {"default": 0, "recent_auth_seconds": 0, "confirm": True, "confirm_timeout": 120,
-                                       "hide_unusable": True, **document.get("levels", {})}  # fmt: skip
+                                       "approval": "form", "without_url": "refuse", "hide_unusable": True,
+                                       **document.get("levels", {})}  # fmt: skip
         self.limits: dict[str, Any] = document.get("limits", {})
         self.sanitise: dict[str, Any] = {"enabled": True, "oversize": "truncate", **document.get("sanitise", {})}
         self.audit: dict[str, Any] = document.get("audit", {})

@@ -71,7 +71,7 @@ class Server:
         self.pipeline = Pipeline(self.workers, options)
         # Security levels are enforced on every call, policy file or not (a policy only says more).
         self.policy = Policy()
-        self.access = AccessControl(self.policy, ask=_confirm)
+        self.access = AccessControl(self.policy, ask=_confirm, ask_url=_approve_url)
         self.pipeline.authorizers.append(self.access)
         self.policies = self.pipeline.authorizers  # access control: async-capable steps (request, call)
         self._local_principal: Principal | None = None
@@ -432,6 +432,15 @@ async def _confirm(request: Any, call: Any, message: str, schema: dict[str, Any]
     from .context import Context
 
     return await Context(request, call.name, None).elicit(message, schema, timeout=timeout)
+
+
+async def _approve_url(request: Any, call: Any, message: str, url: str, elicitation_id: str, timeout: float) -> Any:
+    """How the access control sends the user to the approval page (``[levels] approval = "url"``): a URL-mode
+    elicitation in the call."""
+    from .context import Context
+
+    return await Context(request, call.name, None).elicit_url(message, url, elicitation_id=elicitation_id,
+                                                             timeout=timeout)  # fmt: skip
 
 
 def _cursor_codec(backends: Backends) -> CursorCodec:

@@ -165,6 +165,7 @@ class Session:
         # A stdio connection of the 2025 era refuses requests that carry the 2026-07-28 envelope (-32600).
         self.refuse_envelope = False
         self.transport = "pipe"  # network.transport, as metrics name it: "tcp" for HTTP
+        self.origin: str | None = None  # HTTP: the scheme and host the client reaches the server at (approval pages)
         self.opened = time.monotonic()
         # What the server announces (list changes, resource updates, task status) reaches the session through the
         # bus; a session for one stateless request has nothing to hear.

@@ -130,6 +130,11 @@ class HttpApp:
             inner = RequestLimitLayer(inner, request_limit)
         if auth is not None:  # no backend: everyone is anonymous
             inner = AuthenticationLayer(inner, auth, _refusals(deck))
+        policy = getattr(deck, "policy", None)
+        if policy is not None and policy.levels.get("approval") == "url":  # level 8-10 calls approved in a browser
+            from .approve import ApprovalPages
+
+            inner = ApprovalPages(inner, deck, auth)
         self.guard = HostOriginGuard(inner, allowed_hosts=allowed_hosts, allowed_origins=allowed_origins)
         self.access: App | None = None
         if access_log:

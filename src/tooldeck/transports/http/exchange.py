@@ -161,7 +161,10 @@ class Endpoint:
         except BackendUnavailableError as refusal:  # the session is not held here, and the store is out of reach
             await respond_json(send, refusal.http_status, jsonrpc.error(message.id, refusal), refusal.headers)
             return
-        http_session.session.address = address
+        session = http_session.session
+        session.address = address
+        if session.origin is None and http_session.id is not None:  # where its approval pages are (approvals.py)
+            session.origin = _origin(scope, headers)
         await self._exchange(http_session, message, (message.id,), json_ok, sse_ok, initialize, receive, send)
 
     async def _post_modern(self, request: Request, headers: Headers, principal: Any, address: str | None,
@@ -424,3 +427,12 @@ async def _read_body(receive: Receive, limit: int, timeout: float) -> bytes | No
     if len(body) > limit:
         raise HttpError(413, INVALID_REQUEST, f"Payload Too Large: the limit is {limit} bytes")
     return body
+
+
+def _origin(scope: Scope, headers: Headers) -> str | None:
+    """The address this request reached the server at (scheme and Host, which the guard has checked): where the
+    session's approval pages are served."""
+    host = headers.get(b"host")
+    if host is None:
+        return None
+    return f"{scope.get('scheme', 'http')}://{host.decode('latin-1')}"
