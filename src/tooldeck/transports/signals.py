@@ -1,6 +1,7 @@
 """SIGHUP reloads the policy of a serving deck (``Deck.reload_policy``), over stdio and HTTP alike: one log line
 says which file now serves, or why the new one was refused (``file:line: what``) while the one before keeps serving.
-Sessions stay open. Where there is no SIGHUP (Windows) nothing is installed."""
+Sessions stay open. Where there is no SIGHUP (Windows), or the loop runs outside the main thread, nothing is
+installed."""
 
 from __future__ import annotations
 
@@ -17,7 +18,10 @@ def reload_on_hangup(loop: asyncio.AbstractEventLoop, deck: Any) -> None:
     hangup = getattr(signal, "SIGHUP", None)
     if hangup is None or not hasattr(deck, "reload_policy"):
         return
-    loop.add_signal_handler(hangup, reload_now, deck)
+    try:
+        loop.add_signal_handler(hangup, reload_now, deck)
+    except (ValueError, RuntimeError):  # a loop outside the main thread (a server run in a thread) has no signals
+        log.debug("SIGHUP does not reload the policy: this loop is not in the main thread")
 
 
 def reload_now(deck: Any) -> bool:
