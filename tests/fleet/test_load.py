@@ -98,8 +98,10 @@ def judge(running: Fleet, load: Load, victim: str | None, killed_at: float | Non
         if len(runs.get((task.tool, task.tag), [])) > 1:
             assert f"takeover-{task.task_id}" in reran, task
     for node in NODES:
-        errors = [line for line in running.log(node).splitlines() if " ERROR " in line or "Traceback" in line]
-        assert errors == [], f"{node}: " + "\n".join(errors[:10])
+        log = running.log(node)
+        errors = [line for line in log.splitlines() if " ERROR " in line or "Traceback" in line]
+        first = log.find(errors[0]) if errors else 0
+        assert errors == [], f"{node}: " + log[first : first + 4000]  # the first error, its traceback whole
     verified = running.verify_audit()
     assert verified.returncode == 0, verified.stdout + verified.stderr
     assert len(running.audit_trails()) == 3
