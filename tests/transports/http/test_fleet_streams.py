@@ -112,6 +112,20 @@ async def test_a_client_that_leaves_a_relayed_stream_resumes_again_through_anoth
     assert progress(await read_all(again)) == [3, {"result": "all there"}]
 
 
+async def test_a_relayed_stream_ends_when_its_process_hands_over_and_resumes_on_another(fleet: Fleet) -> None:
+    first, second, a, b, session, opened = await started(fleet)
+    resumed = await resume(b, session, opened[1].id or "")
+    events = resumed.events(timeout=5)
+    first.deck.state["gates"][0].set()
+    got = await anext(events)
+    assert progress([got]) == [2]
+    second.hand_over()  # the relaying process stops (a rolling restart): its stream ends at once ...
+    assert [event async for event in events] == []
+    first.deck.state["gates"][1].set()
+    again = await resume(a, session, got.id or "")  # ... and the client resumes on another, losing nothing
+    assert progress(await read_all(again)) == [3, {"result": "all there"}]
+
+
 async def test_a_stream_being_read_on_its_own_process_is_409_elsewhere(fleet: Fleet) -> None:
     _first, _second, a, b, session, opened = await started(fleet)
     reading = await resume(a, session, opened[1].id or "")  # read on the first process

@@ -44,6 +44,8 @@ class StreamRelay:
         self.nodes = nodes
         self._topics = itertools.count(1)
         self._relays: dict[tuple[str, str], _Relay] = {}  # (session, stream) -> the relay feeding another process
+        self._ending = asyncio.Event()  # this process hands its clients over: relayed streams end (resumed elsewhere)
+        registry.on_streams_ending.append(self._ending.set)
         nodes.serve(ATTACH, self._attach)
         nodes.serve(DETACH, self._detach)
 
@@ -82,15 +84,18 @@ class StreamRelay:
 
     async def _pump(self, arriving: asyncio.Queue[Any], receive: Receive, send: Send, node: str,
                     ask: dict[str, Any], seen: int) -> None:  # fmt: skip
-        gone = asyncio.get_running_loop().create_task(_disconnected(receive))
+        loop = asyncio.get_running_loop()
+        gone = loop.create_task(_disconnected(receive))
+        ending = loop.create_task(self._ending.wait())  # the client resumes through another process then
         silence = 2 * self.writer.keepalive + 1  # the feeding process writes at least a keep-alive meanwhile
         try:
             while True:
                 piece = asyncio.ensure_future(arriving.get())
-                done, _ = await asyncio.wait((piece, gone), timeout=silence, return_when=asyncio.FIRST_COMPLETED)
+                done, _ = await asyncio.wait((piece, gone, ending), timeout=silence,
+                                             return_when=asyncio.FIRST_COMPLETED)  # fmt: skip
                 if piece not in done:
                     piece.cancel()
-                    if gone not in done:  # nothing for too long: the feeding process is gone; the client resumes
+                    if gone not in done:  # nothing for too long (the feeding process is gone), or this one stops
                         await end(send)
                     self.nodes.tell(node, DETACH, ask)
                     return
@@ -103,6 +108,7 @@ class StreamRelay:
                     return
         finally:
             gone.cancel()
+            ending.cancel()
 
     # --- the process that feeds the stream ----------------------------------------------------------------------
 

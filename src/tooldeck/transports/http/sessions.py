@@ -78,6 +78,7 @@ class SessionRegistry:
         self.live: dict[str, HttpSession] = {}
         self.shutting_down = False
         self.streams_ending = False  # GET streams end (the server stops, or hands its clients over): see sse.py
+        self.on_streams_ending: list[Callable[[], None]] = []  # told then (a relayed stream ends too: relay.py)
         self._reaper: asyncio.Task[None] | None = None
         # Several processes serve these sessions (server/backends.py): ends and activity go through the store and bus.
         self.shared = shared
@@ -343,6 +344,8 @@ class SessionRegistry:
         """End every GET stream now, and any opened from now on at once: its client opens it again (with
         Last-Event-ID), elsewhere when this process is handing its clients over to the others of a fleet."""
         self.streams_ending = True
+        for told in self.on_streams_ending:
+            told()
         for http_session in self.live.values():
             if http_session.standalone is not None:
                 http_session.standalone.wake()
