@@ -990,6 +990,37 @@ m(
     ["tests/transports/http/test_fleet_sessions.py"],
 )
 
+A = "src/tooldeck/transports/http/approve.py"
+APPROVALS = [T + "test_approvals.py"]
+m(
+    "approval page: any credentials approve",
+    A,
+    '        return principal is not None and hmac.compare_digest(str(getattr(principal, "id", "")), principal_id)',
+    "        return principal is not None",
+    APPROVALS,
+)
+m(
+    "approval page: the form's token unchecked",
+    A,
+    '        if not hmac.compare_digest(form.get("form", ""), approval.form_token) or decision not in ("approve", "deny"):',
+    '        if decision not in ("approve", "deny"):',
+    APPROVALS,
+)
+m(
+    "approval page: wrong credentials never deny",
+    A,
+    "            if tries >= TRIES:",
+    "            if False:",
+    APPROVALS,
+)
+m(
+    "approval: the call runs when denied",
+    "src/tooldeck/security/levels.py",
+    '        if not approved:\n            raise ToolError(f"{label} was not run: the approver denied it")',
+    '        if False:\n            raise ToolError(f"{label} was not run: the approver denied it")',
+    APPROVALS,
+)
+
 
 if __name__ == "__main__":
     sys.exit(main(MUTATIONS, sys.argv[1:], "security-mutants-"))
