@@ -77,6 +77,18 @@ def form_token(text: str) -> str:
     return text.split('name="form" value="', 1)[1].split('"', 1)[0]
 
 
+async def waiting(tmp_path: Path) -> tuple[AsgiClient, Any, Any, str, str, list[str]]:
+    """A call of deploy waiting for its approval, the link opened: the client, the call's stream and its events,
+    the page's path, its form token, and the runs so far."""
+    deck, ran = approving_deck(tmp_path)
+    http = AsgiClient(HttpApp(deck))
+    session = await open_session(http, URL_CAPS)
+    call, events, request = await asked(http, session, "prod")
+    await answer(http, session, request)
+    path = "/approve/" + request["params"]["elicitationId"]
+    return http, call, events, path, form_token((await page(http, path))[1]), ran
+
+
 async def test_the_caller_approves_in_the_browser_and_then_the_call_runs(tmp_path: Path) -> None:
     deck, ran = approving_deck(tmp_path)
     http = AsgiClient(HttpApp(deck))
@@ -114,13 +126,7 @@ async def test_the_caller_approves_in_the_browser_and_then_the_call_runs(tmp_pat
 
 
 async def test_a_denied_call_never_runs(tmp_path: Path) -> None:
-    deck, ran = approving_deck(tmp_path)
-    http = AsgiClient(HttpApp(deck))
-    session = await open_session(http, URL_CAPS)
-    call, events, request = await asked(http, session, "prod")
-    await answer(http, session, request)
-    path = "/approve/" + request["params"]["elicitationId"]
-    token = form_token((await page(http, path))[1])
+    http, call, events, path, token, ran = await waiting(tmp_path)
     assert (await page(http, path, {"form": token, "token": "alice-key", "decision": "deny"}))[0] == 200
     await events.__anext__()  # elicitation/complete
     result = (await events.__anext__()).message["result"]
@@ -130,13 +136,7 @@ async def test_a_denied_call_never_runs(tmp_path: Path) -> None:
 
 
 async def test_three_wrong_credentials_deny_the_call(tmp_path: Path) -> None:
-    deck, ran = approving_deck(tmp_path)
-    http = AsgiClient(HttpApp(deck))
-    session = await open_session(http, URL_CAPS)
-    call, events, request = await asked(http, session, "prod")
-    await answer(http, session, request)
-    path = "/approve/" + request["params"]["elicitationId"]
-    token = form_token((await page(http, path))[1])
+    http, call, events, path, token, ran = await waiting(tmp_path)
     statuses = [(await page(http, path, {"form": token, "token": "guess", "decision": "approve"}))[0] for _ in range(3)]
     assert statuses == [403, 403, 403]
     await events.__anext__()  # elicitation/complete

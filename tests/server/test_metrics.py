@@ -32,14 +32,7 @@ def metered_deck(tmp_path: Path) -> Deck:
     def broken() -> str:
         raise ToolError("it broke")
 
-    @deck.tool(security_level=5, scopes=["vault:write"])
-    def wipe() -> str:
-        return "wiped"
-
-    @deck.tool(task="optional")
-    async def later() -> str:
-        return "done"
-
+    guarded_tools(deck)
     policy = tmp_path / "policy.toml"
     policy.write_text(
         f'[[authentication.tokens]]\nsubject = "ci"\nsha256 = "{hash_token("ci-key")}"\n'
@@ -50,6 +43,18 @@ def metered_deck(tmp_path: Path) -> Deck:
     deck.apply_policy(policy)
     deck.use_metrics()
     return deck
+
+
+def guarded_tools(deck: Deck) -> None:
+    """A level-5 tool with a scope nobody here holds, and a task tool (the metrics and the traces tests share them)."""
+
+    @deck.tool(security_level=5, scopes=["vault:write"])
+    def wipe() -> str:
+        return "wiped"
+
+    @deck.tool(task="optional")
+    async def later() -> str:
+        return "done"
 
 
 async def session_of(http: AsgiClient, headers: dict[str, str]) -> str:

@@ -19,6 +19,8 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 
 from asgi_client import AsgiClient
 from eras import modern
+from server.test_metrics import guarded_tools
+from server.test_metrics import session_of as metered_session
 from tooldeck import Deck
 from tooldeck.security.tokens import hash_token
 from tooldeck.server import logs
@@ -46,14 +48,7 @@ def traced_deck(tmp_path: Path) -> tuple[Deck, InMemorySpanExporter]:
         with tracer.start_as_current_span("crunch rows"):  # type: ignore[union-attr]
             return n
 
-    @deck.tool(security_level=5, scopes=["vault:write"])
-    def wipe() -> str:
-        return "wiped"
-
-    @deck.tool(task="optional")
-    async def later() -> str:
-        return "done"
-
+    guarded_tools(deck)
     policy = tmp_path / "policy.toml"
     policy.write_text(f'[[authentication.tokens]]\nsubject = "ci"\nsha256 = "{hash_token("ci-key")}"\n')
     deck.apply_policy(policy)
@@ -66,11 +61,7 @@ def traced_deck(tmp_path: Path) -> tuple[Deck, InMemorySpanExporter]:
 
 
 async def session_of(http: AsgiClient) -> str:
-    init = await http.post({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
-        "protocolVersion": "2025-11-25", "capabilities": {"tasks": {}}, "clientInfo": {"name": "t", "version": "1"}}},
-        version=None, headers=CALLER)  # fmt: skip
-    await init.body()
-    return init.headers["mcp-session-id"]
+    return await metered_session(http, CALLER)
 
 
 def shown(span: Any) -> dict[str, Any]:

@@ -163,14 +163,7 @@ class Server:
         """Turn Prometheus metrics on (``tooldeck serve --metrics``; needs ``tooldeck[metrics]``): the ``Metrics``
         (server/metrics.py), made once; an HTTP app serves them at its metrics path."""
         if self.metrics is None:
-            try:
-                from .metrics import Metrics
-
-                self.metrics = Metrics(self)
-            except ImportError as exc:
-                raise RegistrationError(
-                    f"metrics need prometheus-client: pip install 'tooldeck[metrics]' ({exc})"
-                ) from None
+            self.metrics = _optional("metrics", "Metrics", "prometheus-client", self)
         return self.metrics
 
     def use_tracing(self, provider: Any = None) -> Any:
@@ -178,14 +171,7 @@ class Server:
         ``provider`` (a ``TracerProvider``; the global one, as the SDK or ``opentelemetry-instrument`` set it up,
         when None): the ``Tracing`` (server/tracing.py), made once."""
         if self.tracing is None:
-            try:
-                from .tracing import Tracing
-
-                self.tracing = Tracing(provider)
-            except ImportError as exc:
-                raise RegistrationError(
-                    f"tracing needs the OpenTelemetry API: pip install 'tooldeck[tracing]' ({exc})"
-                ) from None
+            self.tracing = _optional("tracing", "Tracing", "the OpenTelemetry API", provider)
         return self.tracing
 
     def use_backends(self, backends: Backends | str) -> None:
@@ -432,6 +418,17 @@ async def _confirm(request: Any, call: Any, message: str, schema: dict[str, Any]
     from .context import Context
 
     return await Context(request, call.name, None).elicit(message, schema, timeout=timeout)
+
+
+def _optional(feature: str, name: str, library: str, *args: Any) -> Any:
+    """``server/<feature>.py``'s ``name`` made with ``args``: a feature whose library is an optional extra
+    (``tooldeck[<feature>]``); RegistrationError saying what to install when it is missing."""
+    import importlib
+
+    try:
+        return getattr(importlib.import_module(f"{__package__}.{feature}"), name)(*args)
+    except ImportError as exc:
+        raise RegistrationError(f"{feature} needs {library}: pip install 'tooldeck[{feature}]' ({exc})") from None
 
 
 async def _approve_url(request: Any, call: Any, message: str, url: str, elicitation_id: str, timeout: float) -> Any:
