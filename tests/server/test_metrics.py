@@ -163,3 +163,22 @@ async def test_a_2026_call_is_observed_with_its_revision_and_no_session(tmp_path
     assert [(labels["mcp_method_name"], labels["mcp_protocol_version"], value)
             for labels, value in samples(operation, "_count")] == [("tools/call", "2026-07-28", 1.0)]  # fmt: skip
     assert samples((await scrape(http))["tooldeck_sessions"]) == [({}, 0.0)]
+
+
+async def test_with_a_shared_backend_its_commands_are_timed(tmp_path: Path, redis_url: str) -> None:
+    deck = metered_deck(tmp_path)
+    deck.use_backends(redis_url)  # after use_metrics: the new engine is watched too
+    await deck.open_backends()
+    try:
+        http = AsgiClient(HttpApp(deck))
+        session = await session_of(http, CALLER)
+        answer = await http.call(session, 1, "tools/call", {"name": "echo", "arguments": {"text": "hi"}},
+                                 headers=CALLER)  # fmt: skip
+        await answer.body()
+        backend = (await scrape(http))["tooldeck_backend_command_duration_seconds"]
+        (count,) = samples(backend, "_count")
+        assert count[1] >= 2  # the session's state stored, its mark and the rate limit sent with it
+        buckets = [float(labels["le"]) for labels, _ in samples(backend, "_bucket")]
+        assert buckets[0] == 0.0005 and buckets[-1] == float("inf")
+    finally:
+        await deck.aclose()

@@ -28,6 +28,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import time
+from collections.abc import Callable
 from typing import Any
 from urllib.parse import unquote
 
@@ -77,6 +78,8 @@ def _error(reply: ResponseError) -> Exception:
 class _Line(asyncio.Protocol):
     """One connection: futures waiting for their answers, in the order their commands were written."""
 
+    observe: Callable[[float], None] | None = None  # told each answer's wait in seconds (the deck's metrics)
+
     def __init__(self, loop: asyncio.AbstractEventLoop, timeout: float) -> None:
         self.loop = loop
         self.timeout = timeout
@@ -101,7 +104,9 @@ class _Line(asyncio.Protocol):
             if not waiting:  # an answer to nothing: the line cannot be trusted any more
                 self.drop(ConnectionError("Redis answered a command that was not sent"))
                 return
-            future = waiting.popleft()[0]
+            future, sent = waiting.popleft()
+            if self.observe is not None:
+                self.observe(time.monotonic() - sent)
             if not future.done():
                 if isinstance(reply, ResponseError):
                     future.set_exception(_error(reply))
@@ -170,6 +175,7 @@ class Wire:
         self.timeout = timeout
         self._line: _Line | None = None
         self._connecting: asyncio.Future[_Line] | None = None
+        self.observe: Callable[[float], None] | None = None  # each answer's wait, in seconds (the deck's metrics)
 
     async def command(self, *args: Any) -> Any:
         """Send one command and wait for its answer."""
@@ -199,6 +205,7 @@ class Wire:
             raise
         else:
             self._line = line
+            line.observe = self.observe
             self._connecting.set_result(line)
             return line
         finally:

@@ -164,6 +164,7 @@ class Server:
         (server/metrics.py), made once; an HTTP app serves them at its metrics path."""
         if self.metrics is None:
             self.metrics = _optional("metrics", "Metrics", "prometheus-client", self)
+            self.metrics.watch(self.backends)
         return self.metrics
 
     def use_tracing(self, provider: Any = None) -> Any:
@@ -187,6 +188,8 @@ class Server:
         if found.tasks is None:
             found.tasks = self.backends.tasks
         self.backends = found
+        if self.metrics is not None:
+            self.metrics.watch(found)
         self.bus = found.bus
         self.cursors = _cursor_codec(found)
         self._request_states = None

@@ -15,7 +15,8 @@ And what an operator of this server reads: ``tooldeck_refusals_total`` by ``reas
 ``tooldeck_rate_limited_calls_total``; ``tooldeck_tasks_total`` by the ``status`` a task moved to;
 ``tooldeck_audit_records_total`` and ``tooldeck_audit_write_errors_total``; ``tooldeck_requests_in_flight``;
 ``tooldeck_sessions`` (live, this process); ``tooldeck_sse_streams_open``; ``tooldeck_tool_info`` (1 per tool
-served, with its ``version`` and ``level``). Each process of a fleet exposes its own: sum them in PromQL.
+served, with its ``version`` and ``level``); with a shared backend, ``tooldeck_backend_command_duration_seconds``
+(each command to Redis, sent to answered). Each process of a fleet exposes its own: sum them in PromQL.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from typing import Any
 
 # mcp.server.operation.duration's explicit bucket boundaries (semantic conventions for MCP), in seconds.
 OPERATION_BUCKETS = (0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0, 2.0, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0)
+BACKEND_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5)
 SESSION_BUCKETS = (1.0, 10.0, 60.0, 300.0, 900.0, 1800.0, 3600.0, 7200.0, 14400.0, 43200.0, 86400.0)
 _OPERATION_LABELS = ("mcp_method_name", "gen_ai_tool_name", "gen_ai_prompt_name", "error_type", "mcp_protocol_version",
                      "network_transport")  # fmt: skip
@@ -56,6 +58,8 @@ class Metrics:
         self.in_flight = Gauge("tooldeck_requests_in_flight", "Requests dispatched and not yet answered",
                                registry=registry)  # fmt: skip
         self.sse_streams = Gauge("tooldeck_sse_streams_open", "SSE streams open on this process", registry=registry)
+        self.backend = Histogram("tooldeck_backend_command_duration_seconds", "Commands to the shared backend "
+                                 "(Redis), sent to answered", buckets=BACKEND_BUCKETS, registry=registry)  # fmt: skip
         self._sessions: list[Callable[[], int]] = []
         Gauge("tooldeck_sessions", "Live sessions of this process", registry=registry).set_function(
             lambda: sum(count() for count in self._sessions)
@@ -63,6 +67,12 @@ class Metrics:
         self.server = server
         if server is not None:
             registry.register(_ToolInfo(server))
+
+    def watch(self, backends: Any) -> None:
+        """Time the commands of ``backends``' shared engine (none without one, or over TLS: the client's pool)."""
+        wire = getattr(getattr(backends, "engine", None), "wire", None)
+        if wire is not None:
+            wire.observe = self.backend.observe
 
     def count_sessions(self, count: Callable[[], int]) -> None:
         """Have ``tooldeck_sessions`` add ``count()`` (a transport's live sessions) at each scrape."""
