@@ -173,3 +173,20 @@ def test_a_deck_without_tracing_imports_nothing_of_it() -> None:
             "print(sorted(m for m in sys.modules if m.startswith('opentelemetry')))")  # fmt: skip
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert done.stdout.strip() == "[]", done.stderr
+
+
+async def test_the_audit_record_of_a_traced_call_names_its_trace(tmp_path: Path) -> None:
+    from security.test_audit_trail import records
+
+    deck, exporter = traced_deck(tmp_path)
+    trail = tmp_path / "audit.jsonl"
+    policy = tmp_path / "policy.toml"
+    policy.write_text(policy.read_text() + f'[audit]\nfile = "{trail}"\n')
+    deck.apply_policy(policy)
+    http = AsgiClient(HttpApp(deck))
+    session = await session_of(http)
+    answer = await http.call(session, 5, "tools/call", {"name": "crunch", "arguments": {"n": 5}}, headers=CALLER)
+    await answer.body()
+    server = exporter.get_finished_spans()[-1]
+    (record,) = [r for r in records(trail) if r.get("event") == "call"]
+    assert record["trace_id"] == format(server.context.trace_id, "032x")

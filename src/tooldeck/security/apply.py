@@ -5,6 +5,7 @@ steps of the call pipeline. ``apply_policy(server, policy)`` may be called again
 from __future__ import annotations
 
 import functools
+import sys
 import time
 from typing import Any
 
@@ -361,8 +362,18 @@ class CallAuditor:
                 outcome = "error" if result is not None and result.get("isError") else "ok"
         facts = (time.time(), request.request_id, getattr(request.peer, "key", None), request.principal,
                  call.name if kind == "tool" else f"{kind}:{call.name}", call.item, decision, reason, outcome,
-                 (time.monotonic() - call.started) * 1000, self.canonical(call.arguments))  # fmt: skip
+                 (time.monotonic() - call.started) * 1000, self.canonical(call.arguments), _trace_id())  # fmt: skip
         return self.sink.write(functools.partial(self.records.encode, facts), refusal=refusal is not None)
+
+
+def _trace_id() -> str | None:
+    """The trace of the span current while the call is recorded (tracing on: server/tracing.py), else None. Read
+    from OpenTelemetry only once something imported it: a deck without tracing pays a dict lookup."""
+    trace = sys.modules.get("opentelemetry.trace")
+    if trace is None:
+        return None
+    context = trace.get_current_span().get_span_context()
+    return format(context.trace_id, "032x") if context.is_valid else None
 
 
 class HttpRefusalAuditor:

@@ -129,8 +129,9 @@ class CallRecords:
     A session's calls repeat most of a record — session, principal, tool, version, level, whether anything needs
     redacting — so that part is encoded once per (session, principal, tool) and kept (a bounded cache).
     ``facts`` is ``(time, request_id, session, principal, tool, item, decision, reason, outcome, duration_ms,
-    arguments)``: ``tool`` the name recorded, ``item`` what was called (its ``version`` and ``input_schema``), and
-    ``arguments`` canonical JSON (``canonical_arguments``)."""
+    arguments[, trace_id])``: ``tool`` the name recorded, ``item`` what was called (its ``version`` and
+    ``input_schema``), ``arguments`` canonical JSON (``canonical_arguments``), and ``trace_id`` the call's trace (32
+    hex digits) when it ran inside an OpenTelemetry span."""
 
     _LIMIT = 4096  # sessions x principals x tools whose shared part is kept
 
@@ -140,7 +141,7 @@ class CallRecords:
         self._shared: dict[tuple[Any, ...], tuple[Any, Any, bytes, bool]] = {}
 
     def encode(self, facts: tuple[Any, ...]) -> bytes:
-        now, request_id, session, principal, tool, item, decision, reason, outcome, duration, arguments = facts
+        now, request_id, session, principal, tool, item, decision, reason, outcome, duration, arguments, *traced = facts
         if decision not in _DECIDED or outcome not in _ENDED or (decision == "refused" and outcome != "refused"):
             _refuse_words(decision, outcome)
         key = (session, id(principal), tool, id(item))
@@ -154,11 +155,11 @@ class CallRecords:
             arguments = orjson.dumps(redact(arguments or {}, schema, self.redact_names), default=repr,
                                      option=_CANONICAL)  # fmt: skip
         return b',"time":"%s","event":"call","request_id":%s,%s,"decision":"%s","reason":%s,"outcome":"%s",' \
-               b'"duration_ms":%s,"arguments_digest":"sha256:%s","arguments":%s}' % (
+               b'"duration_ms":%s,"arguments_digest":"sha256:%s","arguments":%s%s}' % (
             format_time_bytes(now), orjson.dumps(request_id, default=repr), known[2], _DECIDED[decision],
             b"null" if reason is None else orjson.dumps(reason), _ENDED[outcome],
             b"null" if duration is None else b"%.3f" % duration, hashlib.sha256(arguments).hexdigest().encode(),
-            arguments)  # fmt: skip
+            arguments, b',"trace_id":"%s"' % traced[0].encode() if traced and traced[0] else b"")  # fmt: skip
 
     def _shared_part(self, key: tuple[Any, ...], session: Any, principal: Any, tool: str, item: Any) -> Any:
         members = {
