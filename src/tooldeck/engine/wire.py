@@ -184,6 +184,12 @@ class Wire:
             line = await self._connect()
         return await line.send(pack(args))
 
+    def watch(self, observe: Callable[[float], None] | None) -> None:
+        """Have ``observe`` told each answer's wait in seconds, on this line and on any made again later."""
+        self.observe = observe
+        if self._line is not None:
+            self._line.observe = observe
+
     def send_soon(self, *args: Any) -> asyncio.Future[Any] | None:
         """Send one command with the others of this turn of the loop (``_Line.send`` with ``hold``) and return its
         answer's future without waiting; None when the line is not up (then ``command`` connects)."""

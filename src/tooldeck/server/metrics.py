@@ -72,7 +72,7 @@ class Metrics:
         """Time the commands of ``backends``' shared engine (none without one, or over TLS: the client's pool)."""
         wire = getattr(getattr(backends, "engine", None), "wire", None)
         if wire is not None:
-            wire.observe = self.backend.observe
+            wire.watch(self.backend.observe)
 
     def count_sessions(self, count: Callable[[], int]) -> None:
         """Have ``tooldeck_sessions`` add ``count()`` (a transport's live sessions) at each scrape."""
@@ -107,9 +107,8 @@ class Timed:
                  transport: str) -> None:  # fmt: skip
         name = params.get("name") if type(params) is dict else None
         name = name if type(name) is str else ""
-        tool, prompt = (
-            (name, "") if method == "tools/call" else (name, "")[::-1] if method == "prompts/get" else ("", "")
-        )
+        tool = name if method == "tools/call" else ""
+        prompt = name if method == "prompts/get" else ""
         self._labels = (method, tool, prompt, revision or "", transport)
         self._metrics = metrics
         self._reply = reply

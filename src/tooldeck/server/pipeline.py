@@ -148,8 +148,8 @@ class Pipeline:
             except ProtocolError as exc:
                 await self.refuse(rctx, call, exc)
                 raise
-        pending = getattr(rctx.peer, "standing", None)
-        if pending is not None and not pending.done():  # whether the session still stands: heard before the run
+        pending = unheard(rctx.peer)
+        if pending is not None:  # whether the session still stands: heard before the run
             await until_heard(pending)
         if tracing.active:
             tracing.decision(None, rctx.server.access.level_of(tool))
@@ -201,8 +201,8 @@ class Pipeline:
         if self.admits:
             await self.admit_or_refuse(rctx, call)
         kwargs = convert(call.item, call.arguments)
-        pending = getattr(rctx.peer, "standing", None)
-        if pending is not None and not pending.done():
+        pending = unheard(rctx.peer)
+        if pending is not None:
             await until_heard(pending)
         try:
             return await self._run(rctx, call.item, kwargs, label, None, None)
@@ -347,10 +347,17 @@ async def until_heard(pending: Any) -> None:
     await asyncio.wait((pending,))
 
 
+def unheard(peer: Any) -> Any:
+    """The word on whether ``peer``'s session still stands (``Session.standing``), while it is still to come; else
+    None (no such word: stdio, memory backends, a request peer; or already heard). Sync, for the hot path."""
+    pending = getattr(peer, "standing", None)
+    return None if pending is None or pending.done() else pending
+
+
 async def standing_heard(rctx: RequestContext) -> None:
     """``until_heard`` for the request's session, if its standing is still to be heard (off the hot path)."""
-    pending = getattr(rctx.peer, "standing", None)
-    if pending is not None and not pending.done():
+    pending = unheard(rctx.peer)
+    if pending is not None:
         await until_heard(pending)
 
 

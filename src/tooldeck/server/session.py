@@ -282,12 +282,9 @@ class Session:
             return None
         rctx = RequestContext(self.server, self, request.id, name, request.params, self.state)
         server = self.server
-        if server.metrics is not None:
-            reply = server.metrics.timed(reply, name, request.params, self.state.revision, self.transport)
-        if server.tracing is not None:
-            key = self.key if not self.key.startswith("local-") else None
-            span = server.tracing.start(name, request.id, request.params, self.state.revision, key, self.transport)
-            reply = server.tracing.traced(reply, span)
+        if server.metrics is not None or server.tracing is not None:
+            key = None if self.key.startswith("local-") else self.key  # a session id the client knows
+            reply = stateless.observed(server, reply, request, self.state.revision, key, self.transport)
         try:
             outcome = (method.handler or method.resolve())(rctx)
         except ProtocolError as exc:

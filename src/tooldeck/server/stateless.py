@@ -71,7 +71,7 @@ def answer(server: Any, peer: Peer, request: Request, env: Envelope, principal: 
     it was answered already (a result that needs no work, or an error; a ``RefusedError`` also goes to ``refused``,
     for its HTTP status)."""
     if server.metrics is not None or server.tracing is not None:
-        reply = _observed(server, reply, request, env.version, getattr(peer, "transport", "pipe"))
+        reply = observed(server, reply, request, env.version, None, getattr(peer, "transport", "pipe"))
     try:
         rctx, outcome = serve(server, peer, request, env, principal, identifies_requestor)
     except ProtocolError as exc:
@@ -89,12 +89,14 @@ def answer(server: Any, peer: Peer, request: Request, env: Envelope, principal: 
     return rctx, outcome, reply
 
 
-def _observed(server: Any, reply: Any, request: Request, revision: str, transport: str) -> Any:
-    """``reply`` that observes the request for the deck's metrics and spans (no session: none on the span)."""
+def observed(server: Any, reply: Any, request: Request, revision: str | None, session: str | None,
+             transport: str) -> Any:  # fmt: skip
+    """``reply`` that observes ``request`` for the deck's metrics and spans, whichever are on (``session``: the
+    session id the span names; None for a 2026-07-28 request, which has none)."""
     if server.metrics is not None:
         reply = server.metrics.timed(reply, request.method, request.params, revision, transport)
     if server.tracing is not None:
-        span = server.tracing.start(request.method, request.id, request.params, revision, None, transport)
+        span = server.tracing.start(request.method, request.id, request.params, revision, session, transport)
         reply = server.tracing.traced(reply, span)
     return reply
 

@@ -14,7 +14,7 @@ from typing import Any
 
 from ...model.completion import complete as complete_value
 from ...protocol.errors import InternalError, InvalidParamsError
-from ..pipeline import Call, until_heard
+from ..pipeline import Call, standing_heard
 from ..request import RequestContext, Work
 from .listing import require, string_param
 
@@ -64,9 +64,7 @@ async def _complete(rctx: RequestContext, call: Call, name: str, value: str, kno
     pipeline = rctx.server.pipeline
     if pipeline.admits:
         await pipeline.admit_or_refuse(rctx, call)
-    pending = getattr(rctx.peer, "standing", None)
-    if pending is not None and not pending.done():  # the session's standing, heard before user code runs
-        await until_heard(pending)
+    await standing_heard(rctx)  # the session's standing, heard before user code runs
     completer = getattr(call.item, "completers", {}).get(name)
     try:
         result = {"completion": await complete_value(completer, value, known)}
