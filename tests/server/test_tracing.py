@@ -64,6 +64,18 @@ async def session_of(http: AsgiClient) -> str:
     return await metered_session(http, CALLER)
 
 
+async def traced_call(tmp_path: Path, request_id: int, name: str,
+                      arguments: dict[str, Any]) -> tuple[Any, str, Any]:  # fmt: skip
+    """A session, then one call of ``name``: the spans the call made, the session's id, and the answer."""
+    deck, exporter = traced_deck(tmp_path)
+    http = AsgiClient(HttpApp(deck))
+    session = await session_of(http)
+    exporter.clear()
+    answer = await http.call(session, request_id, "tools/call", {"name": name, "arguments": arguments},
+                             headers=CALLER)  # fmt: skip
+    return exporter.get_finished_spans(), session, orjson.loads(await answer.body())
+
+
 def shown(span: Any) -> dict[str, Any]:
     """What a golden span says: name, kind, status, attributes."""
     return {"name": span.name, "kind": span.kind.name, "status": span.status.status_code.name,
@@ -73,13 +85,7 @@ def shown(span: Any) -> dict[str, Any]:
 async def test_a_plain_call_is_a_server_span_with_the_conventions_attributes_and_the_tools_spans_under_it(
     tmp_path: Path,
 ) -> None:
-    deck, exporter = traced_deck(tmp_path)
-    http = AsgiClient(HttpApp(deck))
-    session = await session_of(http)
-    exporter.clear()
-    answer = await http.call(session, 7, "tools/call", {"name": "fetch", "arguments": {"n": 1}}, headers=CALLER)
-    await answer.body()
-    inner, server = exporter.get_finished_spans()
+    (inner, server), session, _ = await traced_call(tmp_path, 7, "fetch", {"n": 1})
     assert shown(server) == {"name": "tools/call fetch", "kind": "SERVER", "status": "UNSET", "attributes": {
         "mcp.method.name": "tools/call", "network.transport": "tcp", "network.protocol.name": "http",
         "mcp.protocol.version": "2025-11-25", "mcp.session.id": session, "jsonrpc.request.id": "7",
@@ -91,25 +97,14 @@ async def test_a_plain_call_is_a_server_span_with_the_conventions_attributes_and
 
 
 async def test_a_sync_tools_spans_nest_too(tmp_path: Path) -> None:
-    deck, exporter = traced_deck(tmp_path)
-    http = AsgiClient(HttpApp(deck))
-    session = await session_of(http)
-    exporter.clear()
-    answer = await http.call(session, 8, "tools/call", {"name": "crunch", "arguments": {"n": 2}}, headers=CALLER)
-    await answer.body()
-    inner, server = exporter.get_finished_spans()
+    (inner, server), _, _ = await traced_call(tmp_path, 8, "crunch", {"n": 2})
     assert (inner.name, server.name) == ("crunch rows", "tools/call crunch")
     assert inner.parent is not None and inner.parent.span_id == server.context.span_id
 
 
 async def test_a_refused_call_records_the_decision_and_the_error(tmp_path: Path) -> None:
-    deck, exporter = traced_deck(tmp_path)
-    http = AsgiClient(HttpApp(deck))
-    session = await session_of(http)
-    exporter.clear()
-    answer = await http.call(session, 9, "tools/call", {"name": "wipe", "arguments": {}}, headers=CALLER)
-    message = (await answer.json())["error"]["message"]
-    (server,) = exporter.get_finished_spans()
+    (server,), _, answer = await traced_call(tmp_path, 9, "wipe", {})
+    message = answer["error"]["message"]
     golden = shown(server)
     assert golden["status"] == "ERROR" and server.status.description == message
     assert {k: golden["attributes"][k] for k in ("error.type", "rpc.response.status_code", "tooldeck.decision",

@@ -68,6 +68,18 @@ async def started(fleet: Fleet) -> tuple[Any, Any, AsgiClient, AsgiClient, str, 
     return first, second, a, b, session, opened
 
 
+async def relaying(fleet: Fleet) -> tuple[Any, Any, AsgiClient, str, Response, Any, Event]:
+    """The call's stream resumed through the second process, relayed from the first; progress 2 read there. Returns
+    the two apps, the first's client, the session, the resumed stream, its events and the event read."""
+    first, second, a, b, session, opened = await started(fleet)
+    resumed = await resume(b, session, opened[1].id or "")
+    events = resumed.events(timeout=5)
+    first.deck.state["gates"][0].set()
+    got = await anext(events)
+    assert progress([got]) == [2]
+    return first, second, a, session, resumed, events, got
+
+
 async def test_a_stream_resumed_through_another_process_replays_then_continues_live(fleet: Fleet) -> None:
     first, _second, _, b, session, opened = await started(fleet)
     resumed = await resume(b, session, opened[0].id or "")  # from the priming event: progress 1 is replayed
@@ -85,12 +97,7 @@ async def test_a_stream_resumed_through_another_process_replays_then_continues_l
 
 
 async def test_a_client_that_leaves_a_relayed_stream_resumes_again_and_loses_nothing(fleet: Fleet) -> None:
-    first, _second, a, b, session, opened = await started(fleet)
-    resumed = await resume(b, session, opened[1].id or "")
-    events = resumed.events(timeout=5)
-    first.deck.state["gates"][0].set()
-    got = await anext(events)
-    assert progress([got]) == [2]
+    first, _second, a, session, resumed, _events, got = await relaying(fleet)
     await resumed.close()  # the client leaves the second process ...
     first.deck.state["gates"][1].set()  # ... while the request goes on, on the first
     again = await resume(a, session, got.id or "")  # and resumes on the first, from the last event it read
@@ -113,12 +120,7 @@ async def test_a_client_that_leaves_a_relayed_stream_resumes_again_through_anoth
 
 
 async def test_a_relayed_stream_ends_when_its_process_hands_over_and_resumes_on_another(fleet: Fleet) -> None:
-    first, second, a, b, session, opened = await started(fleet)
-    resumed = await resume(b, session, opened[1].id or "")
-    events = resumed.events(timeout=5)
-    first.deck.state["gates"][0].set()
-    got = await anext(events)
-    assert progress([got]) == [2]
+    first, second, a, session, _resumed, events, got = await relaying(fleet)
     second.hand_over()  # the relaying process stops (a rolling restart): its stream ends at once ...
     assert [event async for event in events] == []
     first.deck.state["gates"][1].set()
