@@ -148,8 +148,8 @@ class Pipeline:
             except ProtocolError as exc:
                 await self.refuse(rctx, call, exc)
                 raise
-        pending = unheard(rctx.peer)
-        if pending is not None:  # whether the session still stands: heard before the run
+        pending = getattr(rctx.peer, "standing", None)  # ``unheard``, inline on the hot path
+        if pending is not None and not pending.done():  # whether the session still stands: heard before the run
             await until_heard(pending)
         if tracing.active:
             tracing.decision(None, rctx.server.access.level_of(tool))

@@ -32,7 +32,7 @@ from ...protocol.errors import (
     ProtocolError,
 )
 from ...protocol.jsonrpc import Invalid, Notification, Request
-from ...server.pipeline import unheard, until_heard
+from ...server.pipeline import until_heard
 from ...server.session import batch_problem
 from . import eras, listen, modern
 from .auth import PRINCIPAL, settled
@@ -240,8 +240,8 @@ class Endpoint:
                 work = session.receive_inline(message)
                 if work is not None:
                     await work
-            pending = unheard(session)
-            if pending is not None:  # the store's word on the session, sent with the request
+            pending = session.standing  # ``unheard``, inline on the hot path
+            if pending is not None and not pending.done():  # the store's word on the session, sent with the request
                 await until_heard(pending)
             json_only = not sse_ok or (self.json_response and json_ok)
             if not channel.finished:
