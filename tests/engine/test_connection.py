@@ -13,6 +13,7 @@ from redis_server import RedisServer, free_port
 from tooldeck.engine import BackendUnavailableError
 from tooldeck.engine.connection import Engine
 from tooldeck.engine.values import JsonValues
+from tooldeck.engine.wire import pack
 
 
 @pytest.mark.parametrize(
@@ -81,6 +82,36 @@ async def test_a_server_that_forgot_the_scripts_is_given_them_again(engine: Engi
     await engine.client.script_flush()  # as a restart does
     await values.put("s1", {"n": 2})
     assert await values.get("s1") == {"n": 2}
+
+
+async def test_a_prepared_call_is_sent_packed_and_given_again_to_a_server_that_forgot_it(engine: Engine) -> None:
+    script = engine.script("return {KEYS[1], ARGV[1], ARGV[2]}")
+    prepared = script.prepare([engine.key("k")], ["a", 2])
+    assert prepared.packed == pack(prepared.args)
+    assert await script.run(prepared) == [b"tooldeck:k", b"a", b"2"]
+    await engine.client.script_flush()  # as a restart does
+    assert await script.run(prepared) == [b"tooldeck:k", b"a", b"2"]
+
+
+async def test_a_call_packed_but_for_its_last_arguments_sends_them_each_time(engine: Engine) -> None:
+    script = engine.script("return {KEYS[1], ARGV[1], ARGV[2]}")
+    await script.load()
+    await engine.command("PING")  # the line is up: soon_with can send
+    head = script.head([engine.key("k")], ["first"], 1)
+    answers = [script.soon_with(head, (last,)) for last in (1.5, "two")]
+    assert [await answer for answer in answers if answer is not None] == [
+        [b"tooldeck:k", b"first", b"1.5"], [b"tooldeck:k", b"first", b"two"]]  # fmt: skip
+
+
+async def test_an_engine_with_no_line_sends_a_prepared_call_through_its_pool(redis_url: str) -> None:
+    engine = Engine.from_url(redis_url)
+    engine.wire = None  # as over TLS
+    try:
+        script = engine.script("return ARGV[1]")
+        assert await script.run(script.prepare([], ["x"])) == b"x"
+        assert script.soon_with(script.head([], [], 1), ("x",)) is None
+    finally:
+        await engine.aclose()
 
 
 async def test_prefixes_keep_decks_apart_on_one_server(engines: Callable[..., Engine]) -> None:

@@ -8,6 +8,7 @@ from collections.abc import Callable
 from typing import Any
 
 import fleet_peer
+import pytest
 from tooldeck.engine.connection import Engine
 from tooldeck.security.limits import Limit, RateLimitedError, RateLimits
 from tooldeck.security.limits_redis import RedisRateLimiter
@@ -100,3 +101,18 @@ async def test_a_limit_is_exact_across_processes(engine: Engine) -> None:
             if peer.returncode is None:
                 peer.kill()
                 await peer.wait()
+
+
+async def test_the_takes_kept_packed_are_bounded_and_answer_as_when_first_packed(
+    engine: Engine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from tooldeck.engine import bucket
+
+    monkeypatch.setattr(bucket, "PREPARED_KEPT", 2)
+    limiter = RedisRateLimiter(engine)
+    kept = limiter._buckets._prepared
+    for _ in range(3):
+        for name in ("a", "b", "c"):  # three takes, two kept: each new one past the bound starts the store afresh
+            assert await limiter.acquire_async(name, 1 / 3600, 3) == 0.0
+            assert len(kept) <= 2
+    assert await limiter.acquire_async("a", 1 / 3600, 3) > 3500  # the three tokens of "a" are spent, kept or not

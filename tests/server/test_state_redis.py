@@ -86,3 +86,19 @@ async def test_an_end_is_remembered_for_ended_ttl(engine: Engine) -> None:
     assert 50_000 < await engine.client.pttl("tooldeck:session-ended:s") <= 60_000
     await engine.client.delete("tooldeck:session-ended:s")  # as its expiry would
     assert await store.touch("s", 2.0) is None
+
+
+async def test_a_session_s_mark_sent_with_the_next_command_is_packed_once_and_forgotten_at_its_end(
+    engine: Engine,
+) -> None:
+    store = RedisSessionStore(engine)
+    await store.put("s", {"revision": "2025-11-25"})
+    for at in (5.0, 7.25):
+        answer = store.touch_soon("s", at)
+        assert answer is not None and await answer == 1
+        assert await engine.client.zscore("tooldeck:session-seen", "s") == at
+    assert list(store._heads) == ["s"]
+    await store.delete("s")
+    assert store._heads == {}
+    answer = store.touch_soon("s", 9.0)
+    assert answer is not None and await answer == 0  # ended

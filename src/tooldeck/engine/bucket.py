@@ -16,9 +16,10 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from .connection import Engine
+    from .connection import Engine, Prepared
 
 KEEP_WITH_OWN_CLOCK_MS = 86_400_000
+PREPARED_KEPT = 10_000  # takes kept packed; more, and they are all packed again
 
 # KEYS: the buckets. ARGV[1]: now in seconds ("" for Redis's clock); ARGV[2]: "1" to take, "0" to look;
 # ARGV[3]: the least expiry in ms; then rate, burst, cost for each bucket. Returns each bucket's wait ("0" when it
@@ -73,14 +74,29 @@ class TokenBuckets:
         self.clock = clock
         self._least_expiry = KEEP_WITH_OWN_CLOCK_MS if clock is not None else 0
         self._take = engine.script(_TAKE)
+        self._prepared: dict[tuple[tuple[Bucket, ...], bool], Prepared] = {}  # the takes made, packed (clock: none)
 
     async def take(self, buckets: Sequence[Bucket], *, take: bool = True) -> list[float]:
         """Each bucket's wait in seconds (0.0: it has the tokens); with ``take``, and only if every wait is 0.0, the
         tokens are taken from all of them, in the same atomic step. One round trip, however many buckets."""
+        if self.clock is None:  # the script's arguments are the same at every take from these buckets
+            prepared = self._prepared.get((tuple(buckets), take))
+            if prepared is None:
+                prepared = self._prepare(buckets, take)
+            waits = await self._take.run(prepared)
+        else:
+            waits = await self._take(*self._arguments(buckets, take))
+        return [float(wait) for wait in waits]
+
+    def _prepare(self, buckets: Sequence[Bucket], take: bool) -> Prepared:
+        if len(self._prepared) >= PREPARED_KEPT:
+            self._prepared.clear()
+        prepared = self._prepared[(tuple(buckets), take)] = self._take.prepare(*self._arguments(buckets, take))
+        return prepared
+
+    def _arguments(self, buckets: Sequence[Bucket], take: bool) -> tuple[list[str], list[float | int | str]]:
         args: list[float | int | str] = ["" if self.clock is None else self.clock(), "1" if take else "0",
                                          self._least_expiry]  # fmt: skip
         for _, rate, burst, cost in buckets:
             args += [float(rate), int(burst), float(cost)]
-        keys = [self.engine.key(self.namespace, name) for name, *_ in buckets]
-        waits = await self._take(keys, args)
-        return [float(wait) for wait in waits]
+        return [self.engine.key(self.namespace, name) for name, *_ in buckets], args

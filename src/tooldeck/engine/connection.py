@@ -23,7 +23,7 @@ import logging
 import os
 from collections.abc import Awaitable, Callable, Iterator, Sequence
 from contextlib import contextmanager
-from typing import Any, TypeVar
+from typing import Any, NamedTuple, TypeVar
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 import redis.asyncio as aioredis
@@ -34,7 +34,7 @@ from redis.exceptions import NoScriptError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from .errors import BackendUnavailableError
-from .wire import Wire
+from .wire import Wire, bulk, pack
 
 T = TypeVar("T")
 log = logging.getLogger("tooldeck.engine")
@@ -45,9 +45,18 @@ UNREACHABLE = (RedisConnectionError, RedisTimeoutError, OSError)  # BusyLoadingE
 _SCHEMES = {"redis": "redis", "rediss": "rediss", "unix": "unix", "valkey": "redis", "valkeys": "rediss"}
 
 
+class Prepared(NamedTuple):
+    """A command packed once (``Script.prepare``), to be sent as often as it is needed: ``args`` are its arguments
+    (for an engine with no line, which sends them through its pool), ``packed`` the same in RESP."""
+
+    args: tuple[Any, ...]
+    packed: bytes
+
+
 class Script:
     """A Lua script run by its digest (EVALSHA): ``Engine.check`` loads it once; a server that has forgotten it (a
-    restart, ``SCRIPT FLUSH``) answers NOSCRIPT, is given the script and asked again."""
+    restart, ``SCRIPT FLUSH``) answers NOSCRIPT, is given the script and asked again. A call made again and again
+    with the same keys and arguments (a rate limit's buckets) is ``prepare``d once and ``run``."""
 
     def __init__(self, engine: Engine, source: str) -> None:
         self.engine = engine
@@ -61,6 +70,33 @@ class Script:
         except NoScriptError:
             await self.load()
             return await command("EVALSHA", self.sha, len(keys), *keys, *args)
+
+    def prepare(self, keys: Sequence[str], args: Sequence[Any] = ()) -> Prepared:
+        command = ("EVALSHA", self.sha, len(keys), *keys, *args)
+        return Prepared(command, pack(command))
+
+    async def run(self, prepared: Prepared) -> Any:
+        """``__call__`` for a ``prepare``d call."""
+        command = self.engine.command_packed
+        try:
+            return await command(prepared)
+        except NoScriptError:
+            await self.load()
+            return await command(prepared)
+
+    def head(self, keys: Sequence[str], args: Sequence[Any], last: int) -> tuple[Prepared, int]:
+        """The call with ``keys`` and ``args`` but for its ``last`` arguments, packed once, for ``soon_with``: a
+        call whose last arguments change (a session's mark: its time) packs only those each time."""
+        command = ("EVALSHA", self.sha, len(keys), *keys, *args)
+        return Prepared(command, bulk(command)), len(command) + last
+
+    def soon_with(self, head: tuple[Prepared, int], last: tuple[Any, ...]) -> asyncio.Future[Any] | None:
+        """``soon`` for the call ``head`` and its ``last`` arguments."""
+        prepared, count = head
+        wire = self.engine.wire
+        if wire is None:
+            return None
+        return wire.send_packed_soon(b"*%d\r\n%s%s" % (count, prepared.packed, bulk(last)))
 
     def soon(self, keys: Sequence[str], args: Sequence[Any] = ()) -> asyncio.Future[Any] | None:
         """Send the script with the other commands of this turn of the loop and return its answer's future, not
@@ -140,6 +176,15 @@ class Engine:
             if self.wire is None:
                 return await self.client.execute_command(*args)
             return await self.wire.command(*args)
+        except UNREACHABLE as exc:
+            raise self.unavailable(exc) from exc
+
+    async def command_packed(self, prepared: Prepared) -> Any:
+        """``command`` for a command packed once (``Prepared``)."""
+        try:
+            if self.wire is None:
+                return await self.client.execute_command(*prepared.args)
+            return await self.wire.command_packed(prepared.packed)
         except UNREACHABLE as exc:
             raise self.unavailable(exc) from exc
 

@@ -39,7 +39,13 @@ from redis.exceptions import BusyLoadingError, NoScriptError, ResponseError
 def pack(args: tuple[Any, ...]) -> bytes:
     """One command in RESP: an array of bulk strings (str as UTF-8, int and float as their digits, bytes as they
     are)."""
-    parts = [b"*%d\r\n" % len(args)]
+    return b"*%d\r\n" % len(args) + bulk(args)
+
+
+def bulk(args: tuple[Any, ...] | list[Any]) -> bytes:
+    """``args`` as RESP bulk strings, with no array header: the parts of a command packed once (``pack``'s head and
+    these, joined, are the command)."""
+    parts: list[bytes] = []
     append = parts.append
     for arg in args:
         kind = type(arg)
@@ -184,6 +190,13 @@ class Wire:
             line = await self._connect()
         return await line.send(pack(args))
 
+    async def command_packed(self, packed: bytes) -> Any:
+        """``command`` for a command already packed (``pack``): one sent again and again is packed once."""
+        line = self._line
+        if line is None or line.closed:
+            line = await self._connect()
+        return await line.send(packed)
+
     def watch(self, observe: Callable[[float], None] | None) -> None:
         """Have ``observe`` told each answer's wait in seconds, on this line and on any made again later."""
         self.observe = observe
@@ -197,6 +210,13 @@ class Wire:
         if line is None or line.closed:
             return None
         return line.send(pack(args), hold=True)
+
+    def send_packed_soon(self, packed: bytes) -> asyncio.Future[Any] | None:
+        """``send_soon`` for a command already packed."""
+        line = self._line
+        if line is None or line.closed:
+            return None
+        return line.send(packed, hold=True)
 
     async def _connect(self) -> _Line:
         if self._connecting is not None:

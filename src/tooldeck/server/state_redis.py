@@ -18,22 +18,25 @@ from ..engine.connection import Engine
 from ..engine.values import JsonValues
 from .state import ENDED_TTL
 
-# KEYS: the state, the seen set, the index of the states, the ended mark. ARGV: seconds, id, ttl in ms ("" for none).
-# A mark only for a stored session (1), never moved back (GT); an ended one is 0, an unknown one -1. With a ttl, a
-# session served is a session read: its state is renewed.
+HEADS_KEPT = 10_000  # sessions whose mark is kept packed (touch_soon); more, and they are all packed again
+
+# KEYS: the state, the seen set, the index of the states, the ended mark. ARGV: id, ttl in ms ("" for none), seconds
+# (last: a call packs only it, engine/connection.py's Script.head). A mark only for a stored session (1), never moved
+# back (GT); an ended one is 0, an unknown one -1. With a ttl, a session served is a session read: its state is
+# renewed.
 _TOUCH = """
 if redis.call('EXISTS', KEYS[1]) == 0 then
-  redis.call('ZREM', KEYS[2], ARGV[2])
+  redis.call('ZREM', KEYS[2], ARGV[1])
   if redis.call('EXISTS', KEYS[4]) == 1 then
     return 0
   end
   return -1
 end
-redis.call('ZADD', KEYS[2], 'GT', ARGV[1], ARGV[2])
-if ARGV[3] ~= '' then
+redis.call('ZADD', KEYS[2], 'GT', ARGV[3], ARGV[1])
+if ARGV[2] ~= '' then
   local t = redis.call('TIME')
-  redis.call('PEXPIRE', KEYS[1], ARGV[3])
-  redis.call('ZADD', KEYS[3], t[1] * 1000 + math.floor(t[2] / 1000) + tonumber(ARGV[3]), ARGV[2])
+  redis.call('PEXPIRE', KEYS[1], ARGV[2])
+  redis.call('ZADD', KEYS[3], t[1] * 1000 + math.floor(t[2] / 1000) + tonumber(ARGV[2]), ARGV[1])
 end
 return 1
 """
@@ -58,6 +61,7 @@ class RedisSessionStore:
         self._touch = engine.script(_TOUCH)
         self._forget = engine.script(_FORGET)
         self._ended_ms = max(1, round(ended_ttl * 1000))
+        self._heads: dict[str, Any] = {}  # each session's mark, packed but for its time (touch_soon)
 
     def _ended(self, session_id: str) -> str:
         return self._engine.key("session-ended", session_id)
@@ -70,6 +74,7 @@ class RedisSessionStore:
         await self._values.put(session_id, state)
 
     async def delete(self, session_id: str) -> None:
+        self._heads.pop(session_id, None)
         await self._values.delete(session_id)
         await self._forget([self._seen, self._ended(session_id)], [session_id, self._ended_ms])
 
@@ -78,15 +83,20 @@ class RedisSessionStore:
 
     async def touch(self, session_id: str, at: float) -> bool | None:
         keys = [self._values.key(session_id), self._seen, self._index, self._ended(session_id)]
-        found = int(await self._touch(keys, [repr(at), session_id, self._ttl_ms]))
+        found = int(await self._touch(keys, [session_id, self._ttl_ms, repr(at)]))
         return None if found < 0 else bool(found)
 
     def touch_soon(self, session_id: str, at: float) -> Any:
         """``touch`` sent with the next command of this turn of the loop (a request's rate limit, say: one round
         trip for both), its answer not waited for: a future of the script's raw reply (1 marked, 0 ended, -1
         unknown; its failures the line's own), or None when it cannot be sent so (then ``touch``)."""
-        keys = [self._values.key(session_id), self._seen, self._index, self._ended(session_id)]
-        return self._touch.soon(keys, [repr(at), session_id, self._ttl_ms])
+        head = self._heads.get(session_id)
+        if head is None:
+            if len(self._heads) >= HEADS_KEPT:
+                self._heads.clear()
+            keys = [self._values.key(session_id), self._seen, self._index, self._ended(session_id)]
+            head = self._heads[session_id] = self._touch.head(keys, [session_id, self._ttl_ms], 1)
+        return self._touch.soon_with(head, (at,))
 
     async def last_seen(self, session_ids: Sequence[str]) -> list[float | None]:
         if not session_ids:
