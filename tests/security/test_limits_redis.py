@@ -7,8 +7,9 @@ import asyncio
 from collections.abc import Callable
 from typing import Any
 
-import fleet_peer
 import pytest
+
+import fleet_peer
 from tooldeck.engine.connection import Engine
 from tooldeck.security.limits import Limit, RateLimitedError, RateLimits
 from tooldeck.security.limits_redis import RedisRateLimiter
