@@ -2,7 +2,7 @@
 
 Key ``<prefix>session:<id>`` holds ``SessionState.to_dict()`` as JSON; ``<prefix>session`` indexes the ids for
 ``count`` (``engine/values.py``). ``<prefix>session-seen`` is a sorted set of the ids scored with the time a process
-last served each (``touch``, wall-clock seconds): the idle reapers of all processes read it.
+last served each (``touch``, wall-clock seconds, to the ms): the idle reapers of all processes read it.
 ``<prefix>session-ended:<id>`` says, for ``ended_ttl`` seconds, that a session was deleted (not lost). With a ``ttl``, a state
 not written, read or touched for that long is gone: choose it well above the session idle timeout (a process with
 shared backends touches a session at each of its requests; one that serves it from memory alone does not). Without
@@ -20,10 +20,10 @@ from .state import ENDED_TTL
 
 HEADS_KEPT = 10_000  # sessions whose mark is kept packed (touch_soon); more, and they are all packed again
 
-# KEYS: the state, the seen set, the index of the states, the ended mark. ARGV: id, ttl in ms ("" for none), seconds
-# (last: a call packs only it, engine/connection.py's Script.head). A mark only for a stored session (1), never moved
-# back (GT); an ended one is 0, an unknown one -1. With a ttl, a session served is a session read: its state is
-# renewed.
+# KEYS: the state, the seen set, the index of the states, the ended mark. ARGV: id, ttl in ms ("" for none), the time
+# in whole ms (last, and an int, cheaper to write than a float: a call packs only it, connection.py's Script.head). A
+# mark only for a stored session (1), never moved back (GT); an ended one is 0, an unknown one -1. With a ttl, a
+# session served is a session read: its state is renewed.
 _TOUCH = """
 if redis.call('EXISTS', KEYS[1]) == 0 then
   redis.call('ZREM', KEYS[2], ARGV[1])
@@ -32,7 +32,7 @@ if redis.call('EXISTS', KEYS[1]) == 0 then
   end
   return -1
 end
-redis.call('ZADD', KEYS[2], 'GT', ARGV[3], ARGV[1])
+redis.call('ZADD', KEYS[2], 'GT', tonumber(ARGV[3]) / 1000, ARGV[1])
 if ARGV[2] ~= '' then
   local t = redis.call('TIME')
   redis.call('PEXPIRE', KEYS[1], ARGV[2])
@@ -83,7 +83,7 @@ class RedisSessionStore:
 
     async def touch(self, session_id: str, at: float) -> bool | None:
         keys = [self._values.key(session_id), self._seen, self._index, self._ended(session_id)]
-        found = int(await self._touch(keys, [session_id, self._ttl_ms, repr(at)]))
+        found = int(await self._touch(keys, [session_id, self._ttl_ms, round(at * 1000)]))
         return None if found < 0 else bool(found)
 
     def touch_soon(self, session_id: str, at: float) -> Any:
@@ -96,7 +96,7 @@ class RedisSessionStore:
                 self._heads.clear()
             keys = [self._values.key(session_id), self._seen, self._index, self._ended(session_id)]
             head = self._heads[session_id] = self._touch.head(keys, [session_id, self._ttl_ms], 1)
-        return self._touch.soon_with(head, (at,))
+        return self._touch.soon_with(head, (round(at * 1000),))
 
     async def last_seen(self, session_ids: Sequence[str]) -> list[float | None]:
         if not session_ids:
