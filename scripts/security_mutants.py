@@ -52,12 +52,10 @@ L = S + "levels.py"
 m(
     "level 1 open to anyone",
     L,
-    """        if level == 0:
-            return None
-        if principal is None:""",
-    """        if level <= 1:
-            return None
-        if principal is None:""",
+    """        if level == 0 and call.name not in gates[2]:
+            return None""",
+    """        if level <= 1 and call.name not in gates[2]:
+            return None""",
     LEVELS,
 )
 m(
@@ -1019,6 +1017,43 @@ m(
     '        if not approved:\n            raise ToolError(f"{label} was not run: the approver denied it")',
     '        if False:\n            raise ToolError(f"{label} was not run: the approver denied it")',
     APPROVALS,
+)
+
+FOUR_EYES = [T + "test_four_eyes.py"]
+m(
+    "four eyes: a listed level runs unapproved",
+    L,
+    '        if call.kind == "tool" and (level in gates[1] or call.name in gates[2]):',
+    '        if call.kind == "tool" and call.name in gates[2]:',
+    FOUR_EYES,
+)
+m(
+    "four eyes: a listed tool of level 0 runs unapproved",
+    L,
+    "        if level == 0 and call.name not in gates[2]:",
+    "        if level == 0:",
+    FOUR_EYES,
+)
+m(
+    "four eyes: the caller approves their own call",
+    L,
+    "        if who == approval.binding[0]:",
+    "        if False:",
+    FOUR_EYES,
+)
+m(
+    "four eyes: no approver scope needed",
+    L,
+    "        if approver is None or scope not in self.scopes_of(approver):",
+    "        if approver is None:",
+    FOUR_EYES,
+)
+m(
+    "four eyes: a denied call runs",
+    L,
+    "        if not decision.approved:",
+    "        if False:",
+    FOUR_EYES,
 )
 
 

@@ -1,4 +1,6 @@
-"""Approvals of level 8-10 calls by a person, out of the client and the model (``[levels] approval = "url"``).
+"""Approvals of calls by a person, out of the client and the model: by the caller in a browser (levels 8-10 with
+``[levels] approval = "url"``), or by another person, an approver, in the operator console (``[approvals]``: four
+eyes).
 
 The call waits while its client is sent a URL-mode elicitation naming tooldeck's approval page
 (``/approve/<id>``, transports/http/approve.py). The page shows the call — tool, version, level, who calls, the
@@ -8,6 +10,11 @@ user who was asked"), so the link alone approves nothing, and what the model cou
 could replay. A decision is single-use, bound to (principal, tool@version, arguments digest) like a confirmation
 code, and expires with its question (``confirm_timeout``); the call then runs or is refused, and the client is sent
 ``notifications/elicitation/complete``.
+
+Four eyes (``[approvals]``: levels, tools): the call waits, up to ``timeout``, in the queue the console shows
+(``AccessControl.queue``); a principal holding the approver scope, and not the caller, approves or denies it with a
+reason (``AccessControl.decide``). The decision is single-use and bound like a confirmation; the call's audit
+record says who decided and why.
 
 An approval lives in the process that asked (the call waits there): in a fleet the page must reach that process,
 which it does when the balancer keeps a browser's page on one process for the approval's minutes (the id is in
@@ -20,19 +27,28 @@ import asyncio
 import secrets
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import Any, NamedTuple
+
+
+class Decision(NamedTuple):
+    """How a person settled an approval: ``approved`` or not, by whom (a principal's id), and why."""
+
+    approved: bool
+    by: str
+    reason: str = ""
 
 
 class Approval:
     """One call waiting for a person's decision."""
 
     def __init__(self, approval_id: str, binding: tuple[str, str, str], shown: dict[str, Any], expires: float,
-                 decided: asyncio.Future[bool]) -> None:  # fmt: skip
+                 decided: asyncio.Future[Decision]) -> None:  # fmt: skip
         self.id = approval_id
         self.binding = binding  # (principal id, tool@version, arguments digest)
         self.shown = shown  # what the page shows: tool, version, level, principal, arguments
         self.expires = expires
-        self.decided = decided  # True: approved; False: denied
+        self.requested = time.time()  # wall-clock seconds, as the console shows it
+        self.decided = decided
         self.form_token = secrets.token_urlsafe(24)  # the page's own form must come back with it (CSRF)
 
 
@@ -58,12 +74,17 @@ class Approvals:
             return None
         return found
 
-    def decide(self, approval: Approval, approved: bool) -> bool:
+    def waiting(self) -> list[Approval]:
+        """The approvals still waiting, oldest first."""
+        now = self.clock()
+        return [found for found in self._open.values() if not found.decided.done() and found.expires > now]
+
+    def decide(self, approval: Approval, decision: Decision) -> bool:
         """Settle ``approval`` once; False if it was settled (or withdrawn) meanwhile."""
         self._open.pop(approval.id, None)
         if approval.decided.done():
             return False
-        approval.decided.set_result(approved)
+        approval.decided.set_result(decision)
         return True
 
     def withdraw(self, approval: Approval) -> None:

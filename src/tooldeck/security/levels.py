@@ -8,6 +8,10 @@
                  (in a 2026-07-28 request an input-required round trip: the code and its binding travel in the
                  sealed, single-use requestState, so no process memory is needed)
 
+A tool whose level, or whose name, the policy's ``[approvals]`` lists (four eyes) needs an authenticated caller and
+waits instead for another person's decision in the operator console (approvals.py): an approver's decision takes
+the place of the caller's own verification.
+
 A tool's level is its own, else the policy's default; scopes are checked whenever an item declares them (at any
 level above 0). Refusals say what would allow the call: 401 without credentials, 403 with the spec's step-up
 ``WWW-Authenticate: Bearer error="insufficient_scope", scope="..."`` for missing scopes.
@@ -85,6 +89,8 @@ class AccessControl:
         self.ask = ask
         self.ask_url = ask_url  # ``await ask_url(request, call, message, url, elicitation_id, timeout)``: URL mode
         self.approvals: Any = None  # approvals.Approvals, made by the first call approved in a browser
+        self.queue: Any = None  # approvals.Approvals: the calls waiting for an approver (four eyes), made on first use
+        self._gates: tuple[Any, frozenset[int], frozenset[str]] = (None, frozenset(), frozenset())
         self.resource_metadata = resource_metadata
         self.confirmations = confirmations or Confirmations()
         self.clock = clock
@@ -174,7 +180,8 @@ class AccessControl:
         level = getattr(item, "security_level", None)
         if level is None:
             level = self.policy.levels["default"]
-        if level == 0:
+        gates = self._gates if self._gates[0] is self.policy else self._gates_of(self.policy)
+        if level == 0 and call.name not in gates[2]:
             return None
         if principal is None:
             raise RefusedError(
@@ -185,11 +192,66 @@ class AccessControl:
         scopes = getattr(item, "scopes", ())
         if scopes and not self.scopes_of(principal).issuperset(scopes):
             self._refuse_scopes(call, level, tuple(scopes), self.scopes_of(principal))
+        if call.kind == "tool" and (level in gates[1] or call.name in gates[2]):
+            return self._four_eyes(request, call, principal, level, f"tool {call.name!r}")
         if level >= 8:
             if call.kind in NO_ACTION:  # authorization is enough (and never remembered: see _admitted)
                 return None
             return self._verify(request, call, principal, level, f"{call.kind} {call.name!r}")
         self._admitted = (principal, item, self.policy)
+        return None
+
+    def _gates_of(self, policy: Policy) -> tuple[Any, frozenset[int], frozenset[str]]:
+        """The levels and tool names the policy's ``[approvals]`` sends to an approver, for ``policy``."""
+        approvals = policy.approvals
+        self._gates = (policy, frozenset(approvals["levels"]), frozenset(approvals["tools"]))
+        return self._gates
+
+    async def _four_eyes(self, request: Any, call: Any, principal: Any, level: int, label: str) -> None:
+        """Wait for an approver's decision (approvals.py): the call runs once another person approves it."""
+        import asyncio
+
+        from .approvals import Approvals
+        from .audit import arguments_digest, redact
+
+        if self.queue is None:
+            self.queue = Approvals(clock=time.monotonic)
+        item = call.item
+        version = getattr(item, "version", None) or ""
+        caller = str(getattr(principal, "id", principal))
+        binding = (caller, f"{call.name}@{version}", arguments_digest(call.arguments))
+        timeout = float(self.policy.approvals["timeout"])
+        shown = {"tool": call.name, "version": version, "level": level, "principal": caller,
+                 "arguments": redact(call.arguments, getattr(item, "input_schema", None),
+                                     self.policy.audit.get("redact", ())),
+                 "session": getattr(request.peer, "key", None)}  # fmt: skip
+        approval = self.queue.open(binding, shown, timeout)
+        try:
+            decision = await asyncio.wait_for(asyncio.shield(approval.decided), timeout)
+        except TimeoutError:
+            raise ToolError(f"{label} was not run: no approver decided within {timeout:g} s") from None
+        finally:
+            self.queue.withdraw(approval)
+        if not decision.approved:
+            reason = f": {decision.reason}" if decision.reason else ""
+            raise ToolError(f"{label} was not run: {decision.by} denied it{reason}")
+
+    def decide(self, approval_id: str, approver: Any, approved: bool, reason: str = "") -> str | None:
+        """An approver's decision on a call waiting for one (four eyes): None once it is settled, else why it was not
+        (no such call waiting, not an approver, or the caller themself)."""
+        from .approvals import Decision
+
+        approval = None if self.queue is None else self.queue.pending(approval_id)
+        if approval is None:
+            return "no call with this id is waiting for approval (decided, withdrawn or expired)"
+        scope = self.policy.approvals["scope"]
+        if approver is None or scope not in self.scopes_of(approver):
+            return f"deciding needs the {scope!r} scope"
+        who = str(getattr(approver, "id", approver))
+        if who == approval.binding[0]:
+            return "a call cannot be approved by its own caller: another approver must decide"
+        if not self.queue.decide(approval, Decision(approved, who, reason.strip())):
+            return "no call with this id is waiting for approval (decided, withdrawn or expired)"
         return None
 
     def _refuse_scopes(self, call: Any, level: int, scopes: tuple[str, ...], granted: frozenset[str]) -> None:
@@ -285,7 +347,7 @@ class AccessControl:
             import asyncio
 
             try:
-                approved = await asyncio.wait_for(asyncio.shield(approval.decided), timeout)
+                approved = (await asyncio.wait_for(asyncio.shield(approval.decided), timeout)).approved
             except TimeoutError:
                 raise ToolError(f"{label} was not run: nobody approved it within {timeout:g} s") from None
         except ClientRequestError as exc:

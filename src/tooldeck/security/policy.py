@@ -27,6 +27,12 @@ rate limits, the sanitiser and the audit trail — read once at start, checked, 
     without_url = "refuse"           # approval "url", a client without URL-mode elicitation: "refuse" or "form"
     hide_unusable = true             # leave out of lists what a principal can never use
 
+    [approvals]                      # four eyes: another person, holding the approver scope, approves the call
+    levels = [10]                    # the security levels whose tool calls wait for an approver
+    tools = ["deploy"]               # and these tools, whatever their level
+    scope = "approver"               # the scope an approver's credentials must grant
+    timeout = 300                    # seconds a call waits for a decision before it is refused
+
     [limits]                         # "N/s", "N/minute", "N/hour"
     per_principal = "60/minute"
     ...
@@ -110,6 +116,16 @@ SCHEMA: dict[str, Any] = {
                 "hide_unusable": {"type": "boolean"},
             },
         },
+        "approvals": {
+            "type": "object",
+            "additionalProperties": False,
+            "properties": {
+                "levels": {"type": "array", "items": {"type": "integer", "minimum": 0, "maximum": 10}},
+                "tools": _STRINGS,
+                "scope": {"type": "string", "minLength": 1},
+                "timeout": {"type": "number", "exclusiveMinimum": 0},
+            },
+        },
         "limits": {
             "type": "object",
             "additionalProperties": False,
@@ -154,11 +170,11 @@ class PolicyError(TooldeckError):
 
 
 class Policy(Record):
-    """A checked policy: the file's tables as plain dicts (``authentication``, ``roles``, ``levels``, ``limits``,
-    ``sanitise``, ``audit``), each defaulted. ``Policy()`` is the policy of a deck with no file: levels enforced,
+    """A checked policy: the file's tables as plain dicts (``authentication``, ``roles``, ``levels``,
+    ``approvals``, ``limits``, ``sanitise``, ``audit``), each defaulted. ``Policy()`` is the policy of a deck with no file: levels enforced,
     output sanitised, nothing else."""
 
-    __slots__ = ("authentication", "roles", "levels", "limits", "sanitise", "audit", "source")
+    __slots__ = ("authentication", "roles", "levels", "approvals", "limits", "sanitise", "audit", "source")
 
     def __init__(self, document: dict[str, Any] | None = None, source: str | None = None) -> None:
         document = document or {}
@@ -167,6 +183,8 @@ class Policy(Record):
         self.levels: dict[str, Any] = {"default": 0, "recent_auth_seconds": 0, "confirm": True, "confirm_timeout": 120,
                                        "approval": "form", "without_url": "refuse", "hide_unusable": True,
                                        **document.get("levels", {})}  # fmt: skip
+        self.approvals: dict[str, Any] = {"levels": [], "tools": [], "scope": "approver", "timeout": 300,
+                                          **document.get("approvals", {})}  # fmt: skip
         self.limits: dict[str, Any] = document.get("limits", {})
         self.sanitise: dict[str, Any] = {"enabled": True, "oversize": "truncate", **document.get("sanitise", {})}
         self.audit: dict[str, Any] = document.get("audit", {})

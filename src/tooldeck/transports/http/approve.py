@@ -24,6 +24,7 @@ from urllib.parse import parse_qs
 
 import orjson
 
+from ...security.approvals import Decision
 from .responses import App, Receive, Scope, Send, respond
 
 PREFIX = "/approve/"
@@ -80,7 +81,7 @@ class ApprovalPages:
             tries = self._tries.get(approval.id, 0) + 1
             self._tries[approval.id] = tries
             if tries >= TRIES:
-                approvals.decide(approval, False)
+                approvals.decide(approval, Decision(False, approval.binding[0], f"wrong credentials {TRIES} times"))
                 self._tries.pop(approval.id, None)
                 await _page(send, 403, "Denied", f"<p>Wrong credentials {TRIES} times: the call is denied.</p>")
                 return
@@ -89,7 +90,7 @@ class ApprovalPages:
             return
         self._tries.pop(approval.id, None)
         approved = decision == "approve"
-        if not approvals.decide(approval, approved):
+        if not approvals.decide(approval, Decision(approved, approval.binding[0])):
             await _page(send, 404, "Not found", "<p>There is no call waiting for approval here.</p>")
             return
         word = "approved" if approved else "denied"
