@@ -199,6 +199,7 @@ class AsgiClient:
             self.checker.sent(json)
             body = orjson.dumps(json)
         all_headers = {"host": self.host, **(headers or {})}
+        path, _, query = path.partition("?")
         scope = {
             "type": "http",
             "asgi": {"version": "3.0"},
@@ -207,7 +208,7 @@ class AsgiClient:
             "scheme": "http",
             "path": path,
             "raw_path": path.encode(),
-            "query_string": b"",
+            "query_string": query.encode(),
             "headers": [(k.lower().encode(), v.encode()) for k, v in all_headers.items()],
             "client": self.client,
             "server": ("127.0.0.1", 8000),

@@ -24,6 +24,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("manifest", "security"),
     ("server",),
     ("transports",),
+    ("console",),  # the operator console: beside the facade, which turns it on (Deck.use_console)
     ("deck",),
     ("__init__",),  # the public names
     ("loader", "demo", "testing"),  # what the command line serves, and the testing client for users' tests

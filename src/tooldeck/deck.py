@@ -67,6 +67,16 @@ class Deck(Server):
 
     # --- tool definitions (seed 002) -----------------------------------------------------------------------------
 
+    def use_console(self, *, path: str = "/console", operator_scope: str = "operator") -> Any:
+        """Serve the operator console at ``path`` of the deck's HTTP app (``tooldeck serve --http --console``): for
+        principals holding ``operator_scope``, or, when nobody authenticates, for loopback clients only. Returns the
+        ``Console`` (console/app.py), made once."""
+        if self.console is None:
+            from .console import Console
+
+            self.console = Console(self, path=path, operator_scope=operator_scope)
+        return self.console
+
     @property
     def manager(self) -> ToolManager:
         """The tool manager: ``register`` / ``upgrade`` (register a higher version) / ``unregister`` / ``rollback``

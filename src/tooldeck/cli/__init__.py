@@ -186,7 +186,12 @@ def _parser() -> argparse.ArgumentParser:
     http.add_argument("--metrics-path", type=probe_path, default="/metrics", metavar="PATH",
                       help="where --metrics are served (default /metrics)")  # fmt: skip
     http.add_argument("--operator-scope", default="operator", metavar="SCOPE",
-                      help="the scope a principal needs to read the metrics (default operator)")  # fmt: skip
+                      help="the scope a principal needs to read the metrics and use the console (default operator)")  # fmt: skip
+    http.add_argument(
+        "--console", action="store_true",
+        help="serve the operator console at /console to principals with --operator-scope (with no authentication: "
+        "to this machine only)",
+    )  # fmt: skip
     http.add_argument(
         "--access-log", action="store_true",
         help="log a line per HTTP request (method, path, status, duration, principal, client address)",

@@ -51,6 +51,8 @@ def serve(args: argparse.Namespace) -> int:
                     turn_on()
                 except RegistrationError as exc:
                     raise TargetError(f"--{flag}: {exc}") from None
+        if getattr(args, "console", False):
+            deck.use_console(operator_scope=args.operator_scope)
         if deck.http_auth is None and args.host not in _LOOPBACK:
             log.warning("serving %s on %s without authentication: anyone who can reach it can call its tools "
                         "(give --policy with [authentication])", deck.name, args.host)  # fmt: skip

@@ -89,6 +89,7 @@ class Server:
         self.listeners = Listeners()  # the subscriptions/listen streams open here (2026-07-28)
         self.metrics: Any = None  # Prometheus metrics (metrics.py), once use_metrics() turned them on
         self.tracing: Any = None  # OpenTelemetry spans (tracing.py), once use_tracing() turned them on
+        self.console: Any = None  # the operator console (console/app.py), once Deck.use_console() turned it on
         self._loop: asyncio.AbstractEventLoop | None = None
         self._workers: WorkerPool | None = None
         self._pending_changes: set[str] = set()

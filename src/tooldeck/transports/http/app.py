@@ -135,6 +135,9 @@ class HttpApp:
             from .approve import ApprovalPages
 
             inner = ApprovalPages(inner, deck, auth)
+        console = getattr(deck, "console", None)
+        if console is not None:  # Deck.use_console(): its pages sign people in themselves, before the MCP auth
+            inner = console.layer(inner, auth, self)
         self.guard = HostOriginGuard(inner, allowed_hosts=allowed_hosts, allowed_origins=allowed_origins)
         self.access: App | None = None
         if access_log:

@@ -158,7 +158,7 @@ class HttpSession:
         self.channels: dict[str, Channel] = {}
         self.by_request: dict[Any, Channel] = {}
         self.standalone: Channel | None = None
-        self.last_active = time.monotonic()
+        self.last_active = self.created = time.monotonic()
         self.connections = 0  # HTTP exchanges in progress: a session is never reaped while one is open
         self.closed = False
         self.ended_elsewhere = False  # another process ended it while a request of it ran here (sessions.py)
