@@ -438,7 +438,7 @@ def test_the_health_probe_session_prints_what_the_readme_shows(tmp_path: Path) -
 def test_the_logs_example_writes_the_keys_the_readme_shows(tmp_path: Path) -> None:
     from http_client import HttpClient, free_port, wait_for_port
 
-    section = README.split("### Logs", 1)[1].split("\n## ", 1)[0]
+    section = README.split("### Logs", 1)[1].split("\n## ", 1)[0].split("\n### ", 1)[0]
     (session,) = re.findall(r"```console\n(.*?)```", section, re.S)
     command, shown = session.splitlines()
     words = command.removeprefix("$ ").split()
@@ -506,3 +506,36 @@ async def test_the_traces_example_records_a_span_per_call() -> None:
     assert names == ["initialize", "tools/call forecast"]
     call = module.spans.get_finished_spans()[-1]
     assert call.attributes["network.transport"] == "pipe" and call.attributes["gen_ai.tool.name"] == "forecast"
+
+
+async def test_the_console_example_lets_its_operator_in_and_its_screenshots_are_there(tmp_path: Path) -> None:
+    from urllib.parse import urlencode
+
+    from asgi_client import AsgiClient
+    from tooldeck.security.policy import load_policy
+    from tooldeck.security.tokens import hash_token
+    from tooldeck.transports.http import HttpApp
+
+    section = README.split("### The operator console", 1)[1].split("\n## ", 1)[0].split("\n### ", 1)[0]
+    (command,) = re.findall(r"```console\n(.*?)```", section, re.S)
+    assert command.strip() == "$ tooldeck serve app.py --http --policy policy.toml --console"
+    (toml,) = re.findall(r"```toml\n(.*?)```", section, re.S)
+    policy = tmp_path / "policy.toml"
+    policy.write_text(toml.replace("<sha256 of her token>", hash_token("ada-key")))
+    deck = run_as_module(python_blocks()[0]).deck
+    deck.apply_policy(policy)
+    deck.use_console()
+    http = AsgiClient(HttpApp(deck))
+    signed = await http.request("POST", path="/console/login", body=urlencode({"token": "ada-key"}).encode(),
+                                headers={"content-type": "application/x-www-form-urlencoded"}, jsonrpc=False)  # fmt: skip
+    assert signed.status == 303 and signed.headers["set-cookie"].startswith("tooldeck_console=")
+    cookie = {"cookie": signed.headers["set-cookie"].split(";", 1)[0]}
+    for path in ("/console", "/console/tools", "/console/sessions", "/console/calls", "/console/approvals"):
+        assert (await http.request("GET", path=path, headers=cookie, jsonrpc=False)).status == 200, path
+    root = Path(__file__).resolve().parent.parent
+    images = re.findall(r"!\[[^\]]*\]\(([^)]+)\)", section)
+    assert len(images) == 3 and all((root / image).is_file() for image in images)
+    four_eyes = README.split("**Approvals by an operator**", 1)[1].split("\n- ", 1)[0]
+    (table,) = re.findall(r"```toml\n(.*?)```", four_eyes, re.S)
+    (tmp_path / "four.toml").write_text(table.replace("\n  ", "\n"))
+    assert load_policy(tmp_path / "four.toml").approvals["levels"] == [10]

@@ -47,7 +47,7 @@ CSP = (b"default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'
 _HEADERS = [
     (b"content-security-policy", CSP),
     (b"x-content-type-options", b"nosniff"),
-    (b"referrer-policy", b"no-referrer"),
+    (b"referrer-policy", b"same-origin"),  # no-referrer would make a browser send "Origin: null" with a form
     (b"cache-control", b"no-store"),
     (b"x-frame-options", b"DENY"),
 ]

@@ -8,7 +8,7 @@ What holds:
   caller's identity. The link alone approves nothing; three wrong tries deny the call.
 - The form must come back with its own token (a cross-site POST has none), is single-use, and the page is served
   with a strict Content-Security-Policy (no script at all, forms to this origin only, no framing), ``no-store``,
-  ``nosniff`` and no referrer. What the call carries is escaped.
+  ``nosniff`` and a referrer for this origin only. What the call carries is escaped.
 - An unknown, decided, withdrawn or expired id is a 404 that says nothing more.
 
 The page sits behind the app's Host/Origin guard, and before its MCP authentication (a browser brings no bearer
@@ -35,7 +35,7 @@ _HEADERS = [
     (b"content-security-policy",
      b"default-src 'none'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'"),
     (b"x-content-type-options", b"nosniff"),
-    (b"referrer-policy", b"no-referrer"),
+    (b"referrer-policy", b"same-origin"),  # no-referrer would make a browser send "Origin: null" with a form
     (b"cache-control", b"no-store"),
 ]  # fmt: skip
 
