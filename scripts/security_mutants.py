@@ -1056,6 +1056,44 @@ m(
     FOUR_EYES,
 )
 
+C = "src/tooldeck/console/app.py"
+CONSOLE = ["tests/console/test_console.py"]
+m(
+    "console: no CSRF token needed",
+    C,
+    '        if seat.csrf and not hmac.compare_digest(form.get("csrf", ""), seat.csrf):',
+    "        if False:",
+    CONSOLE,
+)
+m(
+    "console: no operator scope needed to sign in",
+    C,
+    '        if not self.is_operator(principal):\n            await self.audit(principal, "sign-in"',
+    '        if False:\n            await self.audit(principal, "sign-in"',
+    CONSOLE,
+)
+m(
+    "console: a bearer token without the operator scope let in",
+    C,
+    "            if not self.is_operator(principal):\n                return None, (403,",
+    "            if False:\n                return None, (403,",
+    CONSOLE,
+)
+m(
+    "console: open to anyone with no authentication",
+    C,
+    "            if not _loopback(scope):",
+    "            if False:",
+    CONSOLE,
+)
+m(
+    "console: the session cookie readable by scripts",
+    C,
+    'value = f"{COOKIE}={seat.id}; Path={self.path}; HttpOnly; SameSite=Strict;',
+    'value = f"{COOKIE}={seat.id}; Path={self.path}; SameSite=Strict;',
+    CONSOLE,
+)
+
 
 if __name__ == "__main__":
     sys.exit(main(MUTATIONS, sys.argv[1:], "security-mutants-"))
