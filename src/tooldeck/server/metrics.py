@@ -22,6 +22,7 @@ served, with its ``version`` and ``level``); with a shared backend, ``tooldeck_b
 from __future__ import annotations
 
 import time
+from bisect import bisect_left
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -42,8 +43,9 @@ class Metrics:
 
         self.registry = CollectorRegistry(auto_describe=True)
         registry = self.registry
-        self.operation = Histogram("mcp_server_operation_duration_seconds", "MCP requests, dispatch to answer",
-                                   _OPERATION_LABELS, buckets=OPERATION_BUCKETS, registry=registry)  # fmt: skip
+        self.operation = LeanHistogram("mcp_server_operation_duration_seconds", "MCP requests, dispatch to answer",
+                                       _OPERATION_LABELS, OPERATION_BUCKETS)  # fmt: skip
+        registry.register(self.operation)
         self.session = Histogram("mcp_server_session_duration_seconds", "MCP sessions this process served",
                                  ("mcp_protocol_version", "network_transport"), buckets=SESSION_BUCKETS,
                                  registry=registry)  # fmt: skip
@@ -55,8 +57,9 @@ class Metrics:
         self.audit_records = Counter("tooldeck_audit_records", "Audit records written", registry=registry)
         self.audit_errors = Counter("tooldeck_audit_write_errors", "Audit records that could not be written",
                                     registry=registry)  # fmt: skip
-        self.in_flight = Gauge("tooldeck_requests_in_flight", "Requests dispatched and not yet answered",
-                               registry=registry)  # fmt: skip
+        self.in_flight = 0  # requests dispatched and not yet answered: read at each scrape
+        Gauge("tooldeck_requests_in_flight", "Requests dispatched and not yet answered", registry=registry
+              ).set_function(lambda: self.in_flight)  # fmt: skip
         self.sse_streams = Gauge("tooldeck_sse_streams_open", "SSE streams open on this process", registry=registry)
         self.backend = Histogram("tooldeck_backend_command_duration_seconds", "Commands to the shared backend "
                                  "(Redis), sent to answered", buckets=BACKEND_BUCKETS, registry=registry)  # fmt: skip
@@ -114,7 +117,7 @@ class Timed:
         self._reply = reply
         self._started = time.monotonic()
         self.drop = self._dropped
-        metrics.in_flight.inc()
+        metrics.in_flight += 1
 
     def __call__(self, message: dict[str, Any]) -> None:
         if self._metrics is not None:
@@ -127,9 +130,8 @@ class Timed:
             method, tool, prompt, revision, transport = self._labels
             if method == "initialize" and error is None:  # the revision is the one the answer chose
                 revision = str((message.get("result") or {}).get("protocolVersion") or "")
-            self._metrics.operation.labels(method, tool, prompt, error_type, revision, transport).observe(
-                time.monotonic() - self._started
-            )
+            self._metrics.operation.observe((method, tool, prompt, error_type, revision, transport),
+                                            time.monotonic() - self._started)  # fmt: skip
             self._done()
         self._reply(message)
 
@@ -142,8 +144,48 @@ class Timed:
             drop()
 
     def _done(self) -> None:
-        self._metrics.in_flight.dec()
+        self._metrics.in_flight -= 1
         self._metrics = None  # type: ignore[assignment]
+
+
+class LeanHistogram:
+    """A labelled histogram observed at the cost of a bisect and two additions, collected as prometheus-client's
+    own histogram family at each scrape (its ``Histogram`` takes a lock per bucket and per sum on every observation,
+    and looks its labels up by keyword; a request's answer is observed on the event loop's thread, one at a time).
+    """
+
+    def __init__(self, name: str, documentation: str, labels: tuple[str, ...], buckets: tuple[float, ...]) -> None:
+        self.name = name
+        self.documentation = documentation
+        self.labels = labels
+        self.bounds = buckets
+        self.series: dict[tuple[str, ...], list[float]] = {}  # labels -> counts per bucket (+Inf last), then the sum
+
+    def observe(self, labels: tuple[str, ...], value: float) -> None:
+        counts = self.series.get(labels)
+        if counts is None:
+            counts = self.series[labels] = [0.0] * (len(self.bounds) + 2)
+        counts[bisect_left(self.bounds, value)] += 1
+        counts[-1] += value
+
+    def collect(self) -> Iterator[Any]:
+        from prometheus_client.core import HistogramMetricFamily
+        from prometheus_client.utils import floatToGoString
+
+        family = HistogramMetricFamily(self.name, self.documentation, labels=self.labels)
+        edges = [floatToGoString(bound) for bound in self.bounds] + ["+Inf"]
+        for labels, counts in list(self.series.items()):
+            running, buckets = 0.0, []
+            for edge, count in zip(edges, counts, strict=False):
+                running += count
+                buckets.append((edge, running))
+            family.add_metric(list(labels), buckets, counts[-1])
+        yield family
+
+    def describe(self) -> Iterator[Any]:
+        from prometheus_client.core import HistogramMetricFamily
+
+        yield HistogramMetricFamily(self.name, self.documentation, labels=self.labels)
 
 
 class _ToolInfo:

@@ -21,19 +21,22 @@ from __future__ import annotations
 from typing import Any
 
 active = False  # whether some deck traces (the runner looks before it makes a span current)
+_api: Any = None  # opentelemetry.trace and opentelemetry.context, once a deck traces: (trace, context)
 
 
 class Tracing:
     """The tracer of one deck and what it puts on spans."""
 
     def __init__(self, provider: Any = None) -> None:
-        from opentelemetry import trace
+        from opentelemetry import context, trace
         from opentelemetry.propagate import extract
 
-        global active
+        global active, _api
         self._trace = trace
         self._extract = extract
+        self._attach, self._detach, self._in_context = context.attach, context.detach, trace.set_span_in_context
         self.tracer = trace.get_tracer("tooldeck", tracer_provider=provider)
+        _api = (trace, context)
         active = True
 
     def start(self, method: str, request_id: Any, params: Any, revision: str | None, session: str | None,
@@ -85,15 +88,10 @@ class Tracing:
 
     def current(self, span: Any) -> Any:
         """Make ``span`` current (in this task, and what it starts): the token ``detach`` takes."""
-        from opentelemetry import context
+        return self._attach(self._in_context(span))
 
-        return context.attach(self._trace.set_span_in_context(span))
-
-    @staticmethod
-    def detach(token: Any) -> None:
-        from opentelemetry import context
-
-        context.detach(token)
+    def detach(self, token: Any) -> None:
+        self._detach(token)
 
 
 class Traced:
@@ -125,16 +123,17 @@ class Traced:
 
 def decision(refusal: BaseException | None, level: int | None, reason: str | None = None) -> None:
     """Record the pipeline's decision on the current span (a call's security level; refused, and why)."""
-    from opentelemetry import trace
-
-    span = trace.get_current_span()
+    span = _api[0].get_current_span()
     if not span.is_recording():
         return
+    if refusal is None:
+        span.set_attributes({"tooldeck.decision": "allowed"} if level is None else
+                            {"tooldeck.security.level": level, "tooldeck.decision": "allowed"})  # fmt: skip
+        return
+    found: dict[str, Any] = {"tooldeck.decision": "refused", "tooldeck.refusal.reason": reason or str(refusal)}
     if level is not None:
-        span.set_attribute("tooldeck.security.level", level)
-    span.set_attribute("tooldeck.decision", "allowed" if refusal is None else "refused")
-    if refusal is not None:
-        span.set_attribute("tooldeck.refusal.reason", reason or str(refusal))
+        found["tooldeck.security.level"] = level
+    span.set_attributes(found)
 
 
 def trace_id() -> str | None:
