@@ -1,9 +1,12 @@
 """What metrics and tracing cost a call: the benchmark deck's HTTP app in-process, with both off (the default) and
 with both on (Prometheus metrics, OpenTelemetry spans through the SDK to an exporter that drops them), both eras.
 
-Usage: .venv/bin/python benchmarks/observe_micro.py [--calls N] [--rounds R] [--instructions]
+Usage: .venv/bin/python benchmarks/observe_micro.py [--calls N] [--rounds R] [--http-rounds R] [--instructions]
 
 Prints this thread's CPU per call (medians of rounds that alternate off and on) and the ratio on/off, per era;
+``--http-rounds`` (the budget's measure: what a served call costs the server) also serves each deck with ``tooldeck
+serve --http`` (servers/tooldeck_server.py, and servers/observed_server.py, the same with both on) and drives them
+with the harness's client in interleaved rounds, sequential and 32 clients: the server process's CPU per call;
 ``--instructions`` also counts instructions per call under callgrind (N calls less none, fresh processes).
 Budget (issue 23): on ≤ 1.15x off. Off costs what eras_micro.py counts (its instruction count is the guard).
 """
@@ -68,6 +71,50 @@ async def measure(args: argparse.Namespace) -> int:
     return 1 if errors else 0
 
 
+def over_http(rounds: int) -> int:
+    """Each deck in a ``tooldeck serve --http`` process of its own, placed as run.py places servers (client and
+    server on one CPU), the harness's client calling echo in both eras, sequentially and from 32 clients."""
+    from dataclasses import replace
+
+    from harness import measure_http, placement
+    from harness.http import HttpServer
+    from harness.measure import FULL, server_env
+    from harness.servers import ROOT, SERVERS_DIR, TOOLDECK_HTTP
+
+    plan = replace(FULL, rounds=rounds)
+    server_cpus, layout = placement.pin("same")
+    print(f"over HTTP, CPU placement: {layout}", file=sys.stderr)
+    subjects = []
+    for name, deck in (("off", "tooldeck_server.py"), ("on", "observed_server.py")):
+        argv = [sys.executable, "-m", "tooldeck", "serve", str(SERVERS_DIR / deck), *TOOLDECK_HTTP, "--quiet"]
+        subjects.append(measure_http.Subject(name, HttpServer(argv, dict(server_env()), str(ROOT), cpus=server_cpus),
+                                             plan, rows=("echo", "modern_echo")))  # fmt: skip
+    failures: list[str] = []
+    try:
+        measure_http.interleaved(subjects, plan, lambda line: print(line, file=sys.stderr, flush=True),
+                                 lambda subject, exc: failures.append(f"{subject.name}: {exc}"))  # fmt: skip
+        if failures:
+            print("\n".join(failures))
+            return 1
+        off, on = (subject.results() for subject in subjects)
+    finally:
+        for subject in subjects:
+            subject.server.close()
+    errors = 0
+    for key, label in (("http_echo", "2025 session call, sequential"),
+                       ("http_modern_echo", "2026-07-28 stateless call, sequential"),
+                       ("http_clients", "2025 session call, 32 clients"),
+                       ("http_modern_clients", "2026-07-28 stateless call, 32 clients")):  # fmt: skip
+        a, b = off[key], on[key]
+        ratios = [y["cpu_us_per_call"] / x["cpu_us_per_call"] for x, y in zip(a["rounds"], b["rounds"], strict=True)]
+        errors += a["errors"] + b["errors"]
+        print(f"over HTTP, {label}: server CPU per call (µs, medians of {plan.rounds} rounds) off "
+              f"{a['cpu_us_per_call']:.1f}, on {b['cpu_us_per_call']:.1f} (+{b['cpu_us_per_call'] - a['cpu_us_per_call']:.1f}); "
+              f"ratio {statistics.median(ratios):.2f}x ({min(ratios):.2f}-{max(ratios):.2f}, budget {BUDGET}x)")  # fmt: skip
+    print(f"wrong replies over HTTP: {errors}")
+    return 1 if errors else 0
+
+
 async def child(on: bool, modern: bool, count: int) -> None:
     driver = Driver(observed_app() if on else load_app())
     await driver.open()
@@ -81,6 +128,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--calls", type=int, default=1000, help="calls per setting in a round (default 1000)")
     parser.add_argument("--rounds", type=int, default=10, help="rounds, off and on alternating (default 10)")
+    parser.add_argument("--http-rounds", type=int, default=0, help="also rounds over HTTP (default 0: none)")
     parser.add_argument("--instructions", action="store_true", help="also count instructions under callgrind")
     parser.add_argument("--child", nargs=3, metavar=("ON", "ERA", "N"), help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -88,7 +136,8 @@ def main() -> int:
         on, era, n = args.child
         run(child(on == "on", era == "modern", int(n)))
         return 0
-    code = run(measure(args))
+    code = over_http(args.http_rounds) if args.http_rounds else 0
+    code = run(measure(args)) or code
     valgrind = shutil.which("valgrind")
     if args.instructions and valgrind is not None:
         for modern in (False, True):
