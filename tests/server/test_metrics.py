@@ -182,3 +182,27 @@ async def test_with_a_shared_backend_its_commands_are_timed(tmp_path: Path, redi
         assert buckets[0] == 0.0005 and buckets[-1] == float("inf")
     finally:
         await deck.aclose()
+
+
+async def test_with_a_shared_backend_the_bus_deliveries_of_other_processes_are_timed(
+    tmp_path: Path, redis_url: str
+) -> None:
+    import asyncio
+
+    here, there = metered_deck(tmp_path), Deck("elsewhere")
+    here.use_backends(redis_url)
+    there.use_backends(redis_url)
+    await here.open_backends()
+    await there.open_backends()
+    try:
+        heard = asyncio.Event()
+        here.bus.subscribe("ping", lambda payload: heard.set())
+        await here.bus.ready()
+        there.bus.publish("ping", {"n": 1})
+        await asyncio.wait_for(heard.wait(), 5)
+        bus = (await scrape(AsgiClient(HttpApp(here))))["tooldeck_bus_delivery_seconds"]
+        ((_, count),) = samples(bus, "_count")
+        assert count == 1.0 and 0.0 <= samples(bus, "_sum")[0][1] < 5.0
+    finally:
+        await there.aclose()
+        await here.aclose()

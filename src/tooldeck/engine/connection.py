@@ -121,6 +121,7 @@ class Engine:
         self._scripts: dict[str, Script] = {}
         self._attached: dict[str, Any] = {}
         self._when_back: list[Callable[[], Awaitable[None]]] = []
+        self.observe_bus: Callable[[float], None] | None = None  # told each bus message's delivery, in seconds
 
     @classmethod
     def from_url(cls, url: str, *, prefix: str | None = None, timeout: float = 2.0,

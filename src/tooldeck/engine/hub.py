@@ -2,10 +2,11 @@
 the callbacks of this process that subscribed to its topic.
 
 A publication is JSON (orjson). It reaches this process's own subscribers at once, in the publisher's call, and the
-other processes through Redis: channel ``<prefix>bus:<topic>``, message ``[origin, payload]``. The hub listens to
-``<prefix>bus:*`` (one PSUBSCRIBE), so a new local subscription costs no round trip and is never too late to hear
-a publication that follows it; it skips messages of its own origin, which it delivered already. Every process
-hears every topic and decodes only those it has subscribers for.
+other processes through Redis: channel ``<prefix>bus:<topic>``, message ``[origin, payload, sent]`` (``sent``: the
+publisher's wall clock, for the delivery metric, ``Engine.observe_bus``; a message without it is read too). The hub
+listens to ``<prefix>bus:*`` (one PSUBSCRIBE), so a new local subscription costs no round trip and is never too
+late to hear a publication that follows it; it skips messages of its own origin, which it delivered already. Every
+process hears every topic and decodes only those it has subscribers for.
 
 Publications leave in the order they were made, over one connection at a time, so each process hears another's
 publications in the order that process made them. Redis keeps nothing for later: while the connection is down, what
@@ -19,6 +20,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import secrets
+import time
 from collections import deque
 from collections.abc import Callable
 from typing import Any
@@ -91,7 +93,7 @@ class Hub:
             loop.call_soon_threadsafe(self.publish, topic, payload)
             return
         try:
-            data = orjson.dumps([self.origin, payload])
+            data = orjson.dumps([self.origin, payload, time.time()])
         except TypeError as exc:
             raise TypeError(
                 f"a bus payload must be JSON: {topic!r} was given {type(payload).__name__} ({exc})"
@@ -182,11 +184,14 @@ class Hub:
         if not self._topics.get(topic):
             return  # no subscriber here: not even decoded
         try:
-            origin, payload = orjson.loads(data)
+            origin, payload, *sent = orjson.loads(data)
         except (orjson.JSONDecodeError, ValueError, TypeError):
-            log.warning("ignored a message on %r that is not [origin, payload] JSON", topic)
+            log.warning("ignored a message on %r that is not [origin, payload, sent] JSON", topic)
             return
         if origin != self.origin:
+            observe = self.engine.observe_bus
+            if observe is not None and sent and type(sent[0]) is float:
+                observe(max(0.0, time.time() - sent[0]))
             self._deliver(topic, payload)
 
     async def _send(self) -> None:

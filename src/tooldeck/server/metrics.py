@@ -16,7 +16,8 @@ And what an operator of this server reads: ``tooldeck_refusals_total`` by ``reas
 ``tooldeck_audit_records_total`` and ``tooldeck_audit_write_errors_total``; ``tooldeck_requests_in_flight``;
 ``tooldeck_sessions`` (live, this process); ``tooldeck_sse_streams_open``; ``tooldeck_tool_info`` (1 per tool
 served, with its ``version`` and ``level``); with a shared backend, ``tooldeck_backend_command_duration_seconds``
-(each command to Redis, sent to answered). Each process of a fleet exposes its own: sum them in PromQL.
+(each command to Redis, sent to answered) and ``tooldeck_bus_delivery_seconds`` (each bus message of another
+process, from its publication to its arrival here, by the two processes' wall clocks). Each process of a fleet exposes its own: sum them in PromQL.
 """
 
 from __future__ import annotations
@@ -63,6 +64,8 @@ class Metrics:
         self.sse_streams = Gauge("tooldeck_sse_streams_open", "SSE streams open on this process", registry=registry)
         self.backend = Histogram("tooldeck_backend_command_duration_seconds", "Commands to the shared backend "
                                  "(Redis), sent to answered", buckets=BACKEND_BUCKETS, registry=registry)  # fmt: skip
+        self.bus = Histogram("tooldeck_bus_delivery_seconds", "Bus messages from other processes, published to "
+                             "received (wall clocks)", buckets=BACKEND_BUCKETS, registry=registry)  # fmt: skip
         self._sessions: list[Callable[[], int]] = []
         Gauge("tooldeck_sessions", "Live sessions of this process", registry=registry).set_function(
             lambda: sum(count() for count in self._sessions)
@@ -72,10 +75,14 @@ class Metrics:
             registry.register(_ToolInfo(server))
 
     def watch(self, backends: Any) -> None:
-        """Time the commands of ``backends``' shared engine (none without one, or over TLS: the client's pool)."""
-        wire = getattr(getattr(backends, "engine", None), "wire", None)
+        """Time the commands of ``backends``' shared engine (none without one, or over TLS: the client's pool), and
+        the delivery of what other processes publish on its bus."""
+        engine = getattr(backends, "engine", None)
+        wire = getattr(engine, "wire", None)
         if wire is not None:
             wire.watch(self.backend.observe)
+        if engine is not None:
+            engine.observe_bus = self.bus.observe
 
     def count_sessions(self, count: Callable[[], int]) -> None:
         """Have ``tooldeck_sessions`` add ``count()`` (a transport's live sessions) at each scrape."""
