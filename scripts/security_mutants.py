@@ -1056,6 +1056,52 @@ m(
     FOUR_EYES,
 )
 
+P = S + "approvals.py"
+SHARED_APPROVALS = [T + "test_approvals_store.py", T + "test_approvals_fleet.py"]
+m(
+    "approvals: the memory store's take leaves the approval",
+    P,
+    "        found = self._open.pop(approval_id, None)\n        self._misses.pop(approval_id, None)\n        if found",
+    "        found = self._open.get(approval_id)\n        self._misses.pop(approval_id, None)\n        if found",
+    SHARED_APPROVALS,
+)
+m(
+    "approvals: the Redis store's take leaves the approval",
+    S + "approvals_redis.py",
+    "redis.call('DEL', KEYS[1], KEYS[3])",
+    "redis.call('DEL', KEYS[3])",
+    SHARED_APPROVALS,
+)
+m(
+    "approvals: a second decision not refused",
+    P,
+    "        if await self.store.take(approval.id) is None:\n            return TAKEN",
+    "        if False:\n            return TAKEN",
+    SHARED_APPROVALS,
+)
+m(
+    "approvals: a decision bound to another call settles it",
+    P,
+    "        if found is None or found[1].done() or found[0] != binding:",
+    "        if found is None or found[1].done():",
+    SHARED_APPROVALS,
+)
+m(
+    "approvals: an approver's call decided on the caller's own page",
+    P,
+    "        return found if found is not None and found.kind == kind else None",
+    "        return found",
+    SHARED_APPROVALS,
+)
+m(
+    "approvals: the waiting process trusts the binding it is sent",
+    V + "approval_relay.py",
+    '    return approvals.settle(args["id"], (binding[0], binding[1], binding[2]), decision)',
+    '    found = approvals._waits.get(args["id"])\n'
+    '    return approvals.settle(args["id"], found[0] if found else ("", "", ""), decision)',
+    SHARED_APPROVALS,
+)
+
 C = "src/tooldeck/console/app.py"
 CONSOLE = ["tests/console/test_console.py"]
 m(

@@ -72,9 +72,9 @@ async def waiting_call(deck: Deck, name: str, arguments: dict[str, Any]) -> tupl
 
     running = asyncio.ensure_future(call())
     for _ in range(200):
-        queue = deck.access.queue
-        if queue is not None and queue.waiting():
-            return running, queue.waiting()[0]
+        waiting = await deck.access.approvals.waiting("operator")
+        if waiting:
+            return running, waiting[0]
         await asyncio.sleep(0.01)
     raise AssertionError("the call never reached the approvals queue")
 
@@ -87,17 +87,17 @@ async def test_another_approver_approves_and_only_then_the_call_runs(tmp_path: P
                                                                                       "token:alice")  # fmt: skip
     assert shown["arguments"] == {"target": "prod", "api_token": "[redacted]"}  # as the trail shows them
     assert ran == []
-    assert deck.access.decide(approval.id, BOB, True, "change 42") is None
+    assert await deck.access.decide(approval.id, BOB, True, "change 42") is None
     result = (await running)["result"]
     assert result["structuredContent"] == {"result": "deployed prod"} and ran == ["prod"]
-    assert deck.access.decide(approval.id, BOB, True) is not None  # single use
-    assert deck.access.queue.waiting() == []
+    assert await deck.access.decide(approval.id, BOB, True) is not None  # single use
+    assert await deck.access.approvals.waiting("operator") == []
 
 
 async def test_a_denied_call_never_runs_and_says_who_denied_it_and_why(tmp_path: Path) -> None:
     deck, ran = four_eyes_deck(tmp_path)
     running, approval = await waiting_call(deck, "restart", {"service": "db"})
-    assert deck.access.decide(approval.id, BOB, False, "  not during the freeze ") is None
+    assert await deck.access.decide(approval.id, BOB, False, "  not during the freeze ") is None
     result = (await running)["result"]
     assert result["isError"] is True
     assert result["content"][0]["text"] == "tool 'restart' was not run: token:bob denied it: not during the freeze"
@@ -112,14 +112,14 @@ async def test_the_caller_and_a_principal_without_the_scope_cannot_decide(tmp_pa
     deck, ran = four_eyes_deck(tmp_path)
     running, approval = await waiting_call(deck, "deploy", {"target": "prod"})
     alice = Principal("alice", roles=["ops"])  # holds the scope, but it is her own call
-    assert deck.access.decide(approval.id, alice, True) == (
+    assert await deck.access.decide(approval.id, alice, True) == (
         "a call cannot be approved by its own caller: another approver must decide"
     )
-    assert deck.access.decide(approval.id, MALLORY, True) == "deciding needs the 'approver' scope"
-    assert deck.access.decide(approval.id, None, True) == "deciding needs the 'approver' scope"
-    assert deck.access.decide("nothing", BOB, True).startswith("no call with this id is waiting")
+    assert await deck.access.decide(approval.id, MALLORY, True) == "deciding needs the 'approver' scope"
+    assert await deck.access.decide(approval.id, None, True) == "deciding needs the 'approver' scope"
+    assert (await deck.access.decide("nothing", BOB, True)).startswith("no call with this id is waiting")
     assert ran == [] and not running.done()
-    assert deck.access.decide(approval.id, BOB, True) is None
+    assert await deck.access.decide(approval.id, BOB, True) is None
     await running
     assert ran == ["prod"]
 
@@ -130,8 +130,8 @@ async def test_nobody_deciding_in_time_refuses_the_call(tmp_path: Path) -> None:
     running, approval = await waiting_call(deck, "deploy", {"target": "prod"})
     result = (await running)["result"]
     assert result["content"][0]["text"] == "tool 'deploy' was not run: no approver decided within 0.2 s"
-    assert ran == [] and deck.access.queue.waiting() == []
-    assert deck.access.decide(approval.id, BOB, True).startswith("no call with this id")
+    assert ran == [] and await deck.access.approvals.waiting("operator") == []
+    assert (await deck.access.decide(approval.id, BOB, True)).startswith("no call with this id")
 
 
 async def test_a_listed_tool_of_level_0_needs_an_authenticated_caller(tmp_path: Path) -> None:

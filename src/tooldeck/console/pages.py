@@ -97,9 +97,10 @@ async def overview(console: Console) -> Page:
     app = console.app
     deck = console.deck
     sessions = len(app.sessions) if app is not None else 0
+    waiting = await _waiting(console)
     facts = (f"<dl class='facts'><dt>Sessions here</dt><dd>{sessions}</dd><dt>This process</dt>"
              f"<dd><code>{e(deck.node_id)}</code></dd><dt>Tools served</dt><dd>{len(deck.tools)}</dd>"
-             f"<dt>Calls waiting for approval</dt><dd>{len(_waiting(console))}</dd></dl>")  # fmt: skip
+             f"<dt>Calls waiting for approval</dt><dd>{len(waiting)}</dd></dl>")  # fmt: skip
     if trail is None:
         body = facts + message("Calls are read from the audit trail: give the policy an [audit] file to see them here.")
         return "Overview", main(body, 5000), 200
@@ -354,21 +355,23 @@ async def record_page(console: Console, trail_name: str, seq: int) -> Page:
 # --- approvals ----------------------------------------------------------------------------------------------------
 
 
-def _waiting(console: Console) -> list[Any]:
-    queue = getattr(getattr(console.deck, "access", None), "queue", None)
-    return [] if queue is None else queue.waiting()
+async def _waiting(console: Console) -> list[Any]:
+    """The calls waiting for an approver, in every process that shares the deck's backends."""
+    access = getattr(console.deck, "access", None)
+    return [] if access is None else await access.approvals.waiting("operator")
 
 
 async def approvals_page(console: Console, seat: Seat) -> Page:
-    now = time.monotonic()
+    now = time.time()
     items = []
-    for approval in _waiting(console):
+    for approval in await _waiting(console):
         shown = approval.shown
         version = f"@{shown['version']}" if shown.get("version") else ""
         items.append(
             f'<article class="approval" data-id="{e(approval.id)}"><h2><code>{e(shown["tool"] + version)}</code> '
-            f"(level {shown['level']})</h2><p>Called by <code>{e(str(shown['principal']))}</code>; waits "
-            f"{max(0, approval.expires - now):.0f} s more.</p><pre>{e(_pretty(shown['arguments']))}</pre>"
+            f"(level {shown['level']})</h2><p>Called by <code>{e(str(shown['principal']))}</code> on process "
+            f"<code>{e(approval.node)}</code>; waits {max(0, approval.expires - now):.0f} s more.</p>"
+            f"<pre>{e(_pretty(shown['arguments']))}</pre>"
             f'<form method="post" action="{e(console.path)}/approvals/{e(approval.id)}">{csrf(seat)}'
             '<label>Reason <input name="reason" maxlength="500"></label> '
             '<button name="decision" value="approve">Approve</button> '
@@ -385,5 +388,5 @@ async def decide(console: Console, approval_id: str, seat: Seat, form: dict[str,
     access = getattr(console.deck, "access", None)
     if access is None:
         return "This deck has no access control to decide with.", None
-    problem = access.decide(approval_id, seat.principal, decision == "approve", form.get("reason", "")[:500])
+    problem = await access.decide(approval_id, seat.principal, decision == "approve", form.get("reason", "")[:500])
     return problem, "/approvals"

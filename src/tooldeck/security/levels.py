@@ -84,12 +84,13 @@ class AccessControl:
         confirmations: Confirmations | None = None,
         clock: Callable[[], float] = time.time,
         ask_url: Callable[..., Any] | None = None,
+        approvals: Callable[[], Any] | None = None,
     ) -> None:
         self.policy = policy
         self.ask = ask
         self.ask_url = ask_url  # ``await ask_url(request, call, message, url, elicitation_id, timeout)``: URL mode
-        self.approvals: Any = None  # approvals.Approvals, made by the first call approved in a browser
-        self.queue: Any = None  # approvals.Approvals: the calls waiting for an approver (four eyes), made on first use
+        self._approvals_of = approvals  # -> approvals.Approvals over the deck's backends (None: kept here, in memory)
+        self._approvals: Any = None
         self._gates: tuple[Any, frozenset[int], frozenset[str]] = (None, frozenset(), frozenset())
         self.resource_metadata = resource_metadata
         self.confirmations = confirmations or Confirmations()
@@ -99,6 +100,18 @@ class AccessControl:
         # The last (principal, item, policy) admitted below level 8: its next call needs no check (nothing it depends
         # on can change without a new object: principals, tools and policies are replaced, not edited).
         self._admitted: tuple[Any, Any, Any] = (None, None, None)
+
+    @property
+    def approvals(self) -> Any:
+        """approvals.Approvals: the calls waiting for a person (in a browser, or an approver's: four eyes), listed
+        and decided in every process that shares the deck's backends; made on first use."""
+        if self._approvals_of is not None:
+            return self._approvals_of()
+        if self._approvals is None:
+            from .approvals import Approvals, MemoryApprovalStore
+
+            self._approvals = Approvals(MemoryApprovalStore())
+        return self._approvals
 
     def level_of(self, item: Any) -> int:
         level = getattr(item, "security_level", None)
@@ -209,13 +222,8 @@ class AccessControl:
 
     async def _four_eyes(self, request: Any, call: Any, principal: Any, level: int, label: str) -> None:
         """Wait for an approver's decision (approvals.py): the call runs once another person approves it."""
-        import asyncio
-
-        from .approvals import Approvals
         from .audit import arguments_digest, redact
 
-        if self.queue is None:
-            self.queue = Approvals(clock=time.monotonic)
         item = call.item
         version = getattr(item, "version", None) or ""
         caller = str(getattr(principal, "id", principal))
@@ -225,34 +233,35 @@ class AccessControl:
                  "arguments": redact(call.arguments, getattr(item, "input_schema", None),
                                      self.policy.audit.get("redact", ())),
                  "session": getattr(request.peer, "key", None)}  # fmt: skip
-        approval = self.queue.open(binding, shown, timeout)
+        approvals = self.approvals
+        approval = await approvals.open("operator", binding, shown, timeout)
         try:
-            decision = await asyncio.wait_for(asyncio.shield(approval.decided), timeout)
-        except TimeoutError:
-            raise ToolError(f"{label} was not run: no approver decided within {timeout:g} s") from None
+            decision = await approvals.wait(approval, timeout)
         finally:
-            self.queue.withdraw(approval)
+            await approvals.withdraw(approval)
+        if decision is None:
+            raise ToolError(f"{label} was not run: no approver decided within {timeout:g} s")
         if not decision.approved:
             reason = f": {decision.reason}" if decision.reason else ""
             raise ToolError(f"{label} was not run: {decision.by} denied it{reason}")
 
-    def decide(self, approval_id: str, approver: Any, approved: bool, reason: str = "") -> str | None:
-        """An approver's decision on a call waiting for one (four eyes): None once it is settled, else why it was not
-        (no such call waiting, not an approver, or the caller themself)."""
-        from .approvals import Decision
+    async def decide(self, approval_id: str, approver: Any, approved: bool, reason: str = "") -> str | None:
+        """An approver's decision on a call waiting for one (four eyes), in this process or another one that shares
+        the deck's backends: None once the call has it, else why not (no such call waiting, not an approver, the
+        caller themself, decided first elsewhere, or the process the call waits in is gone)."""
+        from .approvals import NOT_WAITING, Decision
 
-        approval = None if self.queue is None else self.queue.pending(approval_id)
+        approvals = self.approvals
+        approval = await approvals.find(approval_id, "operator")
         if approval is None:
-            return "no call with this id is waiting for approval (decided, withdrawn or expired)"
+            return NOT_WAITING
         scope = self.policy.approvals["scope"]
         if approver is None or scope not in self.scopes_of(approver):
             return f"deciding needs the {scope!r} scope"
         who = str(getattr(approver, "id", approver))
         if who == approval.binding[0]:
             return "a call cannot be approved by its own caller: another approver must decide"
-        if not self.queue.decide(approval, Decision(approved, who, reason.strip())):
-            return "no call with this id is waiting for approval (decided, withdrawn or expired)"
-        return None
+        return await approvals.decide(approval, Decision(approved, who, reason.strip()))
 
     def _refuse_scopes(self, call: Any, level: int, scopes: tuple[str, ...], granted: frozenset[str]) -> None:
         missing = sorted(set(scopes) - granted)
@@ -328,14 +337,11 @@ class AccessControl:
                        binding: tuple[str, str, str], version: str, origin: str) -> None:  # fmt: skip
         """Approval in a browser (approvals.py): the client is asked to open the page; the call waits for the
         person's decision there, then the client hears the elicitation is complete."""
-        from .approvals import Approvals
-
-        if self.approvals is None:
-            self.approvals = Approvals()
         timeout = float(self.policy.levels["confirm_timeout"])
         shown = {"tool": call.name, "version": version, "level": level, "principal": binding[0],
                  "arguments": call.arguments}  # fmt: skip
-        approval = self.approvals.open(binding, shown, timeout)
+        approvals = self.approvals
+        approval = await approvals.open("url", binding, shown, timeout)
         message = (f"{call.name}{'@' + version if version else ''} needs your approval (security level {level}). "
                    "Open the page, check the call, and approve or deny it there.")  # fmt: skip
         ask_url = self.ask_url
@@ -344,16 +350,14 @@ class AccessControl:
             answer = await ask_url(request, call, message, f"{origin}/approve/{approval.id}", approval.id, timeout)
             if answer.action != "accept":
                 raise ToolError(f"{label} was not run: the user did not open the approval page ({answer.action})")
-            import asyncio
-
-            try:
-                approved = (await asyncio.wait_for(asyncio.shield(approval.decided), timeout)).approved
-            except TimeoutError:
-                raise ToolError(f"{label} was not run: nobody approved it within {timeout:g} s") from None
+            decision = await approvals.wait(approval, timeout)
+            if decision is None:
+                raise ToolError(f"{label} was not run: nobody approved it within {timeout:g} s")
+            approved = decision.approved
         except ClientRequestError as exc:
             raise ToolError(f"{label} was not run: the approval could not be asked for ({exc})") from None
         finally:
-            self.approvals.withdraw(approval)
+            await approvals.withdraw(approval)
         request.peer.send({"jsonrpc": "2.0", "method": "notifications/elicitation/complete",
                            "params": {"elicitationId": approval.id}}, request.request_id)  # fmt: skip
         if not approved:

@@ -18,6 +18,9 @@ The seams (each a small Protocol with an in-memory implementation beside it, and
     limiter   RateLimiter   security/limits.py   the token buckets of the policy's [limits]
     spent     SpentStore    security/spent.py    single-use marks: the requestState of a 2026-07-28 confirmation
     keys      KeyRing       security/keys.py     the keys that sign what a client hands back (requestState, cursors)
+    approvals ApprovalStore security/approvals.py the calls waiting for a person's decision (levels 8-10 approved in a
+                                                 browser, four eyes), listed and decided on any process (the decision
+                                                 then reaches the waiting call over the bus: approval_relay.py)
     definitions  DefinitionStore (manifest/store.py): the tool definitions served, their history and pins, one
                  numbered state changed by compare-and-swap (None: the tool manager of this process keeps them)
 
@@ -34,6 +37,8 @@ Per process, on purpose:
 - The HTTP flood guard (``[limits] http_requests``): it protects this process's own sockets and CPU.
 - 2025-11-25 confirmation codes: issued and redeemed within one call, on the process that runs the call; another
   process has no record of a code, so a replay there is refused.
+- A call waiting for an approval: it waits in the process that runs it (the decision is delivered to it over the
+  bus), and ends with that process (a decider is told so).
 - The audit trail: one writer per file (a lock refuses a second one), so each process keeps its own trail.
 - The worker pool, the runner's requests in flight, the SSE channels of open connections and the listen streams:
   the work of this process, which ends with it. (What other processes need of it goes to it over the bus: a
@@ -51,6 +56,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from ..protocol.errors import RegistrationError
+from ..security.approvals import MemoryApprovalStore
 from ..security.keys import MemoryKeyRing
 from ..security.limits import MemoryRateLimiter
 from ..security.spent import MemorySpentStore
@@ -60,6 +66,7 @@ from .state import MemorySessionStore
 
 if TYPE_CHECKING:
     from ..manifest.store import DefinitionStore
+    from ..security.approvals import ApprovalStore
     from ..security.keys import KeyRing
     from ..security.limits import AsyncRateLimiter, RateLimiter
     from ..security.spent import SpentStore
@@ -80,6 +87,7 @@ class Backends:
 
     __slots__ = (
         "_opened",
+        "approvals",
         "bus",
         "definitions",
         "engine",
@@ -104,6 +112,7 @@ class Backends:
         spent: SpentStore | None = None,
         keys: KeyRing | None = None,
         definitions: DefinitionStore | None = None,
+        approvals: ApprovalStore | None = None,
         spec: str = "memory",
         shared: bool = False,
         engine: Any = None,
@@ -116,6 +125,7 @@ class Backends:
         self.spent: SpentStore = spent if spent is not None else MemorySpentStore()
         self.keys: KeyRing = keys if keys is not None else MemoryKeyRing()
         self.definitions = definitions  # None: the deck's tool manager keeps its definitions (nothing to share)
+        self.approvals: ApprovalStore = approvals if approvals is not None else MemoryApprovalStore()
         self.spec = spec
         self.shared = shared
         self.engine = engine  # the connection the shared seams use (tooldeck.engine), closed with them
@@ -192,6 +202,7 @@ def redis_backends(url: str, *, keys: dict[str, bytes | None] | None = None, ses
             f"backends {url.split('@')[-1]!r}: the Redis client is not installed (pip install 'tooldeck[redis]')"
         ) from None
     from ..manifest.store_redis import RedisDefinitionStore
+    from ..security.approvals_redis import RedisApprovalStore
     from ..security.keys_redis import RedisKeyRing
     from ..security.limits_redis import RedisRateLimiter
     from ..security.spent_redis import RedisSpentStore
@@ -213,6 +224,7 @@ def redis_backends(url: str, *, keys: dict[str, bytes | None] | None = None, ses
         keys=RedisKeyRing(engine, keys),
         tasks=RedisTaskStore(engine),
         definitions=RedisDefinitionStore(engine),
+        approvals=RedisApprovalStore(engine),
         engine=engine,
         spec=engine.name,
         shared=True,

@@ -34,6 +34,7 @@ from .subscriptions import Listeners
 if TYPE_CHECKING:
     import asyncio
 
+    from ..security.approvals import Approvals
     from ..security.request_state import RequestStates
     from .nodes import Nodes
     from .task_manager import TaskManager
@@ -71,7 +72,7 @@ class Server:
         self.pipeline = Pipeline(self.workers, options)
         # Security levels are enforced on every call, policy file or not (a policy only says more).
         self.policy = Policy()
-        self.access = AccessControl(self.policy, ask=_confirm, ask_url=_approve_url)
+        self.access = AccessControl(self.policy, ask=_confirm, ask_url=_approve_url, approvals=self.approvals)
         self.pipeline.authorizers.append(self.access)
         self.policies = self.pipeline.authorizers  # access control: async-capable steps (request, call)
         self._local_principal: Principal | None = None
@@ -98,6 +99,7 @@ class Server:
         self._init_results: dict[tuple[Any, ...], dict[str, Any]] = {}
         self._tasks: TaskManager | None = None
         self._nodes: Nodes | None = None
+        self._approvals: Approvals | None = None
         self._request_states: RequestStates | None = None
         self._running_services: list[asyncio.Task[None]] = []
         apply_policy(self, self.policy)  # the default policy: levels enforced, inputs limited, output sanitised
@@ -258,6 +260,17 @@ class Server:
 
             self._nodes = Nodes(self.bus, self.node_id)
         return self._nodes
+
+    def approvals(self) -> Approvals:
+        """The calls waiting for a person's decision (security/approvals.py), over the backends' store, made on first
+        use; with shared backends, decisions reach them from other processes over ``nodes`` (approval_relay.py)."""
+        found = self._approvals
+        if found is None or found.store is not self.backends.approvals:
+            from .approval_relay import approvals_over
+
+            shared = self.nodes if self.backends.shared else None
+            found = self._approvals = approvals_over(self.backends.approvals, self.node_id, shared)
+        return found
 
     def workers(self) -> WorkerPool:
         """The worker pool sync functions run in (created when the first one runs)."""

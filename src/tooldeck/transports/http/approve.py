@@ -10,6 +10,10 @@ What holds:
   with a strict Content-Security-Policy (no script at all, forms to this origin only, no framing), ``no-store``,
   ``nosniff`` and a referrer for this origin only. What the call carries is escaped.
 - An unknown, decided, withdrawn or expired id is a 404 that says nothing more.
+- In a fleet (shared backends) the page is served by every process: the approval, its form token and the count of
+  wrong tries are in the backends' store, and the decision goes to the process the call waits in
+  (security/approvals.py); a decision that could not reach the call (decided first in another tab, its process gone)
+  is a 409 that says so.
 
 The page sits behind the app's Host/Origin guard, and before its MCP authentication (a browser brings no bearer
 token; the form carries one).
@@ -47,15 +51,14 @@ class ApprovalPages:
         self.inner = inner
         self.deck = deck
         self.auth = auth  # the app's authentication backend: the form's credentials are checked with it
-        self._tries: dict[str, int] = {}
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         path = scope["path"]
         if not path.startswith(PREFIX):
             await self.inner(scope, receive, send)
             return
-        approvals = getattr(self.deck.access, "approvals", None)
-        approval = None if approvals is None else approvals.pending(path[len(PREFIX) :])
+        approvals = self.deck.access.approvals
+        approval = await approvals.find(path[len(PREFIX) :], "url")
         method = scope["method"]
         if approval is None:
             await _page(send, 404, "Not found", "<p>There is no call waiting for approval here.</p>")
@@ -78,20 +81,19 @@ class ApprovalPages:
             await _page(send, 400, "Not this form", "<p>Use the form on this page to decide.</p>")
             return
         if not await self._is_caller(scope, form.get("token", ""), approval.binding[0]):
-            tries = self._tries.get(approval.id, 0) + 1
-            self._tries[approval.id] = tries
+            tries = await approvals.store.miss(approval.id)  # counted on every process the page is served by
             if tries >= TRIES:
-                approvals.decide(approval, Decision(False, approval.binding[0], f"wrong credentials {TRIES} times"))
-                self._tries.pop(approval.id, None)
+                why = f"wrong credentials {TRIES} times"
+                await approvals.decide(approval, Decision(False, approval.binding[0], why))
                 await _page(send, 403, "Denied", f"<p>Wrong credentials {TRIES} times: the call is denied.</p>")
                 return
             await _page(send, 403, "Not the caller", "<p>These credentials are not those the call was made with. "
                         "Try again.</p>" + _call_form(approval))  # fmt: skip
             return
-        self._tries.pop(approval.id, None)
         approved = decision == "approve"
-        if not approvals.decide(approval, Decision(approved, approval.binding[0])):
-            await _page(send, 404, "Not found", "<p>There is no call waiting for approval here.</p>")
+        problem = await approvals.decide(approval, Decision(approved, approval.binding[0]))
+        if problem is not None:
+            await _page(send, 409, "Not decided", f"<p>{html.escape(problem[0].upper() + problem[1:])}.</p>")
             return
         word = "approved" if approved else "denied"
         await _page(send, 200, f"Call {word}", f"<p>The call is {word}. You can close this page.</p>")
