@@ -89,7 +89,7 @@ class BearerBackend:
         raw_headers = scope.get("headers", ())
         if len(headers) < len(raw_headers) and sum(1 for name, _ in raw_headers if name == b"authorization") > 1:
             raise self.bad_request("the request has more than one Authorization header")  # (a name came twice)
-        if raw[:7] == b"Bearer " and 7 < len(raw) <= MAX_TOKEN_LENGTH + 7 and b" " not in raw[7:]:
+        if raw[:7] == b"Bearer " and 7 < len(raw) <= MAX_TOKEN_LENGTH + 7 and raw.find(0x20, 7) < 0:
             return raw[7:].decode("latin-1")  # the usual form, in one piece (its syntax is checked as below)
         value = raw.decode("latin-1")
         scheme, _, token = value.strip(" ").partition(" ")

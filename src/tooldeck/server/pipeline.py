@@ -184,11 +184,15 @@ class Pipeline:
             if self.auditors and not isinstance(exc, GeneratorExit):  # (a coroutine closed unawaited cannot wait)
                 await self._stopped(rctx, call or Call("tool", tool.name, tool, arguments))
             raise
-        if self.sanitisers or self.auditors:
+        if self.auditors:
             call = call or Call("tool", tool.name, tool, arguments)
             result, pending = self._finish(rctx, call, result)
             if pending:  # the audit trail's batch (written before the answer leaves), or an async auditor's work
                 result = await self._recorded(call, result, pending, rctx.server.metrics)
+        elif self.sanitisers:  # no audit trail (no policy, say): the sanitiser alone, without the audit's machinery
+            call = call or Call("tool", tool.name, tool, arguments)
+            for sanitise in self.sanitisers:
+                result = sanitise(rctx, call, result)
         return result
 
     # --- resources and prompts ----------------------------------------------------------------------------------

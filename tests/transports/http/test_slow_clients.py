@@ -361,3 +361,45 @@ def test_an_error_the_server_logs_fails_the_test() -> None:
     """The net under every test here: an exception in the app is only logged by uvicorn, so the log is checked."""
     with pytest.raises(AssertionError, match="planted"), serving():
         logging.getLogger("uvicorn.error").error("planted")
+
+
+async def test_a_body_that_is_there_at_once_is_read_with_no_timer_and_one_on_its_way_under_one(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import asyncio
+
+    from tooldeck.transports.http import exchange
+
+    timers: list[float] = []
+    real = asyncio.timeout
+
+    def timeout(delay: float) -> Any:
+        timers.append(delay)
+        return real(delay)
+
+    monkeypatch.setattr(exchange.asyncio, "timeout", timeout)
+    body = orjson.dumps({"jsonrpc": "2.0", "id": 1, "method": "ping"})
+
+    async def at_once() -> dict[str, Any]:
+        return {"type": "http.request", "body": body}
+
+    async def later() -> dict[str, Any]:
+        await asyncio.sleep(0)  # the body is still on its way
+        return {"type": "http.request", "body": body}
+
+    def a_future() -> Any:  # an ASGI server may hand out any awaitable
+        future = asyncio.get_running_loop().create_future()
+        future.set_result({"type": "http.request", "body": body})
+        return future
+
+    assert await exchange._read_body(at_once, 1000, 5.0) == body and timers == []
+    assert await exchange._read_body(later, 1000, 5.0) == body and timers == [5.0]
+    assert await exchange._read_body(a_future, 1000, 5.0) == body and timers == [5.0, 5.0]
+
+    async def never() -> dict[str, Any]:
+        await asyncio.Event().wait()
+        return {}
+
+    with pytest.raises(exchange.HttpError) as late:
+        await exchange._read_body(never, 1000, 0.01)
+    assert late.value.status == 408

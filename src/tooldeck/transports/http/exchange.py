@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import types
 from typing import Any
 
 from ...engine.errors import BackendUnavailableError
@@ -405,20 +406,23 @@ async def _read_body(receive: Receive, limit: int, timeout: float) -> bytes | No
     The body is read before the request is bound to a session, so a body that stalls holds no session, channel or
     connection count: a DELETE of its session is not held up by it, and the timeout ends it. The 408 closes the
     connection, as the rest of the body might still come (RFC 9110 §15.5.9).
+
+    The common case costs no timer: a body that came with its headers is there at the first ``receive()``, which
+    is run one step before a timer is set (``_at_once``); only a body still on its way is waited for under one.
     """
+    message = _at_once(receive())
     try:
-        async with asyncio.timeout(timeout):
-            message = await receive()
-            body: bytes = message.get("body", b"")
+        if type(message) is not dict:  # on its way: the wait, under the timer
+            async with asyncio.timeout(timeout):
+                message = await message
+                body: bytes = message.get("body", b"")
+                if message.get("more_body"):
+                    body, message = await _rest(receive, message, body, limit)
+        else:
+            body = message.get("body", b"")
             if message.get("more_body"):  # the body came in pieces (the usual case is one message)
-                chunks = [body]
-                size = len(body)
-                while message.get("more_body") and size <= limit:
-                    message = await receive()
-                    piece = message.get("body", b"")
-                    size += len(piece)
-                    chunks.append(piece)
-                body = b"".join(chunks)
+                async with asyncio.timeout(timeout):
+                    body, message = await _rest(receive, message, body, limit)
     except TimeoutError:
         late = f"Request Timeout: the request body did not arrive within {timeout:g} s"
         raise HttpError(408, INVALID_REQUEST, late, [(b"connection", b"close")]) from None
@@ -427,6 +431,51 @@ async def _read_body(receive: Receive, limit: int, timeout: float) -> bytes | No
     if len(body) > limit:
         raise HttpError(413, INVALID_REQUEST, f"Payload Too Large: the limit is {limit} bytes")
     return body
+
+
+async def _rest(receive: Receive, message: Any, body: bytes, limit: int) -> tuple[bytes, Any]:
+    """The rest of a body that came in pieces, and the last message read (a disconnect, if the client left)."""
+    chunks = [body]
+    size = len(body)
+    while message.get("more_body") and size <= limit:
+        message = await receive()
+        piece = message.get("body", b"")
+        size += len(piece)
+        chunks.append(piece)
+    return b"".join(chunks), message
+
+
+def _at_once(receiving: Any) -> Any:
+    """The message ``receiving`` (a ``receive()`` not yet awaited) gives without waiting; else an awaitable of it
+    that goes on from where it stopped (``_resumed``), or ``receiving`` itself when it is not a coroutine."""
+    if type(receiving) is not types.CoroutineType:
+        return receiving
+    try:
+        waiting = receiving.send(None)
+    except StopIteration as done:
+        return done.value
+    return _resumed(receiving, waiting)
+
+
+@types.coroutine
+def _resumed(coroutine: Any, waiting: Any) -> Any:
+    """Go on awaiting ``coroutine``, which stopped at ``waiting``: what the task sends or throws goes to it."""
+    while True:
+        try:
+            sent = yield waiting
+        except GeneratorExit:
+            coroutine.close()
+            raise
+        except BaseException as exc:  # a cancellation (the timer's), passed on for the coroutine to handle
+            try:
+                waiting = coroutine.throw(exc)
+            except StopIteration as done:
+                return done.value
+        else:
+            try:
+                waiting = coroutine.send(sent)
+            except StopIteration as done:
+                return done.value
 
 
 def _origin(scope: Scope, headers: Headers) -> str | None:
