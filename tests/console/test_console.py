@@ -20,8 +20,10 @@ from tooldeck.transports.http import HttpApp
 TOKENS = {"ada": ["ops"], "bob": ["dev"], "eve": []}  # ada: operator and approver; bob: a caller; eve: neither
 
 
-def console_deck(tmp_path: Path, *, policy: bool = True) -> Deck:
+def console_deck(tmp_path: Path, *, policy: bool = True, backend: str | None = None) -> Deck:
     deck = Deck("consoled")
+    if backend is not None:  # before the policy: each process of a fleet keeps an audit trail of its own
+        deck.use_backends(backend)
 
     @deck.tool(security_level=10, version="1.0.0", scopes=["deploy"])
     def deploy(target: str) -> str:
@@ -256,3 +258,61 @@ async def test_the_overview_charts_the_last_hour_from_the_trail(tmp_path: Path) 
     assert "<td><code>echo</code></td><td>3</td><td>0</td><td>0</td>" in page
     assert "needs an authenticated caller" in page  # deploy's refusal, by reason
     assert "<dt>Sessions here</dt><dd>1</dd>" in page
+
+
+async def test_the_policy_is_reloaded_from_the_overview_and_a_broken_one_is_refused_saying_why(
+    tmp_path: Path,
+) -> None:
+    deck = console_deck(tmp_path)
+    app = HttpApp(deck)
+    browser = Browser(app)
+    await browser.sign_in("ada")
+    _, page = await browser.get("/console")
+    assert "Reload the policy" in page and str(tmp_path / "policy.toml") in page
+    policy = tmp_path / "policy.toml"
+    good = policy.read_text()
+    policy.write_text(good + "[limits\n")  # broken
+    response, text = await browser.post("/console/policy/reload", {"csrf": await browser.csrf()})
+    assert response.status == 409 and "policy.toml:" in text and "not valid TOML" in text
+    eve = {"authorization": "Bearer eve-key"}
+    assert (await browser.get("/console", eve))[0].status == 403  # the policy before serves on
+    policy.write_text(good.replace("roles = []", 'roles = ["ops"]'))  # eve made an operator
+    response, _ = await browser.post("/console/policy/reload", {"csrf": await browser.csrf()})
+    assert (response.status, response.headers["location"]) == (303, "/console/")
+    assert (await browser.get("/console", eve))[0].status == 200
+
+
+async def test_a_reload_on_one_process_s_console_reloads_the_others_too(tmp_path: Path, redis_url: str) -> None:
+    here, there = console_deck(tmp_path, backend=redis_url), console_deck(tmp_path, backend=redis_url)
+    for deck in (here, there):
+        await deck.open_backends()
+    try:
+        reloaded = asyncio.Event()
+        there.on_policy_reload(reloaded.set)
+        here_app, there_app = HttpApp(here), HttpApp(there)
+        await there.bus.ready()
+        browser = Browser(here_app)
+        await browser.sign_in("ada")
+        policy = tmp_path / "policy.toml"
+        policy.write_text(policy.read_text().replace("roles = []", 'roles = ["ops"]'))
+        response, _ = await browser.post("/console/policy/reload", {"csrf": await browser.csrf()})
+        assert response.status == 303
+        await asyncio.wait_for(reloaded.wait(), 5)
+        eve = {"authorization": "Bearer eve-key"}
+        assert (await Browser(there_app).get("/console", eve))[0].status == 200
+    finally:
+        await there.aclose()
+        await here.aclose()
+
+
+async def test_a_definition_s_changes_are_shown_from_any_version_served_before(tmp_path: Path) -> None:
+    deck = console_deck(tmp_path)
+    deck.manager.implements("greet.hello")(lambda who: f"hello {who}")
+    for version, text in (("1.0.0", "Say hello"), ("1.0.1", "Say hello warmly"), ("1.0.2", "Say hello kindly")):
+        deck.manager.register(greet(version, text))
+    browser = Browser(HttpApp(deck))
+    await browser.sign_in("ada")
+    _, page = await browser.get("/console/tools/greet.hello")
+    assert "Changes from 1.0.1" in page and '<a href="/console/tools/greet.hello?from=1.0.0">' in page
+    _, page = await browser.get("/console/tools/greet.hello?from=1.0.0")
+    assert "Changes from 1.0.0" in page and "-  &quot;description&quot;: &quot;Say hello&quot;," in page

@@ -86,10 +86,15 @@ class Console:
         self.verified: tuple[str, dict[str, Any]] | None = None  # the last "verify now": when, and each trail's report
         self._trail: Any = None
         self._trail_file: str | None = None
+        self._heard_on: Any = None  # the bus this console hears the fleet's policy reloads on
 
     def layer(self, inner: App, auth: Any, app: Any) -> App:
         """An ASGI app serving the console's paths and passing every other request to ``inner``."""
         self.auth, self.app = auth, app
+        bus = self.deck.bus
+        if self.deck.backends.shared and self._heard_on is not bus:  # a reload asked for on another process's console
+            bus.subscribe(pages.RELOAD_TOPIC, self._reload_heard)
+            self._heard_on = bus
         prefix = self.path
 
         async def console_or_inner(scope: Scope, receive: Receive, send: Send) -> None:
@@ -100,6 +105,20 @@ class Console:
                 await inner(scope, receive, send)
 
         return console_or_inner
+
+    def _reload_heard(self, payload: Any) -> None:
+        """Another process's console reloaded the policy: reload this process's copy of the file too."""
+        if type(payload) is not dict or payload.get("from") == self.deck.node_id:
+            return  # this process's own reload, done already
+        from ..security.policy import PolicyError
+
+        try:
+            source = self.deck.reload_policy()
+        except PolicyError as exc:
+            log.error("the policy reload asked for by process %s failed here; the policy before serves on: %s",
+                      payload.get("from"), exc)  # fmt: skip
+        else:
+            log.info("reloaded the policy %s, as process %s asked", source, payload.get("from"))
 
     # --- the data the pages show -----------------------------------------------------------------------------------
 

@@ -23,6 +23,7 @@ Action = tuple[str, str | None, Callable[[Any, dict[str, str]], Awaitable[tuple[
 NAV = (("", "Overview"), ("/tools", "Tools"), ("/sessions", "Sessions"), ("/calls", "Calls"),
        ("/approvals", "Approvals"))  # fmt: skip
 e = html.escape
+RELOAD_TOPIC = "console/reload-policy"  # what a console publishes for the fleet's other processes to reload
 
 
 def layout(console: Console, title: str, body: str, seat: Seat | None) -> str:
@@ -61,7 +62,7 @@ def csrf(seat: Seat) -> str:
 def route(console: Console, rest: str, query: dict[str, str], seat: Seat) -> Awaitable[Page] | None:
     parts = [part for part in rest.split("/") if part]
     if not parts:
-        return overview(console)
+        return overview(console, seat)
     head, tail = parts[0], parts[1:]
     if head == "tools" and len(tail) <= 1:
         return tool_page(console, tail[0], query, seat) if tail else tools_page(console)
@@ -86,21 +87,29 @@ def action(console: Console, rest: str) -> Action | None:
         return "rollback", parts[1], lambda seat, form: rollback(console, parts[1])
     if parts == ["calls", "verify"]:
         return "verify-trail", None, lambda seat, form: verify(console)
+    if parts == ["policy", "reload"]:
+        source = getattr(getattr(console.deck, "policy", None), "source", None)
+        return "reload-policy", source, lambda seat, form: reload_policy(console)
     return None
 
 
 # --- overview ---------------------------------------------------------------------------------------------------------
 
 
-async def overview(console: Console) -> Page:
+async def overview(console: Console, seat: Seat) -> Page:
     trail = console.trail()
     app = console.app
     deck = console.deck
     sessions = len(app.sessions) if app is not None else 0
     waiting = await _waiting(console)
+    source = getattr(getattr(deck, "policy", None), "source", None)
+    policy = "none (nobody authenticates)"
+    if source:
+        policy = (f'<code>{e(str(source))}</code> <form method="post" action="{e(console.path)}/policy/reload" '
+                  f'class="inline">{csrf(seat)}<button>Reload the policy</button></form>')  # fmt: skip
     facts = (f"<dl class='facts'><dt>Sessions here</dt><dd>{sessions}</dd><dt>This process</dt>"
              f"<dd><code>{e(deck.node_id)}</code></dd><dt>Tools served</dt><dd>{len(deck.tools)}</dd>"
-             f"<dt>Calls waiting for approval</dt><dd>{len(waiting)}</dd></dl>")  # fmt: skip
+             f"<dt>Calls waiting for approval</dt><dd>{len(waiting)}</dd><dt>Policy</dt><dd>{policy}</dd></dl>")  # fmt: skip
     if trail is None:
         body = facts + message("Calls are read from the audit trail: give the policy an [audit] file to see them here.")
         return "Overview", main(body, 5000), 200
@@ -134,6 +143,21 @@ def _ms(value: float | None) -> str:
 
 def _none(columns: int) -> str:
     return f'<tr><td colspan="{columns}">None yet.</td></tr>'
+
+
+async def reload_policy(console: Console) -> tuple[str | None, str | None]:
+    """Reload the policy file here (Deck.reload_policy, as SIGHUP does) and, with shared backends, in every other
+    process of the fleet (app.py: each hears it on the bus and reloads its own copy of the file)."""
+    from ..security.policy import PolicyError
+
+    deck = console.deck
+    try:
+        deck.reload_policy()
+    except PolicyError as exc:  # the old policy serves on: the operator reads why
+        return str(exc), None
+    if deck.backends.shared:
+        deck.bus.publish(RELOAD_TOPIC, {"from": deck.node_id})
+    return None, "/"
 
 
 # --- tools --------------------------------------------------------------------------------------------------------
@@ -172,16 +196,20 @@ async def tool_page(console: Console, name: str, query: dict[str, str], seat: Se
     tool_id = definition.document["id"]
     manager = deck.manager
     history = manager.history(tool_id)
-    versions = "".join(f"<li><code>{e(str(old.document.get('version')))}</code> <code>{e(_short(old.digest))}</code>"
-                       "</li>" for old in reversed(history))  # fmt: skip
+    link = f"{console.path}/tools/{name}?from="
+    versions = "".join(f"<li><a href=\"{e(link + str(old.document.get('version')))}\"><code>"
+                       f"{e(str(old.document.get('version')))}</code></a> <code>{e(_short(old.digest))}</code></li>"
+                       for old in reversed(history))  # fmt: skip
     diff = ""
-    if history:
-        before = _pretty(history[-1].document).splitlines()
+    if history:  # the changes from a version served before (?from=VERSION; the one before this, unless told)
+        chosen = query.get("from")
+        base = next((old for old in reversed(history) if str(old.document.get("version")) == chosen), history[-1])
+        before = _pretty(base.document).splitlines()
         after = _pretty(definition.document).splitlines()
-        lines = difflib.unified_diff(before, after, f"{tool_id}@{history[-1].document.get('version')}",
+        lines = difflib.unified_diff(before, after, f"{tool_id}@{base.document.get('version')}",
                                      f"{tool_id}@{definition.document.get('version')}", lineterm="")  # fmt: skip
-        diff = "<h2>Changes from the version before</h2><pre class='diff'>" + "\n".join(
-            f'<span class="{_line_kind(line)}">{e(line)}</span>' for line in lines) + "</pre>"  # fmt: skip
+        diff = (f"<h2>Changes from {e(str(base.document.get('version')))}</h2><pre class='diff'>" + "\n".join(
+            f'<span class="{_line_kind(line)}">{e(line)}</span>' for line in lines) + "</pre>")  # fmt: skip
         diff += (f'<form method="post" action="{e(console.path)}/tools/{e(name)}/rollback">{csrf(seat)}'
                  f"<button>Roll back to {e(str(history[-1].document.get('version')))}</button></form>")  # fmt: skip
     body = (facts + f"<p>Definition <code>{e(tool_id)}</code>, digest <code>{e(definition.digest)}</code>, from "
