@@ -1140,6 +1140,21 @@ m(
     CONSOLE,
 )
 
+m(
+    "four eyes: a task runs without its approver",
+    "src/tooldeck/server/task_manager.py",
+    "        admitted = task_id not in self._unadmitted  # else admitted now, waiting for its approver first",
+    "        admitted = True",
+    FOUR_EYES,
+)
+m(
+    "four eyes: a task taken over while waiting runs unapproved",
+    "src/tooldeck/server/takeover.py",
+    "                rerun(manager, record, tool, waited=seen.status_message == WAITING_FOR_APPROVER)",
+    "                rerun(manager, record, tool)",
+    ["tests/server/test_tasks_fleet.py"],
+)
+
 
 if __name__ == "__main__":
     sys.exit(main(MUTATIONS, sys.argv[1:], "security-mutants-"))

@@ -154,3 +154,41 @@ def test_a_wrong_approvals_table_is_refused_with_its_line(tmp_path: Path, table:
     path.write_text(f"[approvals]\n{table}\n")
     with pytest.raises(PolicyError, match=r"policy\.toml:2: "):
         load_policy(path)
+
+
+async def test_a_task_is_created_at_once_and_waits_for_its_approver_in_the_background(tmp_path: Path) -> None:
+    deck, ran = four_eyes_deck(tmp_path)
+
+    @deck.tool(security_level=10, version="1.0.0", task="optional")
+    def migrate(database: str) -> str:
+        ran.append(database)
+        return f"migrated {database}"
+
+    http = AsgiClient(HttpApp(deck))
+    session = await session_of(http)
+
+    async def ask(request_id: int, method: str, params: dict[str, Any]) -> Any:
+        response = await http.call(session, request_id, method, params, headers=ALICE)
+        if response.headers.get("content-type", "").startswith("text/event-stream"):
+            async for event in response.events():
+                if event.data:
+                    return event.message
+        return await response.json()
+
+    created = (await ask(1, "tools/call", {"name": "migrate", "arguments": {"database": "users"},
+                                           "task": {"ttl": 60000}}))["result"]["task"]  # fmt: skip
+    assert (created["status"], created["statusMessage"]) == ("working", "Waiting for an approver (four eyes)")
+    (approval,) = await deck.access.approvals.waiting("operator")
+    assert approval.shown["tool"] == "migrate" and ran == []
+    assert await deck.access.decide(approval.id, BOB, True, "planned") is None
+    result = (await ask(2, "tasks/result", {"taskId": created["taskId"]}))["result"]
+    assert result["structuredContent"] == {"result": "migrated users"} and ran == ["users"]
+
+    created = (await ask(3, "tools/call", {"name": "migrate", "arguments": {"database": "orders"},
+                                           "task": {"ttl": 60000}}))["result"]["task"]  # fmt: skip
+    (approval,) = await deck.access.approvals.waiting("operator")
+    assert await deck.access.decide(approval.id, BOB, False, "not today") is None
+    result = (await ask(4, "tasks/result", {"taskId": created["taskId"]}))["result"]
+    assert result["isError"] is True and "token:bob denied it: not today" in result["content"][0]["text"]
+    status = (await ask(5, "tasks/get", {"taskId": created["taskId"]}))["result"]
+    assert status["status"] == "failed" and ran == ["users"]

@@ -188,7 +188,7 @@ def test_the_readme_s_polling_example_runs_as_written() -> None:
     ],
 )  # fmt: skip
 def test_a_task_store_that_cannot_be_used_is_refused_at_start(tmp_path: Path, spec: str, message: str) -> None:
-    from tooldeck.server.task_manager import check_store_spec
+    from tooldeck.tasks.specs import check_store_spec
 
     with pytest.raises(ValueError) as refused:
         check_store_spec(spec.format(tmp=tmp_path))

@@ -304,3 +304,32 @@ async def test_a_task_cancelled_on_another_node_stops_where_it_runs_at_the_next_
         assert task_id not in first.manager.running
         assert await status(a, task_id) == ("cancelled", "Cancelled by the client")
     assert runs.seen == ["held@first"]
+
+
+async def test_a_task_taken_over_while_it_waited_for_its_approver_waits_for_one_again(
+    store: Shared, tmp_path: Path
+) -> None:
+    policy = tmp_path / "policy.toml"
+    policy.write_text('[authentication.stdio]\nsubject = "alice"\n[approvals]\ntools = ["again"]\n')
+    runs = Runs()
+    first, second = Node(store, runs, "first"), Node(store, runs, "second")
+    for node in (first, second):
+        node.deck.apply_policy(policy)
+    async with client(first.deck) as a, client(second.deck) as b:
+        again = await create(a, "again", {"n": 3})
+        assert await status(a, again) == ("working", "Waiting for an approver (four eyes)")
+        assert len(await first.deck.access.approvals.waiting("operator")) == 1 and runs.seen == []
+        assert await second.tend(T0 + LEASE) == 1  # the first stops renewing while its task still waits
+        for _ in range(200):  # the second admits the task again: it waits for an approver there, and never runs
+            if await second.deck.access.approvals.waiting("operator"):
+                break
+            await asyncio.sleep(0.01)
+        (waiting,) = await second.deck.access.approvals.waiting("operator")
+        assert waiting.shown["tool"] == "again" and runs.seen == []
+        assert await status(b, again) == ("working", "Waiting for an approver (four eyes)")
+        assert await second.deck.access.decide(waiting.id, Principal("bob", scopes=["approver"]), True) is None
+        await runs.until(1)
+        assert runs.seen == ["again(3)@second"]
+        second.gate.set()
+        result = await b.request("tasks/result", {"taskId": again})
+        assert result["structuredContent"] == {"result": "again(3) done on second"}

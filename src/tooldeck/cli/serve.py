@@ -28,7 +28,7 @@ def serve(args: argparse.Namespace) -> int:
 
     store = getattr(args, "task_store", None)
     if store is not None:
-        from ..server.task_manager import check_store_spec
+        from ..tasks.specs import check_store_spec
 
         try:
             check_store_spec(store)
@@ -36,7 +36,7 @@ def serve(args: argparse.Namespace) -> int:
             raise TargetError(str(exc)) from None
     backends = _backends(args)
     if getattr(args, "http", False):
-        from ..server.task_manager import default_store_path
+        from ..tasks.specs import default_store_path
         from ..transports.http.server import run_http
 
         deck = _load(args)

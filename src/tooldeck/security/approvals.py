@@ -40,6 +40,16 @@ TAKEN = "no call with this id is waiting for approval: another decision on it ca
 STOPPED = "the call stopped waiting before the decision reached it (withdrawn or expired): it was not run"
 
 
+WAITING_FOR_APPROVER = "Waiting for an approver (four eyes)"  # the status message of a task that does
+APPROVED = "Approved: running"  # and once it is approved
+
+
+class ApprovalDeferred(Exception):
+    """A task-augmented call that waits for an approver (four eyes): its task is created now and waits in the
+    background (server/task_manager.py), in ``working`` with a status message that says so, instead of holding the
+    request that creates it."""
+
+
 class Decision(NamedTuple):
     """How a person settled an approval: ``approved`` or not, by whom (a principal's id), and why."""
 

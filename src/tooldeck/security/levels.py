@@ -206,6 +206,10 @@ class AccessControl:
         if scopes and not self.scopes_of(principal).issuperset(scopes):
             self._refuse_scopes(call, level, tuple(scopes), self.scopes_of(principal))
         if call.kind == "tool" and (level in gates[1] or call.name in gates[2]):
+            if call.defers_approval:  # a task being created: it waits for the approver in the background
+                from .approvals import ApprovalDeferred
+
+                raise ApprovalDeferred(f"tool {call.name!r} waits for an approver")
             return self._four_eyes(request, call, principal, level, f"tool {call.name!r}")
         if level >= 8:
             if call.kind in NO_ACTION:  # authorization is enough (and never remembered: see _admitted)

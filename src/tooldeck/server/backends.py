@@ -180,7 +180,7 @@ def backends_from_spec(spec: str, *, keys: dict[str, bytes | None] | None = None
     if spec == "memory":
         return Backends(tasks="memory", keys=ring, spec=spec)
     if spec.startswith("sqlite:"):
-        from .task_manager import check_store_spec
+        from ..tasks.specs import check_store_spec
 
         try:
             check_store_spec(spec)

@@ -59,6 +59,7 @@ class Call(Record):
     clock reading) and, for a call an authorize or limit step refused, the ``refusal``."""
 
     __slots__ = ("kind", "name", "item", "arguments", "started", "refusal")
+    defers_approval = False  # an approver's wait may come after it is admitted (TaskCall: a task being created)
 
     def __init__(self, kind: str, name: str, item: Any, arguments: dict[str, Any]) -> None:
         self.kind = kind
@@ -67,6 +68,14 @@ class Call(Record):
         self.arguments = arguments
         self.started = monotonic()
         self.refusal: Exception | None = None
+
+
+class TaskCall(Call):
+    """The call of a task being created: a step that would wait for an approver (four eyes) raises
+    ``ApprovalDeferred`` instead, and the task waits in the background (task_manager.py)."""
+
+    __slots__ = ()
+    defers_approval = True
 
 
 class Pipeline:
@@ -148,6 +157,8 @@ class Pipeline:
             except ProtocolError as exc:
                 await self.refuse(rctx, call, exc)
                 raise
+            if task is not None:  # a task admitted as it runs: it waited for its approver, and runs now
+                await task[0].approved(task[1])
         pending = getattr(rctx.peer, "standing", None)  # ``unheard``, inline on the hot path
         if pending is not None and not pending.done():  # whether the session still stands: heard before the run
             await until_heard(pending)

@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from ..engine.errors import BackendUnavailableError
 from ..protocol import versions
+from ..security.approvals import WAITING_FOR_APPROVER
 from ..security.principal import Principal
 from ..tasks.record import MAX_RUNS, TaskRecord
 from .request import RequestContext
@@ -51,7 +52,8 @@ class Holder(Protocol):
 
     def tool(self, name: str) -> Tool | None: ...
 
-    def run_again(self, rctx: RequestContext, task_id: str, tool: Tool, arguments: dict[str, Any]) -> None: ...
+    def run_again(self, rctx: RequestContext, task_id: str, tool: Tool, arguments: dict[str, Any], *,
+                  admitted: bool = True) -> None: ...  # fmt: skip
 
     def halt(self, task_id: str) -> None: ...
 
@@ -104,7 +106,7 @@ class Leases:
             log.warning("task %s: node %s stopped renewing its lease; %s", seen.task_id, seen.node or "(none)",
                         "running it once more here" if again else "ended failed")  # fmt: skip
             if again and tool is not None:
-                rerun(manager, record, tool)
+                rerun(manager, record, tool, waited=seen.status_message == WAITING_FOR_APPROVER)
             else:
                 manager.announce(record)
         return taken
@@ -121,9 +123,10 @@ def _idempotent(tool: Tool) -> bool:
     return bool((tool.annotations or {}).get("idempotentHint"))
 
 
-def rerun(manager: Holder, record: TaskRecord, tool: Tool) -> None:
+def rerun(manager: Holder, record: TaskRecord, tool: Tool, *, waited: bool = False) -> None:
     """Run a task taken over from another node once more, here: the call it was created by, under the identity it
-    was created by (admitted then, so not again), with no client to ask."""
+    was created by (admitted then, so not again — unless it still ``waited`` for its approver, four eyes: then it
+    is admitted here, and waits for an approver again), with no client to ask."""
     revision, owner = era_of(record.owner)
     principal = identity(owner)
     arguments = record.arguments or {}
@@ -131,7 +134,7 @@ def rerun(manager: Holder, record: TaskRecord, tool: Tool) -> None:
     params = {"name": record.tool, "arguments": arguments}
     rctx = RequestContext.standalone(manager.server, peer, f"takeover-{record.task_id}", "tools/call", params,
                                      revision, principal=principal, identifies_requestor=principal is not None)  # fmt: skip
-    manager.run_again(rctx, record.task_id, tool, arguments)
+    manager.run_again(rctx, record.task_id, tool, arguments, admitted=not waited)
 
 
 def identity(principal_id: str | None) -> Principal | None:

@@ -25,12 +25,14 @@ from typing import TYPE_CHECKING, Any
 from ..engine.errors import BackendUnavailableError
 from ..protocol import jsonrpc, versions
 from ..protocol.errors import InternalError, InvalidParamsError, ProtocolError, TaskLimitError
+from ..security.approvals import APPROVED, WAITING_FOR_APPROVER, ApprovalDeferred
 from ..tasks.memory import MemoryTaskStore
 from ..tasks.polling import PollInterval
 from ..tasks.record import TaskRecord, new_task_id
+from ..tasks.specs import open_store
 from ..tasks.store import TaskStore
 from .asking import RELATED_TASK
-from .pipeline import Call, Pipeline, standing_heard
+from .pipeline import Call, Pipeline, TaskCall, standing_heard
 
 if TYPE_CHECKING:
     import asyncio
@@ -91,6 +93,7 @@ class TaskManager:
         self._finished: dict[str, asyncio.Event] = {}
         # The request each running task was created by: its cancellation, and its session's bus key for status.
         self.requests: dict[str, RequestContext] = {}
+        self._unadmitted: set[str] = set()  # tasks created before an approver's wait (four eyes): admitted as they run
         # The questions each running 2026-07-28 task waits on (the tasks extension: tasks/get, tasks/update).
         self.inputs: dict[str, TaskInputs] = {}
         self.leases = Leases(self, self.node, lease, renewal)
@@ -176,8 +179,12 @@ class TaskManager:
                    requested_ttl: int | None = None, *, admit: bool = True) -> TaskRecord:  # fmt: skip
         """Store a new ``working`` task of ``owner`` for ``rctx``'s call of ``tool`` (once it is stored, a tasks/get
         finds it); ``admit``: authorize and limits first, so a refusal is immediate and nothing is created."""
+        deferred = False
         if admit and self.pipeline.admits:
-            await self.pipeline.admit_or_refuse(rctx, Call("tool", tool.name, tool, arguments))
+            try:
+                await self.pipeline.admit_or_refuse(rctx, TaskCall("tool", tool.name, tool, arguments))
+            except ApprovalDeferred:  # four eyes: created now, admitted (and approved) in the background
+                deferred = True
         await standing_heard(rctx)  # a session ended on another process stores no task
         if not self._started:
             await self.start()
@@ -199,7 +206,10 @@ class TaskManager:
             lease_until=now + self.leases.lease,
             # kept only for a tool that may be run again by a node that takes the task over
             arguments=arguments if annotations is not None and annotations.get("idempotentHint") else None,
+            status_message=WAITING_FOR_APPROVER if deferred else None,
         )
+        if deferred:
+            self._unadmitted.add(record.task_id)
         await self.store.create(record)
         if rctx.server.metrics is not None:
             rctx.server.metrics.tasks.labels("working").inc()
@@ -215,7 +225,6 @@ class TaskManager:
         if not pipeline.auditors:
             return None
         from ..tools.result import TASK_CREATED
-        from .pipeline import Call
 
         problem = await pipeline.audit(rctx, Call("tool", tool.name, tool, arguments), TASK_CREATED)
         if problem is not None:
@@ -225,12 +234,20 @@ class TaskManager:
 
     def launch(self, rctx: RequestContext, task_id: str, tool: Tool, arguments: dict[str, Any]) -> None:
         """Run the call (already admitted) in the background; its outcome settles the task."""
-        work = functools.partial(self.pipeline.call_tool, rctx, tool, arguments, task=(self, task_id), admitted=True)
+        admitted = task_id not in self._unadmitted  # else admitted now, waiting for its approver first
+        self._unadmitted.discard(task_id)
+        work = functools.partial(self.pipeline.call_tool, rctx, tool, arguments, task=(self, task_id),
+                                 admitted=admitted)  # fmt: skip
         self._watch(rctx, task_id, work)
 
-    def run_again(self, rctx: RequestContext, task_id: str, tool: Tool, arguments: dict[str, Any]) -> None:
-        """Run a task taken over from another node (takeover.py): admitted when it was created, so not again."""
+    def run_again(self, rctx: RequestContext, task_id: str, tool: Tool, arguments: dict[str, Any], *,
+                  admitted: bool = True) -> None:  # fmt: skip
+        """Run a task taken over from another node (takeover.py): admitted when it was created, so not again —
+        unless it was still waiting for its approver (``admitted=False``): then it is admitted, and approved, here."""
         self.requests[task_id] = rctx
+        if not admitted:
+            self._unadmitted.add(task_id)
+            self._say(task_id, WAITING_FOR_APPROVER)
         self.launch(rctx, task_id, tool, arguments)
 
     def halt(self, task_id: str) -> None:
@@ -317,6 +334,23 @@ class TaskManager:
             delay = min(delay * 2, 1.0)
         if waited:
             log.info("task %s: its outcome is stored", task_id)
+
+    async def approved(self, task_id: str) -> None:
+        """A task that waited for its approver was approved: it says so as it runs (still ``working``)."""
+        await self._said(task_id, APPROVED)
+
+    def _say(self, task_id: str, message: str) -> None:
+        """``_said``, from code that cannot wait (the write goes on by itself)."""
+        import asyncio
+
+        asyncio.get_running_loop().create_task(self._said(task_id, message))
+
+    async def _said(self, task_id: str, message: str) -> None:
+        """A ``working`` task's status message changed (its status did not): stored, and announced."""
+        record = await self.store.update(task_id, status="working", now=self.clock(), status_message=message,
+                                         node=self.node)  # fmt: skip
+        if record is not None and record.status == "working":
+            self.announce(record)
 
     async def settle(self, task_id: str, status: str, *, status_message: str | None = None,
                      result: dict[str, Any] | None = None, error: dict[str, Any] | None = None,
@@ -452,44 +486,6 @@ class TaskManager:
             elif self.relay is not None:
                 self.relay.cancelled(updated)  # running in another process: it stops the work there
         return updated
-
-
-def check_store_spec(spec: str) -> str:
-    """``memory`` or ``sqlite:PATH``; anything else raises ValueError saying what is accepted."""
-    if spec == "memory":
-        return spec
-    kind, sep, path = spec.partition(":")
-    if kind != "sqlite" or not sep or not path:
-        raise ValueError(f"task store {spec!r}: use 'memory' or 'sqlite:PATH'")
-    import os
-
-    directory = os.path.dirname(os.path.abspath(path))
-    if not os.path.isdir(directory):
-        raise ValueError(f"task store {spec!r}: the directory {directory} does not exist")
-    if os.path.isdir(path):
-        raise ValueError(
-            f"task store {spec!r}: {path} is a directory; give the database file, e.g. sqlite:{path}/tasks.sqlite3"
-        )
-    return spec
-
-
-async def open_store(spec: str) -> TaskStore:
-    if check_store_spec(spec) == "memory":
-        return MemoryTaskStore()
-    from ..tasks.sqlite import SqliteTaskStore
-
-    return await SqliteTaskStore.open(spec.partition(":")[2])
-
-
-def default_store_path(deck_name: str) -> str:
-    """Where `tooldeck serve --http` keeps tasks by default: $XDG_STATE_HOME/tooldeck/<deck>-tasks.sqlite3."""
-    import os
-    import re
-
-    state = os.environ.get("XDG_STATE_HOME") or os.path.join(os.path.expanduser("~"), ".local", "state")
-    directory = os.path.join(state, "tooldeck")
-    os.makedirs(directory, exist_ok=True)
-    return os.path.join(directory, re.sub(r"[^A-Za-z0-9_.-]", "_", deck_name) + "-tasks.sqlite3")
 
 
 def _text(result: dict[str, Any]) -> str:
