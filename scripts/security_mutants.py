@@ -1051,8 +1051,8 @@ m(
 m(
     "four eyes: a denied call runs",
     L,
-    "        if not decision.approved:",
-    "        if False:",
+    "        if not decision.approved:\n            reason = ",
+    "        if False:\n            reason = ",
     FOUR_EYES,
 )
 
@@ -1153,6 +1153,21 @@ m(
     "                rerun(manager, record, tool, waited=seen.status_message == WAITING_FOR_APPROVER)",
     "                rerun(manager, record, tool)",
     ["tests/server/test_tasks_fleet.py"],
+)
+
+m(
+    "approval (2026): a retry's state replayed",
+    "src/tooldeck/security/levels.py",
+    "        await rounds.spend()  # each retry's state once: a replayed retry is refused (-32602) before anything runs",
+    "        pass",
+    APPROVALS,
+)
+m(
+    "approval (2026): a denied call runs",
+    "src/tooldeck/security/levels.py",
+    '        if not decision.approved:\n            raise ToolError(f"{label} was not run: the approver denied it")\n\n    def _unverifiable',
+    '        if False:\n            raise ToolError(f"{label} was not run: the approver denied it")\n\n    def _unverifiable',
+    APPROVALS,
 )
 
 

@@ -182,3 +182,54 @@ async def test_unknown_pages_say_nothing_and_the_mcp_endpoint_still_needs_creden
     assert status == 404 and headers["cache-control"] == "no-store"
     assert (await http.post({"jsonrpc": "2.0", "id": 1, "method": "ping"}, headers={"authorization": "Bearer x"})
             ).status == 401  # fmt: skip
+
+
+async def modern_call(http: AsgiClient, request_id: int, target: str, **retry: Any) -> dict[str, Any]:
+    """A 2026-07-28 tools/call of deploy by alice (a client with URL-mode elicitation): its result."""
+    from eras import modern
+    from transports.http.test_eras import headers_for
+
+    message = modern(request_id, "tools/call", {"name": "deploy", "arguments": {"target": target}, **retry},
+                     capabilities=URL_CAPS)  # fmt: skip
+    response = await http.post(message, version=None, accept="application/json",
+                               headers={**headers_for(message), **ALICE})  # fmt: skip
+    return dict(await response.json())
+
+
+async def approve_on_page(http: AsgiClient, link: str, decision: str = "approve") -> int:
+    path = link.removeprefix("http://127.0.0.1:8000")
+    token = form_token((await page(http, path))[1])
+    return (await page(http, path, {"form": token, "token": "alice-key", "decision": decision}))[0]
+
+
+async def test_a_2026_call_is_approved_on_the_page_and_its_retry_runs_it_once(tmp_path: Path) -> None:
+    deck, ran = approving_deck(tmp_path)
+    http = AsgiClient(HttpApp(deck))
+    first = (await modern_call(http, 1, "prod"))["result"]
+    assert first["resultType"] == "input_required"
+    (key, asked), = first["inputRequests"].items()
+    params = asked["params"]
+    assert (key, asked["method"], params["mode"]) == ("approval-0", "elicitation/create", "url")
+    assert "elicitationId" not in params and "deploy@2.1.0 needs your approval" in params["message"]
+    assert ran == []
+
+    # The client retries before the person decided: the link is asked for again, under a new key.
+    early = (await modern_call(http, 2, "prod", inputResponses={key: {"action": "accept"}},
+                               requestState=first["requestState"]))["result"]  # fmt: skip
+    assert list(early["inputRequests"]) == ["approval-1"] and ran == []
+    assert await approve_on_page(http, params["url"]) == 200
+    retry = {"inputResponses": {"approval-1": {"action": "accept"}}, "requestState": early["requestState"]}
+    done = (await modern_call(http, 3, "prod", **retry))["result"]
+    assert done["structuredContent"] == {"result": "deployed prod"} and ran == ["prod"]
+    replayed = await modern_call(http, 4, "prod", **retry)
+    assert replayed["error"]["code"] == -32602 and ran == ["prod"]  # the state is spent: one run
+
+
+async def test_a_2026_call_denied_on_the_page_never_runs(tmp_path: Path) -> None:
+    deck, ran = approving_deck(tmp_path)
+    http = AsgiClient(HttpApp(deck))
+    first = (await modern_call(http, 1, "prod"))["result"]
+    assert await approve_on_page(http, first["inputRequests"]["approval-0"]["params"]["url"], "deny") == 200
+    done = (await modern_call(http, 2, "prod", inputResponses={"approval-0": {"action": "accept"}},
+                              requestState=first["requestState"]))["result"]  # fmt: skip
+    assert done["isError"] is True and "the approver denied it" in done["content"][0]["text"] and ran == []

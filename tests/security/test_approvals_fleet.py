@@ -279,3 +279,31 @@ async def test_one_process_keeps_its_approvals_in_memory_and_relays_nothing(tmp_
     assert approvals.relay is None and approvals is deck.access.approvals  # made once
     assert deck.nodes.handlers == {}  # no operation served: nobody else could decide
     assert type(approvals.store) is MemoryApprovalStore
+
+
+async def test_a_2026_call_asked_on_one_process_is_approved_on_another_and_run_by_a_retry_on_a_third(
+    fleet: Fleet,
+) -> None:
+    from eras import modern
+    from transports.http.test_eras import headers_for
+
+    one, two, three = await fleet.start(3)
+
+    async def call(app: HttpApp, request_id: int, **retry: Any) -> dict[str, Any]:
+        message = modern(request_id, "tools/call", {"name": "publish", "arguments": {"target": "site"}, **retry},
+                         capabilities=URL_CAPS)  # fmt: skip
+        response = await AsgiClient(app).post(message, version=None, accept="application/json",
+                                              headers={**headers_for(message), **bearer("alice")})  # fmt: skip
+        return dict(await response.json())["result"]
+
+    first = await call(one, 1)
+    link = first["inputRequests"]["approval-0"]["params"]["url"]
+    path = link.removeprefix("http://127.0.0.1:8000")
+    status, text = await page(two, path)
+    assert status == 200 and "publish@2.1.0" in text
+    token = text.split('name="form" value="', 1)[1].split('"', 1)[0]
+    assert (await page(two, path, {"form": token, "token": "alice-key", "decision": "approve"}))[0] == 200
+    done = await call(three, 2, inputResponses={"approval-0": {"action": "accept"}},
+                      requestState=first["requestState"])  # fmt: skip
+    assert done["structuredContent"] == {"result": "published site"}
+    assert [app.deck.ran for app in (one, two, three)] == [[], [], ["site"]]  # type: ignore[attr-defined]

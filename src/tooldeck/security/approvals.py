@@ -9,7 +9,9 @@ checks that they authenticate the caller's own identity (the spec's "verify that
 user who was asked"), so the link alone approves nothing, and what the model could read (the link) is nothing it
 could replay. A decision is single-use, bound to (principal, tool@version, arguments digest) like a confirmation
 code, and expires with its question (``confirm_timeout``); the call then runs or is refused, and the client is sent
-``notifications/elicitation/complete``.
+``notifications/elicitation/complete``. A 2026-07-28 call has no process waiting for it (``open(waits=False)``: its
+node is ``NOBODY``): its decision is kept in the store (``keep_decision``) until its retry takes it, once
+(``decision``; security/levels.py ``_approve_round``).
 
 Four eyes (``[approvals]``: levels, tools): the call waits, up to ``timeout``, in the queue the console shows
 (``AccessControl.approvals``, kind "operator"); a principal holding the approver scope, and not the caller,
@@ -35,6 +37,7 @@ if TYPE_CHECKING:
     import asyncio
 
 KINDS = ("url", "operator")  # approved by the caller in a browser; by an approver in the console (four eyes)
+NOBODY = ""  # the node of an approval no process waits for (a 2026-07-28 call learns its decision when retried)
 NOT_WAITING = "no call with this id is waiting for approval (decided, withdrawn or expired)"
 TAKEN = "no call with this id is waiting for approval: another decision on it came first (or it was just withdrawn)"
 STOPPED = "the call stopped waiting before the decision reached it (withdrawn or expired): it was not run"
@@ -116,6 +119,14 @@ class ApprovalStore(Protocol):
         """One more wrong sign-in on the approval's page: how many there were, on every process."""
         ...
 
+    async def keep_decision(self, approval_id: str, decision: Decision, ttl: float) -> None:
+        """Keep the decision on an approval no process waits for, ``ttl`` seconds at most, for its call's retry."""
+        ...
+
+    async def decision(self, approval_id: str) -> Decision | None:
+        """The decision kept for ``approval_id``, given once (then forgotten); None if none was kept (yet)."""
+        ...
+
 
 class MemoryApprovalStore:
     """The approvals of one process (or of the decks sharing this record in one process). Each is kept as JSON, as a
@@ -125,6 +136,7 @@ class MemoryApprovalStore:
         self.clock = clock
         self._open: dict[str, dict[str, Any]] = {}
         self._misses: dict[str, int] = {}
+        self._decided: dict[str, tuple[list[Any], float]] = {}  # id -> (the decision, as JSON, and its expiry)
 
     async def add(self, approval: Approval) -> None:
         now = self.clock()
@@ -159,6 +171,18 @@ class MemoryApprovalStore:
         count = self._misses[approval_id] = self._misses.get(approval_id, 0) + 1
         return count
 
+    async def keep_decision(self, approval_id: str, decision: Decision, ttl: float) -> None:
+        now = self.clock()
+        self._decided = {key: kept for key, kept in self._decided.items() if kept[1] > now}
+        self._decided[approval_id] = (list(decision), now + ttl)
+
+    async def decision(self, approval_id: str) -> Decision | None:
+        kept = self._decided.pop(approval_id, None)
+        if kept is None or kept[1] <= self.clock():
+            return None
+        approved, by, reason = kept[0]
+        return Decision(bool(approved), str(by), str(reason))
+
 
 # How a decision reaches the process a call waits in: (node, approval id, binding, decision) -> whether the call was
 # still waiting there for that binding, or None when the process did not answer (server/approval_relay.py).
@@ -178,15 +202,18 @@ class Approvals:
         self.clock = clock
         self._waits: dict[str, tuple[tuple[str, str, str], asyncio.Future[Decision]]] = {}
 
-    async def open(self, kind: str, binding: tuple[str, str, str], shown: dict[str, Any], ttl: float) -> Approval:
-        """A call waits for a decision from now on, for ``ttl`` seconds at most (``wait``)."""
+    async def open(self, kind: str, binding: tuple[str, str, str], shown: dict[str, Any], ttl: float, *,
+                   waits: bool = True) -> Approval:  # fmt: skip
+        """A call waits for a decision from now on, for ``ttl`` seconds at most (``wait``); with ``waits`` False,
+        no process waits for it (a 2026-07-28 call: its retry asks the store for the decision, ``decision``)."""
         import asyncio
         import secrets  # here: the module costs start-up time and only levels 8-10 need it
 
         now = self.clock()
-        approval = Approval(secrets.token_urlsafe(24), kind, binding, shown, self.node, now + ttl, now,
-                            secrets.token_urlsafe(24))  # fmt: skip
-        self._waits[approval.id] = (binding, asyncio.get_running_loop().create_future())
+        approval = Approval(secrets.token_urlsafe(24), kind, binding, shown, self.node if waits else NOBODY,
+                            now + ttl, now, secrets.token_urlsafe(24))  # fmt: skip
+        if waits:
+            self._waits[approval.id] = (binding, asyncio.get_running_loop().create_future())
         try:
             await self.store.add(approval)
         except BaseException:
@@ -223,6 +250,10 @@ class Approvals:
         found[1].set_result(decision)
         return True
 
+    async def decision(self, approval_id: str) -> Decision | None:
+        """The decision kept for an approval no process waited for: given once; None when there is none (yet)."""
+        return await self.store.decision(approval_id)
+
     async def find(self, approval_id: str, kind: str) -> Approval | None:
         """The approval of ``kind`` still waiting, in any process (None: unknown, decided, withdrawn or expired)."""
         found = await self.store.get(approval_id)
@@ -237,6 +268,9 @@ class Approvals:
         once the call has the decision, else why it has not (decided first elsewhere, gone, its process gone)."""
         if await self.store.take(approval.id) is None:
             return TAKEN
+        if approval.node == NOBODY:  # a 2026-07-28 call: its retry reads the decision (levels.py)
+            await self.store.keep_decision(approval.id, decision, max(1.0, approval.expires - self.clock()))
+            return None
         if approval.node == self.node or self.relay is None:
             settled: bool | None = self.settle(approval.id, approval.binding, decision)
         else:

@@ -2,7 +2,9 @@
 
 Key ``<prefix>approval:<id>`` holds an approval as JSON until it expires; ``<prefix>approval`` is a sorted set of
 the ids scored with the time (Redis's clock, in ms) each expires, so listing drops the expired first and never walks
-the keyspace; ``<prefix>approval-miss:<id>`` counts wrong sign-ins on its page, gone with it. Taking is one script
+the keyspace; ``<prefix>approval-miss:<id>`` counts wrong sign-ins on its page, gone with it;
+``<prefix>approval-decided:<id>`` keeps the decision on an approval no process waits for (a 2026-07-28 call),
+until its call's retry takes it (GETDEL: once). Taking is one script
 (read, delete, unindex): of any number of processes taking one approval at once, exactly one gets it.
 """
 
@@ -14,7 +16,7 @@ from typing import TYPE_CHECKING
 
 import orjson
 
-from .approvals import Approval
+from .approvals import Approval, Decision
 
 if TYPE_CHECKING:
     from ..engine.connection import Engine
@@ -93,3 +95,14 @@ class RedisApprovalStore:
 
     async def miss(self, approval_id: str) -> int:
         return int(await self._miss([self.engine.key("approval-miss", approval_id), self._key(approval_id)]))
+
+    async def keep_decision(self, approval_id: str, decision: Decision, ttl: float) -> None:
+        await self.engine.command("SET", self.engine.key("approval-decided", approval_id), orjson.dumps(list(decision)),
+                                  "PX", max(1, round(ttl * 1000)))  # fmt: skip
+
+    async def decision(self, approval_id: str) -> Decision | None:
+        data = await self.engine.command("GETDEL", self.engine.key("approval-decided", approval_id))
+        if data is None:
+            return None
+        approved, by, reason = orjson.loads(data)
+        return Decision(bool(approved), str(by), str(reason))

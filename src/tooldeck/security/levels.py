@@ -32,6 +32,7 @@ CONFIRM_TTL = 300.0  # seconds a confirmation code is good for
 # Calls that run no action of the item's: they need its level's caller and scopes, not a per-call verification.
 NO_ACTION = frozenset({"completion", "subscription"})
 CLOCK_SKEW = 60.0  # seconds an auth_time may be ahead of this server's clock and still count as recent
+APPROVAL_ROUNDS = 3  # 2026-07-28: how many times a link is asked for before a call nobody approved is refused
 
 
 class Confirmations:
@@ -294,8 +295,11 @@ class AccessControl:
         if self.policy.levels["approval"] == "url":
             origin = getattr(request.peer, "origin", None)  # an HTTP session's page address: approvals need one
             url_mode = "url" in ((request.client_capabilities or {}).get("elicitation") or {})
-            if rounds is None and origin is not None and url_mode and self.ask_url is not None:
-                await self._approve(request, call, principal, level, label, binding, version, origin)
+            if origin is not None and url_mode and self.ask_url is not None:
+                if rounds is None:
+                    await self._approve(request, call, principal, level, label, binding, version, origin)
+                else:  # 2026-07-28: no process waits; the retry reads the decision
+                    await self._approve_round(request, call, level, label, binding, version, origin, rounds)
                 return
             if self.policy.levels["without_url"] == "refuse":
                 raise RefusedError(f"{label} needs a person's approval in a browser (security level {level}); it "
@@ -365,6 +369,40 @@ class AccessControl:
         request.peer.send({"jsonrpc": "2.0", "method": "notifications/elicitation/complete",
                            "params": {"elicitationId": approval.id}}, request.request_id)  # fmt: skip
         if not approved:
+            raise ToolError(f"{label} was not run: the approver denied it")
+
+    async def _approve_round(self, request: Any, call: Any, level: int, label: str, binding: tuple[str, str, str],
+                             version: str, origin: str, rounds: Any) -> None:  # fmt: skip
+        """Approval in a browser for a 2026-07-28 request, where no process waits: the first round opens the approval
+        (kept in the backends' store, fleet-wide) and ends input-required with the link, its id sealed in the
+        requestState; a retry that says the user opened it takes the decision from the store (once). Not decided
+        yet: the link is asked again, ``APPROVAL_ROUNDS`` times at most, then the call is refused."""
+        timeout = float(self.policy.levels["confirm_timeout"])
+        kept = rounds.memos.get("approval")
+        if kept is None:
+            shown = {"tool": call.name, "version": version, "level": level, "principal": binding[0],
+                     "arguments": call.arguments}  # fmt: skip
+            opened = await self.approvals.open("url", binding, shown, timeout, waits=False)
+            kept = rounds.memo("approval", lambda: [opened.id, 0])
+        approval_id, attempt = kept
+        message = (f"{call.name}{'@' + version if version else ''} needs your approval (security level {level}). "
+                   "Open the page, check the call, approve or deny it there, then retry.")  # fmt: skip
+        ask_url = self.ask_url
+        assert ask_url is not None  # _verify comes here only with one
+        answer = await ask_url(request, call, message, f"{origin}/approve/{approval_id}", approval_id, timeout,
+                               key=f"approval-{attempt}")  # fmt: skip
+        if answer.action != "accept":
+            raise ToolError(f"{label} was not run: the user did not open the approval page ({answer.action})")
+        await rounds.spend()  # each retry's state once: a replayed retry is refused (-32602) before anything runs
+        decision = await self.approvals.decision(approval_id)
+        if decision is None:
+            if attempt + 1 >= APPROVAL_ROUNDS or await self.approvals.find(approval_id, "url") is None:
+                raise ToolError(f"{label} was not run: nobody approved it on its page (or it expired)")
+            kept[1] = attempt + 1  # the next round's state asks again, under a new key: this round ends here
+            url = f"{origin}/approve/{approval_id}"
+            await ask_url(request, call, message, url, approval_id, timeout, key=f"approval-{attempt + 1}")
+            raise ToolError(f"{label} was not run: nobody approved it on its page")  # (an answer sent unasked)
+        if not decision.approved:
             raise ToolError(f"{label} was not run: the approver denied it")
 
     def _unverifiable(self, label: str, level: int, window: float) -> str:

@@ -200,6 +200,8 @@ class Context:
         except ClientRequestError:
             self._undeclared({"elicitation": {"url": {}}}, "A URL elicitation")
             raise
+        if versions.is_modern(self.request.revision):  # 2026-07-28 has no elicitationId: the retry says the outcome
+            del params["elicitationId"]
         result = await self._ask(asker, named, "elicitation/create", params, timeout)
         return elicitation.elicit_result(result, None)
 

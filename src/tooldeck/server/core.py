@@ -448,13 +448,14 @@ def _optional(feature: str, name: str, library: str, *args: Any) -> Any:
         raise RegistrationError(f"{feature} needs {library}: pip install 'tooldeck[{feature}]' ({exc})") from None
 
 
-async def _approve_url(request: Any, call: Any, message: str, url: str, elicitation_id: str, timeout: float) -> Any:
+async def _approve_url(request: Any, call: Any, message: str, url: str, elicitation_id: str, timeout: float,
+                       key: str | None = None) -> Any:  # fmt: skip
     """How the access control sends the user to the approval page (``[levels] approval = "url"``): a URL-mode
-    elicitation in the call."""
+    elicitation in the call (``key``: its input request's, in a 2026-07-28 round)."""
     from .context import Context
 
     return await Context(request, call.name, None).elicit_url(message, url, elicitation_id=elicitation_id,
-                                                             timeout=timeout)  # fmt: skip
+                                                             timeout=timeout, key=key)  # fmt: skip
 
 
 def _cursor_codec(backends: Backends) -> CursorCodec:

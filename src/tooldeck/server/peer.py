@@ -44,18 +44,19 @@ class RequestPeer:
     sends goes; ``close_stream``: what ``ctx.close_sse_stream()`` does (nothing when None); ``loop``: the event loop
     its work runs on (the running one, when the work starts, if None)."""
 
-    __slots__ = ("_close_stream", "_loop", "address", "refusals", "runner", "send", "server")
+    __slots__ = ("_close_stream", "_loop", "address", "origin", "refusals", "runner", "send", "server")
 
     key = None  # no session: nothing is addressed to it on the bus, and its audit records name none
     transport = "tcp"  # network.transport, as metrics name it: a request peer serves an HTTP request
     standing = None  # no session whose standing is to be heard (transports/http/sessions.py confirm_soon)
 
     def __init__(self, server: Any, send: Send, *, address: str | None = None,
-                 close_stream: Callable[[], None] | None = None,
-                 loop: asyncio.AbstractEventLoop | None = None) -> None:  # fmt: skip
+                 close_stream: Callable[[], None] | None = None, loop: asyncio.AbstractEventLoop | None = None,
+                 origin: str | None = None) -> None:  # fmt: skip
         self.server = server
         self.send = send
         self.address = address
+        self.origin = origin  # the address the request reached the server at (HTTP): where approval pages are
         # The refusal that ended the request (its HTTP status and headers), by request id: a dict and not this
         # object's member, so the runner's hook holds no reference back to the peer (no cycle for the collector).
         self.refusals: dict[RequestId, RefusedError] = {}
