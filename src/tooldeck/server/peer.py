@@ -44,7 +44,7 @@ class RequestPeer:
     sends goes; ``close_stream``: what ``ctx.close_sse_stream()`` does (nothing when None); ``loop``: the event loop
     its work runs on (the running one, when the work starts, if None)."""
 
-    __slots__ = ("_close_stream", "_loop", "address", "origin", "refusals", "runner", "send", "server")
+    __slots__ = ("_close_stream", "_loop", "_where", "address", "refusals", "runner", "send", "server")
 
     key = None  # no session: nothing is addressed to it on the bus, and its audit records name none
     transport = "tcp"  # network.transport, as metrics name it: a request peer serves an HTTP request
@@ -52,17 +52,25 @@ class RequestPeer:
 
     def __init__(self, server: Any, send: Send, *, address: str | None = None,
                  close_stream: Callable[[], None] | None = None, loop: asyncio.AbstractEventLoop | None = None,
-                 origin: str | None = None) -> None:  # fmt: skip
+                 where: tuple[str, bytes | None] | None = None) -> None:  # fmt: skip
         self.server = server
         self.send = send
         self.address = address
-        self.origin = origin  # the address the request reached the server at (HTTP): where approval pages are
+        self._where = where  # (scheme, Host header) of an HTTP request: its ``origin``, worked out if asked for
         # The refusal that ended the request (its HTTP status and headers), by request id: a dict and not this
         # object's member, so the runner's hook holds no reference back to the peer (no cycle for the collector).
         self.refusals: dict[RequestId, RefusedError] = {}
         self.runner: Runner | None = None
         self._close_stream = close_stream
         self._loop = loop
+
+    @property
+    def origin(self) -> str | None:
+        """The address the request reached the server at (HTTP: scheme and Host): where approval pages are."""
+        where = self._where
+        if where is None or where[1] is None:
+            return None
+        return f"{where[0]}://{where[1].decode('latin-1')}"
 
     def serve(self, request: Request, env: Envelope, principal: Any, *, inline: bool = False) -> Awaitable[None] | None:
         """Serve ``request`` (its envelope read and its version served) for ``principal``: its answer, and what it

@@ -145,7 +145,7 @@ class Endpoint:
             return
         if "_meta" in message.params and envelope.claims_modern(message.params):
             await self._post_modern(message, headers, principal, address, json_ok, sse_ok, receive, send,
-                                    _origin(scope, headers))  # fmt: skip
+                                    (scope.get("scheme", "http"), headers.get(b"host")))  # fmt: skip
             return
         initialize = message.method == "initialize"
         try:
@@ -171,7 +171,7 @@ class Endpoint:
 
     async def _post_modern(self, request: Request, headers: Headers, principal: Any, address: str | None,
                            json_ok: bool, sse_ok: bool, receive: Receive, send: Send,
-                           origin: str | None = None) -> None:  # fmt: skip
+                           where: tuple[str, bytes | None] | None = None) -> None:  # fmt: skip
         """A 2026-07-28 request: the ladder of checks, then the request served by a peer of its own (no session)."""
         registry = self.registry
         if registry.shutting_down:  # what a 2025 initialize gets, with the id: nothing new starts now
@@ -186,7 +186,7 @@ class Endpoint:
         if request.method == "subscriptions/listen":  # a long-lived stream of its own
             await listen.serve(self, request, env, principal, address, sse_ok, receive, send)
         else:
-            await modern.serve(self, request, env, principal, address, json_ok, sse_ok, receive, send, origin)
+            await modern.serve(self, request, env, principal, address, json_ok, sse_ok, receive, send, where)
 
     async def _post_batch(self, headers: Headers, principal: Any, address: str | None, batch: list[Any],
                           json_ok: bool, sse_ok: bool, receive: Receive, send: Send) -> None:  # fmt: skip

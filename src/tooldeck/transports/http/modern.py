@@ -58,13 +58,14 @@ class Outlet:
 
 
 async def serve(endpoint: Any, request: Request, env: Envelope, principal: Any, address: str | None,
-                json_ok: bool, sse_ok: bool, receive: Receive, send: Send, origin: str | None = None) -> None:  # fmt: skip
+                json_ok: bool, sse_ok: bool, receive: Receive, send: Send,
+                where: tuple[str, bytes | None] | None = None) -> None:  # fmt: skip
     """Serve one modern request for ``endpoint`` (the exchange's ``Endpoint``: its server, backlog, SSE writer and
     ``json_response``)."""
     registry = endpoint.registry
     outlet = Outlet(request.id, registry.backlog)
     peer = RequestPeer(registry.server, outlet.send, address=address, close_stream=outlet.close_stream,
-                       origin=origin)  # fmt: skip
+                       where=where)  # fmt: skip
     try:
         work = peer.serve(request, env, principal, inline=True)  # work that does not stream runs in this task
         if work is not None:
