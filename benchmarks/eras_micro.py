@@ -39,19 +39,29 @@ SESSION_HEADERS = [(b"host", b"127.0.0.1:8000"), (b"content-type", b"application
                    (b"accept", b"application/json, text/event-stream")]  # fmt: skip
 
 
-def load_app() -> Any:
-    """The benchmark deck's ASGI app (JSON responses), tooldeck imported from wherever sys.path finds it first."""
-    spec = importlib.util.spec_from_file_location("bench_deck", DECK)
+def load_deck(path: Path = DECK) -> Any:
+    """The deck of a benchmark server module (the benchmark deck unless `path` names another), tooldeck imported
+    from wherever sys.path finds it first."""
+    spec = importlib.util.spec_from_file_location("bench_deck", path)
     module = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
     spec.loader.exec_module(module)  # type: ignore[union-attr]
-    return module.deck.http_app(json_response=True)
+    return module.deck
+
+
+def load_app(path: Path = DECK, policy: Path | None = None) -> Any:
+    """The ASGI app (JSON responses) of a benchmark deck (`load_deck`), under the policy file `policy` if given."""
+    deck = load_deck(path)
+    if policy is not None:
+        deck.apply_policy(policy)
+    return deck.http_app(json_response=True)
 
 
 class Driver:
     """POSTs to the app as ASGI calls; `session` and `modern` hold each era's headers once `open` has run."""
 
-    def __init__(self, app: Any) -> None:
+    def __init__(self, app: Any, extra: list[tuple[bytes, bytes]] | None = None) -> None:
         self.app = app
+        self.base = [*SESSION_HEADERS, *(extra or ())]  # `extra`: sent with every request (an Authorization)
         self.headers: dict[bool, list[tuple[bytes, bytes]]] = {}
         self.next_id = 1
 
@@ -79,24 +89,27 @@ class Driver:
     async def open(self) -> None:
         """A 2025 session (initialize, notifications/initialized) and the 2026-07-28 headers of a tools/call."""
         params = {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "b", "version": "1"}}
-        answer = await self.post(SESSION_HEADERS, eras.message(1, "initialize", params))
+        answer = await self.post(self.base, eras.message(1, "initialize", params))
         session_id = answer["headers"].get(b"mcp-session-id")
         if not session_id:
             raise SystemExit(f"initialize answered without a session id: {answer}")
-        self.headers[False] = [*SESSION_HEADERS, (b"mcp-session-id", session_id),
+        self.headers[False] = [*self.base, (b"mcp-session-id", session_id),
                                (b"mcp-protocol-version", b"2025-11-25")]  # fmt: skip
         await self.post(self.headers[False], orjson.dumps({"jsonrpc": "2.0", "method": "notifications/initialized"}))
-        self.headers[True] = [*SESSION_HEADERS, (b"mcp-protocol-version", eras.MODERN_VERSION.encode()),
+        self.headers[True] = [*self.base, (b"mcp-protocol-version", eras.MODERN_VERSION.encode()),
                               (b"mcp-method", b"tools/call"), (b"mcp-name", b"echo")]  # fmt: skip
 
-    async def calls(self, modern: bool, count: int, check: bool = True) -> tuple[int, int]:
-        """`count` tools/call echo of one era: this thread's CPU time (ns) over the POSTs alone (the bodies are made
-        before, the replies checked after, as the benchmark's rows check them), and the number of wrong replies."""
+    async def calls(self, modern: bool, count: int, check: bool = True, tool: str = "echo") -> tuple[int, int]:
+        """`count` tools/call of one era to `tool` (an echo): this thread's CPU time (ns) over the POSTs alone (the
+        bodies are made before, the replies checked after, as the benchmark's rows check them), and the number of
+        wrong replies."""
         headers, bodies = self.headers[modern], []
+        if modern and tool != "echo":
+            headers = [(key, tool.encode() if key == b"mcp-name" else value) for key, value in headers]
         for _ in range(count):
             self.next_id += 1
             text = f"hello {self.next_id}"
-            params = {"name": "echo", "arguments": {"text": text}}
+            params = {"name": tool, "arguments": {"text": text}}
             bodies.append((self.next_id, text, eras.message(self.next_id, "tools/call", params, modern)))
         answers = []
         started = time.thread_time_ns()
@@ -194,11 +207,15 @@ def instructions(args: argparse.Namespace) -> None:
 
 def callgrind_per_call(valgrind: str, child: list[str], count: int) -> float:
     """Instructions per call: callgrind's total of ``python *child N`` with N = ``count`` less that with N = 0 (each
-    in a fresh process; the child makes N calls after what it always does)."""
+    in a fresh process; the child makes N calls after what it always does). Both runs hash strings with one seed
+    (``PYTHONHASHSEED=0`` unless set): with random seeds, dict and set probing alone moved the count by 1-2%. Threads
+    take turns in order (``--fair-sched=yes``): a worker thread's hand-offs otherwise moved a total by 0.2%."""
     totals = []
+    env = {"PYTHONHASHSEED": "0", **os.environ}
     for n in (0, count):
-        argv = [valgrind, "--tool=callgrind", "--callgrind-out-file=/dev/null", sys.executable, *child, str(n)]
-        done = subprocess.run(argv, capture_output=True, text=True, env=os.environ.copy())
+        argv = [valgrind, "--tool=callgrind", "--callgrind-out-file=/dev/null", "--fair-sched=yes", sys.executable,
+                *child, str(n)]  # fmt: skip
+        done = subprocess.run(argv, capture_output=True, text=True, env=env)
         match = re.search(r"Collected : (\d+)", done.stderr)
         if done.returncode or match is None:
             raise SystemExit(f"callgrind run failed: {done.stderr[-1000:]}")
