@@ -207,7 +207,7 @@ async def test_a_2026_call_is_approved_on_the_page_and_its_retry_runs_it_once(tm
     http = AsgiClient(HttpApp(deck))
     first = (await modern_call(http, 1, "prod"))["result"]
     assert first["resultType"] == "input_required"
-    (key, asked), = first["inputRequests"].items()
+    ((key, asked),) = first["inputRequests"].items()
     params = asked["params"]
     assert (key, asked["method"], params["mode"]) == ("approval-0", "elicitation/create", "url")
     assert "elicitationId" not in params and "deploy@2.1.0 needs your approval" in params["message"]
