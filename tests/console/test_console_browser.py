@@ -99,44 +99,41 @@ def test_a_call_made_by_a_client_appears_within_2_seconds(page: Page, server: st
         caller.close()
 
 
-def test_an_approver_approves_a_pending_level_10_call_and_the_client_s_call_completes(page: Page, server: str) -> None:
+def decided_on_the_approvals_page(
+    page: Page, server: str, target: str, decision: str, reason: str, shot: str | None = None
+) -> dict[str, Any]:
+    """bob's call of deploy to ``target``, waiting in the approvals queue, decided there by ada: its result."""
     from playwright.sync_api import expect
 
     sign_in(page, server)
     page.goto(server + "/console/approvals")
     caller = Caller(server, "bob")
     try:
-        answer = caller.in_thread("deploy", {"target": "prod"})
-        pending = page.locator("article.approval", has_text="deploy@1.0.0")
+        answer = caller.in_thread("deploy", {"target": target})
+        pending = page.locator("article.approval", has_text=target)
         expect(pending).to_be_visible(timeout=WAIT_MS)
+        expect(pending).to_contain_text("deploy@1.0.0")
         expect(pending).to_contain_text("token:bob")
-        screenshot(page, "console-approvals-pending")
-        pending.locator("input[name=reason]").fill("change 1234")
-        pending.locator("button[value=approve]").click()
-        result = answer.get(timeout=10)["result"]
-        assert result["structuredContent"] == {"result": "deployed prod"}
+        if shot is not None:
+            screenshot(page, shot)
+        pending.locator("input[name=reason]").fill(reason)
+        pending.locator(f"button[value={decision}]").click()
+        result: dict[str, Any] = answer.get(timeout=10)["result"]
         expect(page.locator("main")).to_contain_text("No call is waiting for approval.")
+        return result
     finally:
         caller.close()
+
+
+def test_an_approver_approves_a_pending_level_10_call_and_the_client_s_call_completes(page: Page, server: str) -> None:
+    result = decided_on_the_approvals_page(page, server, "prod", "approve", "change 1234", "console-approvals-pending")
+    assert result["structuredContent"] == {"result": "deployed prod"}
 
 
 def test_an_approver_denies_a_pending_call_and_the_client_gets_the_refusal(page: Page, server: str) -> None:
-    from playwright.sync_api import expect
-
-    sign_in(page, server)
-    page.goto(server + "/console/approvals")
-    caller = Caller(server, "bob")
-    try:
-        answer = caller.in_thread("deploy", {"target": "staging"})
-        pending = page.locator("article.approval", has_text="staging")
-        expect(pending).to_be_visible(timeout=WAIT_MS)
-        pending.locator("input[name=reason]").fill("freeze")
-        pending.locator("button[value=deny]").click()
-        result = answer.get(timeout=10)["result"]
-        assert result["isError"] is True
-        assert result["content"][0]["text"] == "tool 'deploy' was not run: token:ada denied it: freeze"
-    finally:
-        caller.close()
+    result = decided_on_the_approvals_page(page, server, "staging", "deny", "freeze")
+    assert result["isError"] is True
+    assert result["content"][0]["text"] == "tool 'deploy' was not run: token:ada denied it: freeze"
 
 
 def test_the_caller_approves_a_level_9_call_from_the_url_mode_link(page: Page, server: str) -> None:

@@ -32,6 +32,7 @@ from importlib import resources
 from typing import Any
 from urllib.parse import parse_qs, quote
 
+from ..transports.http.forms import read_form
 from ..transports.http.responses import App, Receive, Scope, Send, respond
 from . import pages
 
@@ -265,7 +266,7 @@ class Console:
         if scope["method"] != "POST":
             await self.page(send, 200, "Sign in", pages.login(self), None)
             return
-        form = await read_form(receive)
+        form = await read_form(receive, MAX_FORM, 32)
         token = (form or {}).get("token", "")
         principal = None
         if token and not any(c in token for c in "\r\n"):
@@ -287,7 +288,7 @@ class Console:
     # --- actions ----------------------------------------------------------------------------------------------------
 
     async def _act(self, scope: Scope, receive: Receive, send: Send, seat: Seat, rest: str) -> None:
-        form = await read_form(receive)
+        form = await read_form(receive, MAX_FORM, 32)
         if form is None:
             await self.page(send, 413, "Too large", pages.message("The form is too large."), seat)
             return
@@ -336,23 +337,6 @@ class Console:
                 await written
         except Exception as exc:  # the trail's own failure is logged where it happens; say which action it was
             log.warning("the console's %s of %s could not be audited: %s", action, target, exc)
-
-
-async def read_form(receive: Receive) -> dict[str, str] | None:
-    """An urlencoded form's fields (the last of each name); None past ``MAX_FORM`` bytes."""
-    body = b""
-    while True:
-        message = await receive()
-        body += message.get("body", b"")
-        if len(body) > MAX_FORM:
-            return None
-        if not message.get("more_body"):
-            break
-    try:
-        fields = parse_qs(body.decode("utf-8", "replace"), keep_blank_values=True, max_num_fields=32)
-    except ValueError:
-        return {}
-    return {key: values[-1] for key, values in fields.items()}
 
 
 def _cookie(header: bytes, name: str) -> str | None:

@@ -24,11 +24,11 @@ from __future__ import annotations
 import hmac
 import html
 from typing import Any
-from urllib.parse import parse_qs
 
 import orjson
 
 from ...security.approvals import Decision
+from .forms import read_form
 from .responses import App, Receive, Scope, Send, respond
 
 PREFIX = "/approve/"
@@ -72,7 +72,7 @@ class ApprovalPages:
             )
 
     async def _decide(self, scope: Scope, receive: Receive, send: Send, approvals: Any, approval: Any) -> None:
-        form = await _form(receive)
+        form = await read_form(receive, MAX_FORM, 8)
         if form is None:
             await _page(send, 413, "Too large", "<p>The form is too large.</p>")
             return
@@ -134,22 +134,6 @@ def _call_form(approval: Any) -> str:
         '<p><button type="submit" name="decision" value="approve">Approve</button> '
         '<button type="submit" name="decision" value="deny">Deny</button></p></form>'
     )
-
-
-async def _form(receive: Receive) -> dict[str, str] | None:
-    body = b""
-    while True:
-        message = await receive()
-        body += message.get("body", b"")
-        if len(body) > MAX_FORM:
-            return None
-        if not message.get("more_body"):
-            break
-    try:
-        fields = parse_qs(body.decode("utf-8", "replace"), keep_blank_values=True, max_num_fields=8)
-    except ValueError:  # more fields than the form has
-        return {}
-    return {key: values[0] for key, values in fields.items() if values}
 
 
 async def _page(send: Send, status: int, title: str, body: str, extra: list[Any] | None = None) -> None:
