@@ -90,6 +90,13 @@ async def test_another_approver_approves_and_only_then_the_call_runs(tmp_path: P
     assert await deck.access.decide(approval.id, BOB, True, "change 42") is None
     result = (await running)["result"]
     assert result["structuredContent"] == {"result": "deployed prod"} and ran == ["prod"]
+    deck._security.sink.flush()
+    (record,) = [orjson.loads(line) for line in (tmp_path / "audit.jsonl").read_bytes().splitlines()]
+    assert (record["decision"], record["outcome"], record["reason"]) == (
+        "allowed",
+        "ok",
+        "approved by token:bob: change 42",
+    )
     assert await deck.access.decide(approval.id, BOB, True) is not None  # single use
     assert await deck.access.approvals.waiting("operator") == []
 

@@ -365,7 +365,7 @@ class CallAuditor:
         if refusal is not None:
             decision, reason, outcome = "refused", str(refusal), "refused"
         else:
-            decision, reason = "allowed", None
+            decision, reason = "allowed", call.approval  # who approved it, if a person had to
             if result is INPUT_REQUIRED:  # a 2026-07-28 round that stopped at a question (the client answers next)
                 outcome = "input_required"
             elif result is TASK_CREATED:  # answered with a task; its work is recorded again when it ends

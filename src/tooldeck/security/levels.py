@@ -246,9 +246,10 @@ class AccessControl:
             await approvals.withdraw(approval)
         if decision is None:
             raise ToolError(f"{label} was not run: no approver decided within {timeout:g} s")
+        reason = f": {decision.reason}" if decision.reason else ""
         if not decision.approved:
-            reason = f": {decision.reason}" if decision.reason else ""
             raise ToolError(f"{label} was not run: {decision.by} denied it{reason}")
+        call.approval = f"approved by {decision.by}{reason}"
 
     async def decide(self, approval_id: str, approver: Any, approved: bool, reason: str = "") -> str | None:
         """An approver's decision on a call waiting for one (four eyes), in this process or another one that shares
@@ -370,6 +371,7 @@ class AccessControl:
                            "params": {"elicitationId": approval.id}}, request.request_id)  # fmt: skip
         if not approved:
             raise ToolError(f"{label} was not run: the approver denied it")
+        call.approval = "approved by its caller on the approval page"
 
     async def _approve_round(self, request: Any, call: Any, level: int, label: str, binding: tuple[str, str, str],
                              version: str, origin: str, rounds: Any) -> None:  # fmt: skip
@@ -404,6 +406,7 @@ class AccessControl:
             raise ToolError(f"{label} was not run: nobody approved it on its page")  # (an answer sent unasked)
         if not decision.approved:
             raise ToolError(f"{label} was not run: the approver denied it")
+        call.approval = "approved by its caller on the approval page"
 
     def _unverifiable(self, label: str, level: int, window: float) -> str:
         ways = ["a client that supports elicitation (to confirm the call)"] if self.policy.levels["confirm"] else []

@@ -56,9 +56,10 @@ Auditor = Callable[["RequestContext", "Call", "dict[str, Any] | None"], Any]  # 
 class Call(Record):
     """What one invocation is about: ``kind`` ("tool", "resource", "prompt"), its ``name`` (a tool or prompt name, a
     resource URI), the registered ``item`` and the ``arguments`` as the client sent them; ``started`` (a monotonic
-    clock reading) and, for a call an authorize or limit step refused, the ``refusal``."""
+    clock reading); for a call an authorize or limit step refused, the ``refusal``; for one a person approved (four
+    eyes, a URL approval), the ``approval``: who, and why (its audit record's reason)."""
 
-    __slots__ = ("kind", "name", "item", "arguments", "started", "refusal")
+    __slots__ = ("kind", "name", "item", "arguments", "started", "refusal", "approval")
     defers_approval = False  # an approver's wait may come after it is admitted (TaskCall: a task being created)
 
     def __init__(self, kind: str, name: str, item: Any, arguments: dict[str, Any]) -> None:
@@ -68,6 +69,7 @@ class Call(Record):
         self.arguments = arguments
         self.started = monotonic()
         self.refusal: Exception | None = None
+        self.approval: str | None = None  # who approved it, and why, when a person had to (security/levels.py)
 
 
 class TaskCall(Call):
