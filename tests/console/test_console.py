@@ -316,3 +316,20 @@ async def test_a_definition_s_changes_are_shown_from_any_version_served_before(t
     assert "Changes from 1.0.1" in page and '<a href="/console/tools/greet.hello?from=1.0.0">' in page
     _, page = await browser.get("/console/tools/greet.hello?from=1.0.0")
     assert "Changes from 1.0.0" in page and "-  &quot;description&quot;: &quot;Say hello&quot;," in page
+
+
+async def test_clients_that_never_keep_their_cookie_keep_at_most_max_seats(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from tooldeck.console import app as console_app
+
+    monkeypatch.setattr(console_app, "MAX_SEATS", 3)
+    http = HttpApp(console_deck(tmp_path, policy=False))
+    for _ in range(5):  # a loopback script without cookies: a seat each time
+        response, _ = await Browser(http).get("/console/sessions")
+        assert response.status == 200
+    assert len(http.deck.console.seats) == 3
+    browser = Browser(http)
+    await browser.get("/console")
+    kept = http.deck.console.seats
+    assert len(kept) == 3 and browser.cookie.split("=", 1)[1] in kept  # the newest is one of those kept

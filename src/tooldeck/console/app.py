@@ -42,6 +42,7 @@ COOKIE = "tooldeck_console"
 IDLE = 1800.0  # seconds a console session lasts without a request
 LIFETIME = 12 * 3600.0  # seconds a console session lasts at most
 MAX_FORM = 16 * 1024  # bytes an action's form may take
+MAX_SEATS = 1000  # console sessions kept at most (the least recently used go first)
 STATIC = {"console.css": b"text/css; charset=utf-8", "console.js": b"text/javascript; charset=utf-8"}
 CSP = (b"default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; connect-src 'self'; "
        b"form-action 'self'; frame-ancestors 'none'; base-uri 'none'")  # fmt: skip
@@ -236,8 +237,10 @@ class Console:
 
     def _open_seat(self, principal: Any) -> Seat:
         now = time.monotonic()
-        self.seats = {key: seat for key, seat in self.seats.items()
-                      if now - seat.seen <= IDLE and now - seat.started <= LIFETIME}  # fmt: skip
+        seats = [seat for seat in self.seats.values() if now - seat.seen <= IDLE and now - seat.started <= LIFETIME]
+        if len(seats) >= MAX_SEATS:  # a client that never keeps its cookie opens a seat each time: the oldest go
+            seats = sorted(seats, key=lambda seat: seat.seen)[len(seats) - MAX_SEATS + 1 :]
+        self.seats = {seat.id: seat for seat in seats}
         seat = Seat(principal)
         self.seats[seat.id] = seat
         return seat
