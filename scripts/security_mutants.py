@@ -1051,8 +1051,8 @@ m(
 m(
     "four eyes: a denied call runs",
     L,
-    "        if not decision.approved:\n            reason = ",
-    "        if False:\n            reason = ",
+    '        if not decision.approved:\n            raise ToolError(f"{label} was not run: {decision.by} denied it{reason}")',
+    '        if False:\n            raise ToolError(f"{label} was not run: {decision.by} denied it{reason}")',
     FOUR_EYES,
 )
 
@@ -1165,8 +1165,10 @@ m(
 m(
     "approval (2026): a denied call runs",
     "src/tooldeck/security/levels.py",
-    '        if not decision.approved:\n            raise ToolError(f"{label} was not run: the approver denied it")\n\n    def _unverifiable',
-    '        if False:\n            raise ToolError(f"{label} was not run: the approver denied it")\n\n    def _unverifiable',
+    '        if not decision.approved:\n            raise ToolError(f"{label} was not run: the approver denied it")\n'
+    '        call.approval = "approved by its caller on the approval page"\n\n    def _unverifiable',
+    '        if False:\n            raise ToolError(f"{label} was not run: the approver denied it")\n'
+    '        call.approval = "approved by its caller on the approval page"\n\n    def _unverifiable',
     APPROVALS,
 )
 
