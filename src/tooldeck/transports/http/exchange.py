@@ -34,6 +34,7 @@ from ...protocol.errors import (
 )
 from ...protocol.jsonrpc import Invalid, Notification, Request
 from ...server.pipeline import until_heard
+from ...server.runner import Resume
 from ...server.session import batch_problem
 from . import eras, listen, modern
 from .auth import PRINCIPAL, settled
@@ -449,35 +450,14 @@ async def _rest(receive: Receive, message: Any, body: bytes, limit: int) -> tupl
 
 def _at_once(receiving: Any) -> Any:
     """The message ``receiving`` (a ``receive()`` not yet awaited) gives without waiting; else an awaitable of it
-    that goes on from where it stopped (``_resumed``), or ``receiving`` itself when it is not a coroutine."""
+    that goes on from where it stopped (the runner's ``Resume``), or ``receiving`` itself when it is not a coroutine."""
     if type(receiving) is not types.CoroutineType:
         return receiving
     try:
         waiting = receiving.send(None)
     except StopIteration as done:
         return done.value
-    return _resumed(receiving, waiting)
-
-
-@types.coroutine
-def _resumed(coroutine: Any, waiting: Any) -> Any:
-    """Go on awaiting ``coroutine``, which stopped at ``waiting``: what the task sends or throws goes to it."""
-    while True:
-        try:
-            sent = yield waiting
-        except GeneratorExit:
-            coroutine.close()
-            raise
-        except BaseException as exc:  # a cancellation (the timer's), passed on for the coroutine to handle
-            try:
-                waiting = coroutine.throw(exc)
-            except StopIteration as done:
-                return done.value
-        else:
-            try:
-                waiting = coroutine.send(sent)
-            except StopIteration as done:
-                return done.value
+    return Resume(receiving, waiting)
 
 
 def _origin(scope: Scope, headers: Headers) -> str | None:
