@@ -1143,8 +1143,8 @@ m(
 m(
     "four eyes: a task runs without its approver",
     "src/tooldeck/server/task_manager.py",
-    "        admitted = task_id not in self._unadmitted  # else admitted now, waiting for its approver first",
-    "        admitted = True",
+    "        self.launch(rctx, record.task_id, tool, arguments, admitted=record.status_message != WAITING_FOR_APPROVER)",
+    "        self.launch(rctx, record.task_id, tool, arguments)",
     FOUR_EYES,
 )
 m(

@@ -93,7 +93,6 @@ class TaskManager:
         self._finished: dict[str, asyncio.Event] = {}
         # The request each running task was created by: its cancellation, and its session's bus key for status.
         self.requests: dict[str, RequestContext] = {}
-        self._unadmitted: set[str] = set()  # tasks created before an approver's wait (four eyes): admitted as they run
         # The questions each running 2026-07-28 task waits on (the tasks extension: tasks/get, tasks/update).
         self.inputs: dict[str, TaskInputs] = {}
         self.leases = Leases(self, self.node, lease, renewal)
@@ -169,7 +168,7 @@ class TaskManager:
         problem = await self.recorded(rctx, record, tool, arguments)
         if problem is not None:
             return problem
-        self.launch(rctx, record.task_id, tool, arguments)
+        self.launch(rctx, record.task_id, tool, arguments, admitted=record.status_message != WAITING_FOR_APPROVER)
         result: dict[str, Any] = {"task": record.to_wire()}
         if tool.immediate_response is not None:
             result["_meta"] = {IMMEDIATE_RESPONSE: tool.immediate_response}
@@ -208,8 +207,6 @@ class TaskManager:
             arguments=arguments if annotations is not None and annotations.get("idempotentHint") else None,
             status_message=WAITING_FOR_APPROVER if deferred else None,
         )
-        if deferred:
-            self._unadmitted.add(record.task_id)
         await self.store.create(record)
         if rctx.server.metrics is not None:
             rctx.server.metrics.tasks.labels("working").inc()
@@ -232,10 +229,10 @@ class TaskManager:
             await self.settle(record.task_id, "failed", status_message=_text(problem), result=problem)
         return problem
 
-    def launch(self, rctx: RequestContext, task_id: str, tool: Tool, arguments: dict[str, Any]) -> None:
-        """Run the call (already admitted) in the background; its outcome settles the task."""
-        admitted = task_id not in self._unadmitted  # else admitted now, waiting for its approver first
-        self._unadmitted.discard(task_id)
+    def launch(self, rctx: RequestContext, task_id: str, tool: Tool, arguments: dict[str, Any], *,
+               admitted: bool = True) -> None:  # fmt: skip
+        """Run the call in the background; its outcome settles the task. ``admitted``: authorized and counted when
+        the task was created (else it is as it runs: a task that waits for its approver first, four eyes)."""
         work = functools.partial(self.pipeline.call_tool, rctx, tool, arguments, task=(self, task_id),
                                  admitted=admitted)  # fmt: skip
         self._watch(rctx, task_id, work)
@@ -243,12 +240,18 @@ class TaskManager:
     def run_again(self, rctx: RequestContext, task_id: str, tool: Tool, arguments: dict[str, Any], *,
                   admitted: bool = True) -> None:  # fmt: skip
         """Run a task taken over from another node (takeover.py): admitted when it was created, so not again —
-        unless it was still waiting for its approver (``admitted=False``): then it is admitted, and approved, here."""
+        unless it was still waiting for its approver (``admitted=False``): then it says so again, and is admitted,
+        and approved, here."""
         self.requests[task_id] = rctx
-        if not admitted:
-            self._unadmitted.add(task_id)
-            self._say(task_id, WAITING_FOR_APPROVER)
-        self.launch(rctx, task_id, tool, arguments)
+        if admitted:
+            self.launch(rctx, task_id, tool, arguments)
+            return
+
+        async def waits_again() -> dict[str, Any]:
+            await self._said(task_id, WAITING_FOR_APPROVER)
+            return await self.pipeline.call_tool(rctx, tool, arguments, task=(self, task_id))
+
+        self._watch(rctx, task_id, waits_again)
 
     def halt(self, task_id: str) -> None:
         """Stop the work of a task this node no longer holds (taken over, or ended, elsewhere); record nothing."""
@@ -338,12 +341,6 @@ class TaskManager:
     async def approved(self, task_id: str) -> None:
         """A task that waited for its approver was approved: it says so as it runs (still ``working``)."""
         await self._said(task_id, APPROVED)
-
-    def _say(self, task_id: str, message: str) -> None:
-        """``_said``, from code that cannot wait (the write goes on by itself)."""
-        import asyncio
-
-        asyncio.get_running_loop().create_task(self._said(task_id, message))
 
     async def _said(self, task_id: str, message: str) -> None:
         """A ``working`` task's status message changed (its status did not): stored, and announced."""
