@@ -14,6 +14,7 @@ import pytest
 
 from asgi_client import AsgiClient, Response
 from tooldeck import Deck
+from tooldeck.security.audit import line_hash
 from tooldeck.security.tokens import hash_token
 from tooldeck.transports.http import HttpApp
 
@@ -184,6 +185,8 @@ async def test_the_calls_page_shows_the_trail_filtered_and_verifies_it(tmp_path:
     await browser.sign_in("ada")
     _, page = await browser.get("/console/calls?tool=echo")
     assert page.count("<code>echo</code>") == 2
+    head = line_hash((tmp_path / "audit.jsonl").read_bytes().splitlines()[-1])
+    assert "has not been verified from the console yet" in page and f"head <code class='hash'>{head}" in page
     _, page = await browser.get("/console/calls?tool=deploy")
     assert "<code>echo</code>" not in page
     _, part = await browser.get("/console/calls?part=main")

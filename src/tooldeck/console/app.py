@@ -85,7 +85,7 @@ class Console:
         self.auth: Any = None  # the HTTP app's authentication backend (None: nobody authenticates)
         self.app: Any = None  # the HttpApp: its sessions
         self.seats: dict[str, Seat] = {}
-        self.verified: tuple[str, dict[str, Any]] | None = None  # the last "verify now": when, and each trail's report
+        self.verified_at: str | None = None  # when "verify now" last ran (its verdicts: the trail's own)
         self._trail: Any = None
         self._trail_file: str | None = None
         self._heard_on: Any = None  # the bus this console hears the fleet's policy reloads on

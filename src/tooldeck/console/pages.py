@@ -333,7 +333,7 @@ async def calls_page(console: Console, query: dict[str, str], seat: Seat) -> Pag
         f'{record.get("seq")}">#{record.get("seq")}</a></td></tr>'
         for record in found
     )
-    verified = _verified(console)
+    verified = _verified(trail, console.verified_at)
     body = (
         f'<form method="get" class="filters">{inputs}<button>Filter</button></form>'
         + (message(chosen_problem) if chosen_problem else "")
@@ -345,30 +345,28 @@ async def calls_page(console: Console, query: dict[str, str], seat: Seat) -> Pag
     return "Calls", main(body, 1000), 200
 
 
-def _verified(console: Console) -> str:
-    checked = console.verified
-    trail = console.trail()
-    heads = "".join(f"<li><code>{e(name)}</code>: record {head[0]}, head <code class='hash'>{e(head[1])}</code></li>"
-                    for name in sorted(trail.overview()["trails"]) if (head := trail.head(name)))  # fmt: skip
-    if checked is None:
+def _verified(trail: Any, at: str | None) -> str:
+    """Each trail's head as read so far, and the verdicts of the last "verify now" (the trail keeps them)."""
+    if trail.verified is None:
+        heads = "".join(f"<li><code>{e(name)}</code>: record {seen['seq']}, head <code class='hash'>"
+                        f"{e(seen['head'])}</code></li>" for name, seen in trail.status().items() if seen["head"])  # fmt: skip
         return f"<p>The chain has not been verified from the console yet.</p><ul>{heads}</ul>"
-    at, reports = checked
     lines = "".join(
         f"<li><code>{e(name)}</code>: {'intact' if report['ok'] else 'BROKEN: ' + e(str(report['problem']))}, "
         f"{report['records']} records, head <code class='hash'>{e(str(report.get('head')))}</code></li>"
-        for name, report in sorted(reports.items())
+        for name, report in sorted(trail.verified.items())
     )
-    return f"<p>Verified at {e(at)}:</p><ul class='verified'>{lines}</ul>"
+    return f"<p>Verified at {e(at or '')}:</p><ul class='verified'>{lines}</ul>"
 
 
 async def verify(console: Console) -> tuple[str | None, str | None]:
     trail = console.trail()
     if trail is None:
         return "The policy keeps no audit trail in a file: nothing to verify.", None
-    reports = await asyncio.to_thread(trail.verify_now)
+    await asyncio.to_thread(trail.verify_now)  # the trail keeps its verdicts (Trail.verified)
     from ..security.audit_chain import format_time
 
-    console.verified = (format_time(time.time()), reports)
+    console.verified_at = format_time(time.time())
     return None, "/calls"
 
 
