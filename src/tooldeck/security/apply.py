@@ -9,8 +9,6 @@ import sys
 import time
 from typing import Any
 
-import orjson
-
 from ..protocol.errors import RefusedError, ToolError
 from ..tools.result import CANCELLED, INPUT_REQUIRED, TASK_CREATED
 from .policy import Policy
@@ -250,25 +248,13 @@ class Sanitiser:
         self.schemes: frozenset[str] | None = None
         self._seen: tuple[int, int] = (-1, -1)
         self._sanitise: Any = None
-        self._may_need_cleaning: Any = None
 
     def __call__(self, request: Any, call: Any, result: dict[str, Any]) -> dict[str, Any]:
         sanitise = self._sanitise
         if sanitise is None:
             from .sanitise import sanitise_result  # loaded by the first result (its patterns cost start-up ~10 ms)
-            from .text import may_need_cleaning
 
             sanitise = self._sanitise = sanitise_result
-            self._may_need_cleaning = may_need_cleaning
-        if self.max_bytes is None:  # sanitise_result's own first step, inline: a tool's plain text result
-            content = result.get("content")
-            if type(content) is list and len(content) == 1 and type(content[0]) is dict and \
-                    content[0].get("type") == "text":  # fmt: skip
-                try:
-                    if not self._may_need_cleaning(orjson.dumps(result)):
-                        return result
-                except TypeError:  # not JSON: the long way, which says what is wrong
-                    pass
         return sanitise(result, max_bytes=self.max_bytes, oversize=self.oversize, schemes=self._schemes)
 
     def _schemes(self) -> frozenset[str]:
