@@ -227,25 +227,13 @@ def over_http(args: argparse.Namespace, url: str, policy_file: Path) -> int:
                 "--quiet", "--policy", str(policy_file), "--backend", backend]  # fmt: skip
         subjects.append(measure_http.Subject(backend, HttpServer(argv, env, str(ROOT), cpus=server_cpus), plan,
                                              rows=("echo", "modern_echo")))  # fmt: skip
-    failures: list[str] = []
-
-    def failed(subject: Any, exc: Exception) -> None:
-        failures.append(f"{subject.name}: {exc}{subject.server.stderr_tail()}")
-
-    try:
-        measure_http.interleaved(subjects, plan, lambda line: print(line, file=sys.stderr, flush=True), failed)
-        if failures:
-            print("\n".join(failures))
-            return 1
-        memory, redis = (subject.results() for subject in subjects)
-    finally:
-        for subject in subjects:
-            subject.server.close()
+    found, failure = measure_http.side_by_side(subjects, plan)
+    if failure:
+        print(failure)
+        return 1
+    memory, redis = found
     errors = 0
-    for key, label, modern in (("http_echo", "2025 session call, sequential", False),
-                               ("http_modern_echo", "2026-07-28 stateless call, sequential", True),
-                               ("http_clients", "2025 session call, 32 clients", False),
-                               ("http_modern_clients", "2026-07-28 stateless call, 32 clients", True)):  # fmt: skip
+    for key, label, modern in measure_http.ECHO_ROWS:
         m, r = memory[key], redis[key]
         ratios = [b["cpu_us_per_call"] / a["cpu_us_per_call"] for a, b in zip(m["rounds"], r["rounds"], strict=True)]
         errors += m["errors"] + r["errors"]

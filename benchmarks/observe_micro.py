@@ -89,22 +89,13 @@ def over_http(rounds: int) -> int:
         argv = [sys.executable, "-m", "tooldeck", "serve", str(SERVERS_DIR / deck), *TOOLDECK_HTTP, "--quiet"]
         subjects.append(measure_http.Subject(name, HttpServer(argv, dict(server_env()), str(ROOT), cpus=server_cpus),
                                              plan, rows=("echo", "modern_echo")))  # fmt: skip
-    failures: list[str] = []
-    try:
-        measure_http.interleaved(subjects, plan, lambda line: print(line, file=sys.stderr, flush=True),
-                                 lambda subject, exc: failures.append(f"{subject.name}: {exc}"))  # fmt: skip
-        if failures:
-            print("\n".join(failures))
-            return 1
-        off, on = (subject.results() for subject in subjects)
-    finally:
-        for subject in subjects:
-            subject.server.close()
+    found, failure = measure_http.side_by_side(subjects, plan)
+    if failure:
+        print(failure)
+        return 1
+    off, on = found
     errors = 0
-    for key, label in (("http_echo", "2025 session call, sequential"),
-                       ("http_modern_echo", "2026-07-28 stateless call, sequential"),
-                       ("http_clients", "2025 session call, 32 clients"),
-                       ("http_modern_clients", "2026-07-28 stateless call, 32 clients")):  # fmt: skip
+    for key, label, _modern in measure_http.ECHO_ROWS:
         a, b = off[key], on[key]
         ratios = [y["cpu_us_per_call"] / x["cpu_us_per_call"] for x, y in zip(a["rounds"], b["rounds"], strict=True)]
         errors += a["errors"] + b["errors"]

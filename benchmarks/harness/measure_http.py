@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import selectors
 import statistics
+import sys
 from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple
 
@@ -309,3 +310,27 @@ def interleaved(
             except (ServerFailed, OSError) as exc:
                 failed(subject, exc)
                 live.remove(subject)
+
+
+ECHO_ROWS = (("http_echo", "2025 session call, sequential", False),
+             ("http_modern_echo", "2026-07-28 stateless call, sequential", True),
+             ("http_clients", "2025 session call, 32 clients", False),
+             ("http_modern_clients", "2026-07-28 stateless call, 32 clients", True))  # fmt: skip
+
+
+def side_by_side(subjects: list[Subject], plan: Plan) -> tuple[list[dict[str, Any]], str]:
+    """``interleaved`` rounds of ``subjects`` (each server closed after): their results in order, or none and what
+    failed (with the server's last words) — what a benchmark comparing two servers of the same deck needs."""
+    failures: list[str] = []
+
+    def failed(subject: Subject, exc: Exception) -> None:
+        failures.append(f"{subject.name}: {exc}{subject.server.stderr_tail()}")
+
+    try:
+        interleaved(subjects, plan, lambda line: print(line, file=sys.stderr, flush=True), failed)
+        if failures:
+            return [], "\n".join(failures)
+        return [subject.results() for subject in subjects], ""
+    finally:
+        for subject in subjects:
+            subject.server.close()
