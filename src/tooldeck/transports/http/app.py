@@ -16,6 +16,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from ...engine.errors import BackendUnavailableError
+from ...protocol.errors import INVALID_REQUEST
 from ...server.core import Server
 from ...server.events import EventStore
 from .auth import AuthenticationBackend, AuthenticationLayer
@@ -24,7 +25,7 @@ from .exchange import Endpoint
 from .forwarded import TrustedProxies
 from .guard import LOOPBACK, HostOriginGuard
 from .health import Probes
-from .responses import App, Receive, Scope, Send
+from .responses import App, Receive, Scope, Send, error
 from .routes import Routes
 from .sessions import SessionRegistry
 from .sse import SseWriter
@@ -139,6 +140,9 @@ class HttpApp:
         if console is not None:  # Deck.use_console(): its pages sign people in themselves, before the MCP auth
             inner = console.layer(inner, auth, self)
         self.guard = HostOriginGuard(inner, allowed_hosts=allowed_hosts, allowed_origins=allowed_origins)
+        # The endpoint's path when no layer stands between the guard and the routes (no authentication, request
+        # limit, approval pages or console): then ``__call__`` checks the guard and calls the endpoint itself.
+        self._bare = path if inner is self.routes and self.routes.routes.get(path) is self.endpoint else None
         self.access: App | None = None
         if access_log:
             from .access import AccessLog
@@ -152,10 +156,17 @@ class HttpApp:
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "http":
-            if scope["path"] in self.probes.paths:  # before the guard: unauthenticated, unaudited, unlimited
+            path = scope["path"]
+            if path in self.probes.paths:  # before the guard: unauthenticated, unaudited, unlimited
                 await self.probes(scope, send)
             elif self.access is not None:
                 await self.access(scope, receive, send)
+            elif path == self._bare:  # the endpoint, with nothing between it and the guard: the guard's check inline
+                verdict = self.guard.verdict(scope)
+                if verdict is None:
+                    await self.endpoint(scope, receive, send)
+                else:
+                    await error(send, 403, INVALID_REQUEST, verdict)
             else:
                 await self.guard(scope, receive, send)
         elif scope["type"] == "lifespan":

@@ -27,16 +27,21 @@ class HostOriginGuard:
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "http":
-            # ASGI header names are lower-case; the dict is kept for the layers inside (values decoded when read).
-            headers = scope[HEADERS] = dict(scope["headers"])
-            key = (headers.get(b"host"), headers.get(b"origin"))
-            verdict: Any = self._verdicts.get(key, _UNSEEN)
-            if verdict is _UNSEEN:
-                verdict = self._judge(key)
+            verdict = self.verdict(scope)
             if verdict is not None:
                 await error(send, 403, INVALID_REQUEST, verdict)
                 return
         await self.app(scope, receive, send)
+
+    def verdict(self, scope: Scope) -> str | None:
+        """None if the request's Host and Origin are allowed, else why not. Keeps the request's headers as a dict
+        in the scope (ASGI header names are lower-case; values are decoded where they are read)."""
+        headers = scope[HEADERS] = dict(scope["headers"])
+        key = (headers.get(b"host"), headers.get(b"origin"))
+        verdict: Any = self._verdicts.get(key, _UNSEEN)
+        if verdict is _UNSEEN:
+            verdict = self._judge(key)
+        return verdict  # type: ignore[no-any-return]
 
     def _judge(self, key: tuple[bytes | None, bytes | None]) -> str | None:
         verdict = self.judge(text(key[0]), text(key[1]))
