@@ -27,6 +27,9 @@ make_venv benchmarks/.venvs/fastmcp "fastmcp>=4,<5"
     || echo "warning: could not install tooldeck into .venv (run.py will skip it)" >&2
 .venv/bin/python -c "import orjson" 2>/dev/null \
     || .venv/bin/python -m pip install --quiet --disable-pip-version-check orjson
+# granian, for http_servers.py only (the HTTP server compared with uvicorn; tooldeck never imports it).
+.venv/bin/python -m pip install --quiet --disable-pip-version-check 'granian>=2.8,<3' \
+    || echo "warning: could not install granian into .venv (http_servers.py needs it)" >&2
 
 echo "mcp $(benchmarks/.venvs/mcp/bin/python -c 'import importlib.metadata as m; print(m.version("mcp"))')"
 echo "fastmcp $(benchmarks/.venvs/fastmcp/bin/python -c 'import importlib.metadata as m; print(m.version("fastmcp"))')"
