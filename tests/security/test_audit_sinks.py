@@ -1,5 +1,6 @@
-"""security/audit_sinks.py: the records of one loop turn written together, with one system call, before the batch's
-future is done; and failing closed — a batch that cannot be written is cut back out of the file, its future fails,
+"""security/audit_sinks.py: a record written at once, with one system call, before the call goes on; with fsync
+"each", the records of one loop turn written together, with one system call, before the batch is done; and failing
+closed — a batch that cannot be written is cut back out of the file, its future fails,
 calls are refused (``admit``) until a write works again, and then the kept records and an ``audit-unavailable``
 record are written. Failures are injected at the file sink's one write seam (``_os_write``), or are real (a closed
 stream)."""
@@ -50,12 +51,33 @@ class Disk:
         raise ENOSPC
 
 
-# --- one loop turn, one write, before the answer ----------------------------------------------------------------
+async def settled(outcome: Any) -> None:
+    """What a call does with what ``write`` returned: awaits it, if there is anything to await."""
+    if outcome is not None:
+        await outcome
+
+
+# --- one record, one write, before the answer ---------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("fsync", ["never", "interval"])
+async def test_on_a_loop_a_record_is_written_at_once_with_one_system_call(fsync: str, tmp_path: Path) -> None:
+    path = tmp_path / "audit.jsonl"
+    sink = FileAuditSink(path, fsync=fsync, fsync_interval=3600)
+    disk = Disk(sink)
+    for n in range(3):
+        assert sink.write(rec(n)) is None  # written: nothing to wait for, not even a loop turn
+        assert disk.calls == n + 1 and [r["n"] for r in records(path)] == list(range(n + 1))
+    assert sink.head == (2, line_hash(path.read_bytes().splitlines()[-1]))
+    sink.close()
+
+
+# --- fsync "each": one loop turn, one write and one fsync, before the answer --------------------------------------
 
 
 async def test_a_loop_turns_records_are_written_with_one_system_call_before_its_batch_is_done(tmp_path: Path) -> None:
     path = tmp_path / "audit.jsonl"
-    sink = FileAuditSink(path)
+    sink = FileAuditSink(path, fsync="each")
     disk = Disk(sink)
     made: list[int] = []
 
@@ -82,7 +104,7 @@ async def test_a_loop_turns_records_are_written_with_one_system_call_before_its_
 
 async def test_cancelling_one_call_that_awaits_a_batch_leaves_the_others_theirs(tmp_path: Path) -> None:
     path = tmp_path / "audit.jsonl"
-    sink = FileAuditSink(path)
+    sink = FileAuditSink(path, fsync="each")
 
     async def call(n: int) -> str:
         batch = sink.write(rec(n))
@@ -119,13 +141,14 @@ async def test_a_batch_that_cannot_be_written_is_cut_back_out_of_the_file_and_aw
     path = tmp_path / "audit.jsonl"
     sink = FileAuditSink(path)
     disk = Disk(sink)
-    await sink.write(rec(0))  # type: ignore[misc]
+    await settled(sink.write(rec(0)))
     intact, head = path.read_bytes(), sink.head
     disk.full, disk.room = True, 30  # the disk takes 30 bytes of the next batch, then is full
     batch = sink.write(rec(1))
+    assert batch is not None  # not written: what the call awaits refuses it
     sink.write(rec(2))
     with pytest.raises(AuditUnavailableError) as caught:
-        await batch  # type: ignore[misc]
+        await batch
     assert str(caught.value) == (
         "the audit trail is unavailable (No space left on device): the call was refused; try again later"
     )
@@ -147,7 +170,7 @@ async def test_while_unavailable_refusals_are_counted_and_each_admission_tries_a
     assert sink.admit() is None and disk.calls == 0  # while the trail works, admitting a call costs no write
     disk.full = True
     with pytest.raises(AuditUnavailableError):
-        await sink.write(rec(0))  # type: ignore[misc]  # a call that ran: its record is kept
+        await settled(sink.write(rec(0)))  # a call that ran: its record is kept
     calls = disk.calls
     assert sink.admit() == "No space left on device" and disk.calls == calls + 1  # tried again, and refused
     assert sink.admit() == "No space left on device" and disk.calls == calls + 2
@@ -164,7 +187,7 @@ async def test_while_unavailable_refusals_are_counted_and_each_admission_tries_a
         "refused": 1,
     }  # fmt: skip
     assert outage["since"] <= outage["time"]
-    await sink.write(rec(1))  # type: ignore[misc]
+    await settled(sink.write(rec(1)))
     assert [r.get("n") for r in records(path)] == [0, None, 1]
     report = verify([path])
     assert (report.ok, report.records, report.head) == (True, 3, sink.head[1])
@@ -177,9 +200,9 @@ async def test_the_next_batch_tries_again_and_writes_the_kept_records_first(tmp_
     disk = Disk(sink)
     disk.full = True
     with pytest.raises(AuditUnavailableError):
-        await sink.write(rec(0))  # type: ignore[misc]
+        await settled(sink.write(rec(0)))
     disk.full = False
-    await sink.write(rec(1))  # type: ignore[misc]  # a call admitted before the trail failed, ending now
+    await settled(sink.write(rec(1)))  # a call admitted before the trail failed, ending now
     assert [(r["seq"], r["event"], r.get("n")) for r in records(path)] == [
         (0, "call", 0), (1, "audit-unavailable", None), (2, "call", 1),
     ]  # fmt: skip

@@ -363,7 +363,13 @@ class CallAuditor:
         facts = (time.time(), request.request_id, getattr(request.peer, "key", None), request.principal,
                  call.name if kind == "tool" else f"{kind}:{call.name}", call.item, decision, reason, outcome,
                  (time.monotonic() - call.started) * 1000, self.canonical(call.arguments), _trace_id())  # fmt: skip
-        return self.sink.write(functools.partial(self.records.encode, facts), refusal=refusal is not None)
+        sink = self.sink
+        outcome = sink.write(functools.partial(self.records.encode, facts), refusal=refusal is not None)
+        if outcome is None and sink.problem is None:  # written at once (an awaited write is counted where awaited)
+            metrics = request.server.metrics
+            if metrics is not None:
+                metrics.audit_records.inc()
+        return outcome
 
 
 def _trace_id() -> str | None:

@@ -1,14 +1,15 @@
 """Where audit records go: the ``AuditSink`` seam, its memory sink, and ``BatchedSink``, the base of the stderr and
 file sinks (``audit_file``), which writes a record before the call it describes is answered, and fails closed.
 
-Write before answer, one loop turn at a time (a group commit). On an event loop, ``write`` queues the record (a
-dict, or a function that makes it) and returns the ``Batch`` of this loop turn; the first record of a turn
-schedules one callback, which makes, stamps and encodes every record queued meanwhile and hands them to the
-operating system with one ``os.write`` (on the loop: a write to the page cache takes microseconds, a thread hop per
-batch would cost more). The pipeline awaits the batch before the call's answer leaves, so a process killed at any
-moment leaves no answered call without its record; the file sink's ``fsync`` setting decides what a power loss can
-take ("each": the batch is also on disk before its calls are answered). Per batch: one callback (and a future only
-while an fsync runs); per call: a list append and one loop turn. Without a running loop, ``write`` writes at once.
+Write before answer. ``write`` makes, stamps and encodes the record (a dict, or a function that makes it) and
+hands it to the operating system with one ``os.write`` at once, on the loop (a write to the page cache takes a
+microsecond or two; a thread hop, or the loop turn a call would wait for a shared write, costs more), before the
+call's answer leaves: a process killed at any moment leaves no answered call without its record. The file sink's
+``fsync`` setting decides what a power loss can take: "never" and "interval" (an fsync off the loop every few
+seconds) leave it to the page cache; with "each" the record is also on disk before its call is answered, and then
+records are written one loop turn at a time (a group commit): ``write`` queues the record and returns the ``Batch``
+of this loop turn, whose one callback writes every record queued meanwhile with one ``os.write``, and whose calls
+share one fsync off the loop. The pipeline awaits what ``write`` returns.
 
 Fail closed. A batch that cannot be written (a full disk, a file size limit, an I/O error) is taken back out of the
 trail — the file is cut back to its last complete record, and the chain's head stays at the last record written —
@@ -191,17 +192,24 @@ class BatchedSink:
             if batch is not None:
                 return batch
             loop = asyncio._get_running_loop()
-            if loop is not None:
+            if loop is not None and self.fsync == "each":  # one fsync for the records of a loop turn
                 batch = self._batch = Batch(loop)
                 loop.call_soon(self._write_batch)
                 return batch
-            self._commit()  # no event loop: at once
+            self._commit()  # at once: one write, and the call goes on without waiting for a loop turn
             problem = self.problem if self._unwritten else None
             if problem is None and self.fsync != "never":
-                self._after_write()
-        if problem is not None:
+                if loop is None:
+                    self._after_write()
+                else:
+                    self._sync_later(loop)
+        if problem is None:
+            return None
+        if loop is None:
             raise AuditUnavailableError(problem)
-        return None
+        failed = Batch(loop)  # awaited by the call, which is then answered with the refusal instead of its result
+        failed.settle(problem)
+        return failed
 
     def admit(self) -> str | None:
         if self.problem is None:

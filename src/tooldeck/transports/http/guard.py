@@ -41,7 +41,7 @@ class HostOriginGuard:
         verdict: Any = self._verdicts.get(key, _UNSEEN)
         if verdict is _UNSEEN:
             verdict = self._judge(key)
-        return verdict  # type: ignore[no-any-return]
+        return verdict
 
     def _judge(self, key: tuple[bytes | None, bytes | None]) -> str | None:
         verdict = self.judge(text(key[0]), text(key[1]))
