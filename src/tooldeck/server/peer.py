@@ -19,7 +19,7 @@ the requests a 2025 request would send the client from a function.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Coroutine
 from typing import TYPE_CHECKING, Any
 
 import orjson
@@ -27,14 +27,15 @@ import orjson
 from ..protocol import jsonrpc
 from ..protocol.errors import ProtocolError, RefusedError
 from ..protocol.jsonrpc import RequestId, Response
-from . import stateless
-from .runner import Runner
+from . import logs, rounds, stateless, tracing
+from .runner import Runner, failure
 
 if TYPE_CHECKING:
     import asyncio
 
     from ..protocol.envelope import Envelope
     from ..protocol.jsonrpc import Request
+    from .request import RequestContext
 
 Send = Callable[[Any, Any], None]
 
@@ -81,7 +82,37 @@ class RequestPeer:
         if found is None:
             return None
         rctx, work, observed = found
+        if inline and not work.streams and not work.own:
+            return self._inline(rctx, observed, work.coro)
+        work.coro = stateless.finishing(rctx, work.coro)
         return self._runner().start(rctx, observed, work, inline=inline)
+
+    async def _inline(self, rctx: RequestContext, reply: Callable[[dict[str, Any]], None],
+                      work: Coroutine[Any, Any, dict[str, Any]]) -> None:  # fmt: skip
+        """Work that cannot stream, run in the caller's own task: what a runner's inline run of ``finishing`` does,
+        as one coroutine and without a runner (nothing else can cancel it: a 2026-07-28 client cancels a request by
+        leaving, which ends the task the work runs in)."""
+        request_id = rctx.request_id
+        if logs.contextual:  # JSON logs: each line its work writes names the request (logs.py)
+            logs.REQUEST.set(rctx)
+        token = None
+        if tracing.active:  # the request's span is current while its work runs (tracing.py)
+            span = getattr(reply, "span", None)
+            if span is not None:
+                token = self.server.tracing.current(span)
+        try:
+            try:
+                message = jsonrpc.result(request_id, stateless.finished(rctx, await work))
+            except rounds.InputRequired:
+                message = jsonrpc.result(request_id, rctx.rounds.interim())  # type: ignore[attr-defined]
+            except ProtocolError as exc:
+                message = failure(request_id, stateless.translate(exc), self.refusals.__setitem__)
+            except Exception as exc:
+                message = failure(request_id, exc, None)
+            reply(message)
+        finally:
+            if token is not None:
+                self.server.tracing.detach(token)
 
     def _reply(self, message: dict[str, Any]) -> None:
         self.send(message, message.get("id"))

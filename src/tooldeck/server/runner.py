@@ -117,13 +117,7 @@ class Runner:
                 flight.request.server.tracing.detach(token)
 
     def _failure(self, request_id: RequestId, exc: Exception) -> dict[str, Any]:
-        """The error response for work that raised: its own code for a ProtocolError, else a logged -32603."""
-        if isinstance(exc, ProtocolError):
-            if isinstance(exc, RefusedError) and self.refused is not None:
-                self.refused(request_id, exc)
-            return jsonrpc.error(request_id, exc)
-        log.error("request %r failed", request_id, exc_info=exc)
-        return jsonrpc.error(request_id, InternalError("Internal error"))
+        return failure(request_id, exc, self.refused)
 
     def cancel(self, request_id: RequestId) -> Flight | None:
         """Stop a running request: no response will be sent. None if it is unknown or already answered."""
@@ -188,6 +182,18 @@ class Runner:
     def running(self) -> list[asyncio.Task[Any]]:
         """The tasks of the requests still running (for a transport that lets them finish before it goes)."""
         return [f.task for f in self.in_flight.values() if f.task is not None and not f.task.done()]
+
+
+def failure(request_id: RequestId, exc: Exception,
+            refused: Callable[[RequestId, RefusedError], None] | None) -> dict[str, Any]:  # fmt: skip
+    """The error response for work that raised: its own code for a ProtocolError (a refusal also told to ``refused``,
+    for its HTTP status), else a logged -32603."""
+    if isinstance(exc, ProtocolError):
+        if isinstance(exc, RefusedError) and refused is not None:
+            refused(request_id, exc)
+        return jsonrpc.error(request_id, exc)
+    log.error("request %r failed", request_id, exc_info=exc)
+    return jsonrpc.error(request_id, InternalError("Internal error"))
 
 
 class Resume:

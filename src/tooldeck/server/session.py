@@ -318,7 +318,9 @@ class Session:
                                  self.request_refused)  # fmt: skip
         if found is None:
             return None
-        return (runner or self._runner()).start(found[0], found[2], found[1], inline=inline)
+        rctx, work, observed = found
+        work.coro = stateless.finishing(rctx, work.coro)
+        return (runner or self._runner()).start(rctx, observed, work, inline=inline)
 
     def receive_stateless(self, obj: Any) -> None:
         """One decoded message on a stdio connection of the 2026-07-28 era: each request stands alone; initialize

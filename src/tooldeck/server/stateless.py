@@ -105,7 +105,7 @@ def serve(server: Any, peer: Peer, request: Request, env: Envelope, principal: A
           identifies_requestor: bool) -> tuple[RequestContext, Any]:  # fmt: skip
     """One modern request: its request context (the envelope's revision, capabilities, client and log level; the
     principal of the connection it came on: the stdio user, or the HTTP request's bearer token) and what it gets, its
-    finished result or the handler's ``Work``, its coroutine wrapped in ``finishing``."""
+    finished result or the handler's ``Work``, whose result its runner finishes for the revision (``finishing``)."""
     method = request.method
     params = request.params
     state = SessionState.of_request(
@@ -128,8 +128,7 @@ def serve(server: Any, peer: Peer, request: Request, env: Envelope, principal: A
     outcome = handler(server, method)(rctx)
     if type(outcome) is not Work:
         return rctx, finish(rctx, outcome)
-    outcome.coro = finishing(rctx, outcome.coro)  # the handler's own Work, finished for the revision
-    return rctx, outcome
+    return rctx, outcome  # the handler's own Work: whoever runs it finishes it for the revision (``finishing``)
 
 
 def handler(server: Any, method: str) -> Any:
@@ -204,6 +203,11 @@ async def finishing(rctx: RequestContext, work: Coroutine[Any, Any, dict[str, An
         raise translate(exc) from None
     except rounds.InputRequired:
         return rctx.rounds.interim()  # type: ignore[attr-defined]
+    return finished(rctx, result)
+
+
+def finished(rctx: RequestContext, result: dict[str, Any]) -> dict[str, Any]:
+    """What ``finishing`` makes of the result its work returned (a function awaiting the work itself calls it)."""
     if type(rctx) is rounds.RoundTrip:
         if rctx.asked:  # a function that swallowed the end of its run
             return rctx.rounds.interim()

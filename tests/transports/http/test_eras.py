@@ -269,7 +269,7 @@ async def test_a_modern_request_has_a_peer_of_its_own_that_outlives_the_exchange
     first, second = peers  # one peer per request, none of them a session
     assert first is not second and first.key is None and first.address == "127.0.0.1"
     assert not app.registry.live and deck.bus.subscribers(f"session/{first.key}") == 0
-    assert first.runner is not None and not first.runner.in_flight
+    assert first.runner is None and second.runner is None  # a plain call ran in the exchange's task: no runner
     tasks = {"extensions": {"io.modelcontextprotocol/tasks": {}}}
     status, body, _ = await answer(client, modern(2, "tools/call", {"name": "job"}, capabilities=tasks))
     assert (status, body["result"]["resultType"]) == (200, "task")
