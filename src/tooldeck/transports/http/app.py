@@ -123,26 +123,34 @@ class HttpApp:
 
             routes.setdefault(metrics_path, MetricsRoute(metrics, operator_scope, authenticated=auth is not None))
         self.routes = Routes({path: self.endpoint, **routes}, endpoint=path)
-        inner: App = self.routes
         request_limit = getattr(deck, "http_request_limit", None)  # a policy's [limits] http_requests
-        if request_limit is not None:
-            from .flood import RequestLimitLayer
+        refusals = _refusals(deck) if auth is not None else None
 
-            inner = RequestLimitLayer(inner, request_limit)
-        if auth is not None:  # no backend: everyone is anonymous
-            inner = AuthenticationLayer(inner, auth, _refusals(deck))
+        def checked(app: App) -> App:
+            """``app`` behind the layers every path has: the request limit, then authentication."""
+            if request_limit is not None:
+                from .flood import RequestLimitLayer
+
+                app = RequestLimitLayer(app, request_limit)
+            if auth is not None:  # no backend: everyone is anonymous
+                app = AuthenticationLayer(app, auth, refusals)
+            return app
+
+        inner = checked(self.routes)
+        # The endpoint's own path, with only those layers in front of it, skips the guard's and the routes' layers:
+        # ``__call__`` checks the guard and hands the request to ``_bare_app``, the same layers before the endpoint.
+        bare = self.routes.routes.get(path.rstrip("/") or "/") is self.endpoint
         policy = getattr(deck, "policy", None)
         if policy is not None and policy.levels.get("approval") == "url":  # level 8-10 calls approved in a browser
             from .approve import ApprovalPages
 
-            inner = ApprovalPages(inner, deck, auth)
+            inner, bare = ApprovalPages(inner, deck, auth), False
         console = getattr(deck, "console", None)
         if console is not None:  # Deck.use_console(): its pages sign people in themselves, before the MCP auth
-            inner = console.layer(inner, auth, self)
+            inner, bare = console.layer(inner, auth, self), False
         self.guard = HostOriginGuard(inner, allowed_hosts=allowed_hosts, allowed_origins=allowed_origins)
-        # The endpoint's path when no layer stands between the guard and the routes (no authentication, request
-        # limit, approval pages or console): then ``__call__`` checks the guard and calls the endpoint itself.
-        self._bare = path if inner is self.routes and self.routes.routes.get(path) is self.endpoint else None
+        self._bare = path if bare else None
+        self._bare_app = checked(self.endpoint) if bare else self.endpoint
         self.access: App | None = None
         if access_log:
             from .access import AccessLog
@@ -161,10 +169,10 @@ class HttpApp:
                 await self.probes(scope, send)
             elif self.access is not None:
                 await self.access(scope, receive, send)
-            elif path == self._bare:  # the endpoint, with nothing between it and the guard: the guard's check inline
+            elif path == self._bare:  # the endpoint's own path: the guard's check inline (see _layers)
                 verdict = self.guard.verdict(scope)
                 if verdict is None:
-                    await self.endpoint(scope, receive, send)
+                    await self._bare_app(scope, receive, send)
                 else:
                     await error(send, 403, INVALID_REQUEST, verdict)
             else:
