@@ -333,8 +333,8 @@ class CallAuditor:
     """One audit record per tools/call, per completion (a completer is user code) and per refused call of any kind
     (``tool`` is ``<kind>:<name>`` for all but tools: ``completion:prompt:review``, ``resource:notes://a``). When the
     call ends it notes the facts (the arguments as JSON); the sink makes the record from them (redaction, digest,
-    encoding) together with the others of the loop turn, and the call awaits what ``write`` returns: the record is
-    written before the answer leaves."""
+    encoding) and writes it at once (with fsync "each", together with the others of the loop turn, and the call
+    awaits what ``write`` returns): the record is written before the answer leaves."""
 
     def __init__(self, sink: Any, redact: Any, access: Any) -> None:
         from .audit import CallRecords, canonical_arguments

@@ -8,16 +8,16 @@ what they mean for a file:
   ``flock`` on ``.<file>.lock`` beside it (which holds its pid) for as long as it is open, so a second writer is refused at
   start with one line naming the holder. (A trail that is not a regular file — a FIFO, a device — is locked
   itself; it cannot be rotated.) New files are created with mode 0600.
-- **No torn record.** A write that fails or comes up short is cut back (``ftruncate``) to the offset where its
-  batch began, so the file always ends with a complete record. A trail whose last line lacks its newline (a
+- **No torn record.** A write that fails or comes up short is cut back (``ftruncate``) to the offset where it
+  began, so the file always ends with a complete record. A trail whose last line lacks its newline (a
   process killed in the middle of a write, whose call was therefore never answered) is cut back the same way when
   it is reopened, and the cut is recorded: an ``interrupted-write`` record with the line, length and SHA-256 of
   the bytes removed, chained like any other.
-- **Durability.** Every batch is handed to the operating system before its calls are answered, so a crash of the
-  process loses nothing that was answered. ``fsync`` says what a crash of the machine may lose: "never" (whatever
-  the OS had not written yet), "interval" (at most ``fsync_interval`` seconds of records, fsynced off the loop),
-  "each" (nothing answered: each batch is fsynced off the loop, batches written meanwhile sharing the next fsync,
-  before its calls are answered).
+- **Durability.** Every record (with fsync "each", every batch) is handed to the operating system before its call
+  is answered, so a crash of the process loses nothing that was answered. ``fsync`` says what a crash of the
+  machine may lose: "never" (whatever the OS had not written yet), "interval" (at most ``fsync_interval`` seconds
+  of records, fsynced off the loop), "each" (nothing answered: each batch is fsynced off the loop, before its calls
+  are answered, batches written meanwhile sharing the next fsync).
 """
 
 from __future__ import annotations
