@@ -706,6 +706,17 @@ m(
             if False:""",
     AUDIT,
 )
+m(
+    "audit trail: a failed write answered as written",
+    S + "audit_sinks.py",
+    """        if problem is None:
+            return None
+        if loop is None:""",
+    """        if True:
+            return None
+        if loop is None:""",
+    [T + "test_audit_sinks.py", T + "test_audit_trail.py"],
+)
 m("policy: required dropped", A, 'required = bool(auth.get("required", False))', "required = False", APPLY)
 m(
     "policy: algorithms dropped",
