@@ -113,9 +113,12 @@ class Endpoint:
         json_ok, sse_ok = _accepts(headers.get(b"accept"))
         if not (json_ok or sse_ok):
             raise HttpError(406, INVALID_REQUEST, "Not Acceptable: accept application/json or text/event-stream")
-        body = await _read_body(receive, self.max_body_bytes, self.body_timeout)
+        first = _at_once(receive())  # ``_read_body`` without its coroutine when the body came whole with its headers
+        body = _whole(first, self.max_body_bytes)
         if body is None:
-            return  # the client left before its body ended: there is no one to answer
+            body = await _read_rest(first, receive, self.max_body_bytes, self.body_timeout)
+            if body is None:
+                return  # the client left before its body ended: there is no one to answer
         try:
             obj = codec.decode(body)
         except ProtocolError as exc:
@@ -157,7 +160,7 @@ class Endpoint:
                     return
                 http_session = self.registry.create(principal, stateless=self.stateless)
             else:
-                http_session = await self._session_of(headers, principal)
+                http_session = self._session_now(headers, principal) or await self._session_of(headers, principal)
         except eras.UnclaimedModernError as refusal:
             await respond_json(send, 400, jsonrpc.error(message.id, {"code": refusal.code, "message": refusal.message}))
             return
@@ -210,6 +213,15 @@ class Endpoint:
             await respond(send, 202, b"", NO_HEADERS)
             return
         await self._exchange(http_session, messages, request_ids, json_ok, sse_ok, False, receive, send)
+
+    def _session_now(self, headers: Headers, principal: Any) -> HttpSession | None:
+        """``_session_of`` without an await, where none is needed: a session this process holds, with no shared store
+        to hear from; else None (``_session_of`` then finds it, or says why not)."""
+        registry = self.registry
+        if self.stateless or registry.shared:
+            return None
+        _version(headers)  # a revision it does not serve is refused, here as there
+        return registry.live_session(headers.get(b"mcp-session-id"), principal)
 
     async def _session_of(self, headers: Headers, principal: Any) -> HttpSession:
         """The session a non-initialize POST belongs to (a transient one when stateless)."""
@@ -412,8 +424,26 @@ async def _read_body(receive: Receive, limit: int, timeout: float) -> bytes | No
 
     The common case costs no timer: a body that came with its headers is there at the first ``receive()``, which
     is run one step before a timer is set (``_at_once``); only a body still on its way is waited for under one.
+    (``Endpoint.post`` does the same with these parts, without this coroutine.)
     """
-    message = _at_once(receive())
+    first = _at_once(receive())
+    body = _whole(first, limit)
+    return body if body is not None else await _read_rest(first, receive, limit, timeout)
+
+
+def _whole(message: Any, limit: int) -> bytes | None:
+    """The body, if ``message`` (what the first ``receive()`` gave at once) holds all of it; else None."""
+    if type(message) is not dict or message.get("type") != "http.request" or message.get("more_body"):
+        return None
+    body: bytes = message.get("body", b"")
+    if len(body) > limit:
+        raise HttpError(413, INVALID_REQUEST, f"Payload Too Large: the limit is {limit} bytes")
+    return body
+
+
+async def _read_rest(message: Any, receive: Receive, limit: int, timeout: float) -> bytes | None:
+    """``_read_body`` once the first ``receive()`` was run one step (``message``: what it gave, or an awaitable of
+    it) and did not give the whole body."""
     try:
         if type(message) is not dict:  # on its way: the wait, under the timer
             async with asyncio.timeout(timeout):
