@@ -1150,6 +1150,22 @@ m(
     'value = f"{COOKIE}={seat.id}; Path={self.path}; SameSite=Strict;',
     CONSOLE,
 )
+m(
+    "console: a sign-out on one process of a fleet leaves the seat signed in on the others",
+    "src/tooldeck/console/seats.py",
+    """    async def end(self, seat_id: str) -> None:
+        await self.values.delete(seat_id)""",
+    """    async def end(self, seat_id: str) -> None:
+        pass""",
+    CONSOLE,
+)
+m(
+    "console: a shared seat outlives its lifetime",
+    "src/tooldeck/console/seats.py",
+    "        if seat.expired(seat.seen):  # past its lifetime, however busy",
+    "        if False:  # past its lifetime, however busy",
+    CONSOLE,
+)
 
 m(
     "four eyes: a task runs without its approver",

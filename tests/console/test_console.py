@@ -324,15 +324,65 @@ async def test_a_definition_s_changes_are_shown_from_any_version_served_before(t
 async def test_clients_that_never_keep_their_cookie_keep_at_most_max_seats(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from tooldeck.console import app as console_app
+    from tooldeck.console import seats
 
-    monkeypatch.setattr(console_app, "MAX_SEATS", 3)
+    monkeypatch.setattr(seats, "MAX_SEATS", 3)
     http = HttpApp(console_deck(tmp_path, policy=False))
     for _ in range(5):  # a loopback script without cookies: a seat each time
         response, _ = await Browser(http).get("/console/sessions")
         assert response.status == 200
-    assert len(http.deck.console.seats) == 3
+    assert len(http.deck.console.seats.seats) == 3
     browser = Browser(http)
     await browser.get("/console")
-    kept = http.deck.console.seats
+    kept = http.deck.console.seats.seats
     assert len(kept) == 3 and browser.cookie.split("=", 1)[1] in kept  # the newest is one of those kept
+
+
+async def test_a_fleet_s_consoles_share_their_sign_ins_and_a_sign_out_ends_one_everywhere(
+    tmp_path: Path, redis_url: str
+) -> None:
+    here, there = console_deck(tmp_path, backend=redis_url), console_deck(tmp_path, backend=redis_url)
+    for deck in (here, there):
+        await deck.open_backends()
+    try:
+        here_app, there_app = HttpApp(here), HttpApp(there)
+        browser = Browser(here_app)
+        await browser.sign_in("ada")
+        assert "redis" in type(here.console.seats).__name__.lower()
+        elsewhere = Browser(there_app)  # the same browser, its next request balanced to the other process
+        elsewhere.cookie = browser.cookie
+        response, page = await elsewhere.get("/console/approvals")
+        assert response.status == 200 and "token:ada" in page
+        csrf = await elsewhere.csrf()
+        assert csrf == await browser.csrf()  # one seat: its forms carry the same token on every process
+        response, _ = await elsewhere.post("/console/logout", {"csrf": csrf})
+        assert (response.status, response.headers["location"]) == (303, "/console/login")
+        response, _ = await browser.get("/console")  # signed out there: out here too
+        assert (response.status, response.headers["location"]) == (303, "/console/login")
+    finally:
+        await there.aclose()
+        await here.aclose()
+
+
+async def test_a_shared_seat_keeps_who_signed_in_and_expires_after_its_lifetime(
+    tmp_path: Path, redis_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from tooldeck.console import seats
+    from tooldeck.security.principal import Principal
+
+    deck = console_deck(tmp_path, backend=redis_url)
+    await deck.open_backends()
+    try:
+        store = deck.console.seats
+        ada = Principal("ada", scopes=["operator"], roles=["ops"], issuer=None, expires_at=1e10)
+        seat = await store.open(ada)
+        found = await store.get(seat.id)
+        assert found is not None and found.principal == ada and found.csrf == seat.csrf and not found.new
+        assert (await store.get("no-such-seat")) is None
+        now = seats.time.time()
+        monkeypatch.setattr(seats.time, "time", lambda: now + seats.LIFETIME + 1)
+        assert (await store.get(seat.id)) is None  # past its lifetime: gone, however busy it was
+        monkeypatch.undo()
+        assert (await store.get(seat.id)) is None  # and removed
+    finally:
+        await deck.aclose()

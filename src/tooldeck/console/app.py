@@ -10,7 +10,8 @@ Who gets in:
 - Anyone else gets 403 on every console path: a token without the operator scope, a client from elsewhere.
 
 What protects it: a session cookie (``HttpOnly``, ``SameSite=Strict``, ``Secure`` under TLS, path ``/console``)
-naming a session kept in this process (idle 30 minutes at most, 12 hours in all); a CSRF token in every form,
+naming a session (a seat, seats.py: kept in this process, or in Redis for a whole fleet; idle 30 minutes at most,
+12 hours in all); a CSRF token in every form,
 checked on every action; a strict Content-Security-Policy (scripts and styles from this origin only, no inline
 script or style, no framing); ``no-store``; the HTTP app's Host/Origin guard in front. Every action is written to
 the audit trail (``event: "console"``), with who did it, to what, and how it ended.
@@ -26,23 +27,21 @@ from __future__ import annotations
 import hmac
 import ipaddress
 import logging
-import secrets
 import time
 from importlib import resources
 from typing import Any
 from urllib.parse import parse_qs, quote
 
+from ..engine.errors import BackendUnavailableError
 from ..transports.http.forms import read_form
 from ..transports.http.responses import App, Receive, Scope, Send, respond
 from . import pages
+from .seats import LIFETIME, MemorySeats, RedisSeats, Seat, Seats
 
 log = logging.getLogger("tooldeck.console")
 
 COOKIE = "tooldeck_console"
-IDLE = 1800.0  # seconds a console session lasts without a request
-LIFETIME = 12 * 3600.0  # seconds a console session lasts at most
 MAX_FORM = 16 * 1024  # bytes an action's form may take
-MAX_SEATS = 1000  # console sessions kept at most (the least recently used go first)
 STATIC = {"console.css": b"text/css; charset=utf-8", "console.js": b"text/javascript; charset=utf-8"}
 CSP = (b"default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; connect-src 'self'; "
        b"form-action 'self'; frame-ancestors 'none'; base-uri 'none'")  # fmt: skip
@@ -56,23 +55,6 @@ _HEADERS = [
 _HTML = [(b"content-type", b"text/html; charset=utf-8"), *_HEADERS]
 
 
-class Seat:
-    """One person's console session: who they are and the CSRF token their forms carry."""
-
-    __slots__ = ("id", "principal", "csrf", "started", "seen", "new")
-
-    def __init__(self, principal: Any) -> None:
-        self.new = True  # its cookie is still to be sent
-        self.id = secrets.token_urlsafe(32)
-        self.principal = principal  # None: the local operator (no authentication, a loopback client)
-        self.csrf = secrets.token_urlsafe(32)
-        self.started = self.seen = time.monotonic()
-
-    @property
-    def who(self) -> str:
-        return "local operator" if self.principal is None else str(getattr(self.principal, "id", self.principal))
-
-
 class Console:
     """The operator console of ``deck`` at ``path``, for principals holding ``operator_scope``. The HTTP app puts it
     in front of its authentication (``layer``) each time it builds its layers, so one console keeps its sessions
@@ -84,7 +66,7 @@ class Console:
         self.scope = operator_scope
         self.auth: Any = None  # the HTTP app's authentication backend (None: nobody authenticates)
         self.app: Any = None  # the HttpApp: its sessions
-        self.seats: dict[str, Seat] = {}
+        self._seats: Seats | None = None  # made at first use: where the deck's backends are then known
         self.verified_at: str | None = None  # when "verify now" last ran (its verdicts: the trail's own)
         self._trail: Any = None
         self._trail_file: str | None = None
@@ -107,6 +89,15 @@ class Console:
                 await inner(scope, receive, send)
 
         return console_or_inner
+
+    @property
+    def seats(self) -> Seats:
+        """Who is signed in (seats.py): in Redis when the deck's backends are shared through it, else here."""
+        if self._seats is None:
+            backends = self.deck.backends
+            engine = backends.engine if backends.shared else None
+            self._seats = RedisSeats(engine) if engine is not None else MemorySeats()
+        return self._seats
 
     def _reload_heard(self, payload: Any) -> None:
         """Another process's console reloaded the policy: reload this process's copy of the file too."""
@@ -148,7 +139,13 @@ class Console:
         if rest == "/login":
             await self._login(scope, receive, send)
             return
-        seat, refusal = await self._seat(scope)
+        try:
+            seat, refusal = await self._seat(scope)
+        except BackendUnavailableError as exc:  # the fleet's seats are out of reach
+            await self.page(send, 503, "Unavailable", pages.message(f"The console's sign-ins are kept in the shared "
+                            f"backend, which is out of reach: {exc}. Try again shortly."), None,
+                            [(b"retry-after", b"5")])  # fmt: skip
+            return
         if refusal is not None:
             status, message = refusal
             await self.page(send, status, "Not allowed", pages.message(message), seat=None)
@@ -201,8 +198,8 @@ class Console:
         if self.auth is None:
             if not _loopback(scope):
                 return None, (403, "With no authentication configured, the console is open to this machine only.")
-            seat = self._cookie_seat(headers)
-            return seat or self._open_seat(None), None
+            seat = await self._cookie_seat(headers)
+            return seat or await self.seats.open(None), None
         if b"authorization" in headers:  # a script with its bearer token: no cookie, so no CSRF to fear
             principal = await self._authenticate(scope, headers[b"authorization"])
             if principal is None:
@@ -212,9 +209,9 @@ class Console:
             seat = Seat(principal)
             seat.csrf, seat.new = "", False  # a bearer request needs no CSRF token (no cookie) and gets no cookie
             return seat, None
-        seat = self._cookie_seat(headers)
+        seat = await self._cookie_seat(headers)
         if seat is not None and not self.is_operator(seat.principal):  # a reloaded policy took the scope away
-            self.seats.pop(seat.id, None)
+            await self.seats.end(seat.id)
             return None, (403, f"The console needs the {self.scope!r} scope.")
         return seat, None
 
@@ -223,27 +220,9 @@ class Console:
         scopes = access.scopes_of(principal) if access is not None else frozenset(getattr(principal, "scopes", ()))
         return self.scope in scopes
 
-    def _cookie_seat(self, headers: dict[bytes, bytes]) -> Seat | None:
+    async def _cookie_seat(self, headers: dict[bytes, bytes]) -> Seat | None:
         value = _cookie(headers.get(b"cookie", b""), COOKIE)
-        seat = self.seats.get(value) if value else None
-        if seat is None:
-            return None
-        now = time.monotonic()
-        if now - seat.seen > IDLE or now - seat.started > LIFETIME:
-            self.seats.pop(seat.id, None)
-            return None
-        seat.seen = now
-        return seat
-
-    def _open_seat(self, principal: Any) -> Seat:
-        now = time.monotonic()
-        seats = [seat for seat in self.seats.values() if now - seat.seen <= IDLE and now - seat.started <= LIFETIME]
-        if len(seats) >= MAX_SEATS:  # a client that never keeps its cookie opens a seat each time: the oldest go
-            seats = sorted(seats, key=lambda seat: seat.seen)[len(seats) - MAX_SEATS + 1 :]
-        self.seats = {seat.id: seat for seat in seats}
-        seat = Seat(principal)
-        self.seats[seat.id] = seat
-        return seat
+        return await self.seats.get(value) if value else None
 
     async def _authenticate(self, scope: Scope, authorization: bytes) -> Any:
         probe = {key: scope[key] for key in ("type", "method", "path", "client", "scheme") if key in scope}
@@ -283,7 +262,7 @@ class Console:
             await self.page(send, 403, "Not allowed", pages.message(f"The console needs the {self.scope!r} scope."),
                             None)  # fmt: skip
             return
-        seat = self._open_seat(principal)
+        seat = await self.seats.open(principal)
         seat.new = False
         await self.audit(principal, "sign-in", None, "ok")
         await respond(send, 303, b"", [(b"location", self.path.encode()), self.cookie_for(scope, seat), *_HEADERS])
@@ -301,7 +280,7 @@ class Console:
                             "the page and try again."), seat)  # fmt: skip
             return
         if rest == "/logout":
-            self.seats.pop(seat.id, None)
+            await self.seats.end(seat.id)
             await self.audit(seat.principal, "sign-out", None, "ok")
             cookie = (b"set-cookie", f"{COOKIE}=; Path={self.path}; HttpOnly; SameSite=Strict; Max-Age=0".encode())
             await respond(send, 303, b"", [(b"location", f"{self.path}/login".encode()), cookie, *_HEADERS])

@@ -14,9 +14,9 @@ from typing import Any
 import orjson
 
 from . import charts
+from .seats import Seat
 
-Console = Any  # app.py's Console and Seat (not imported: app.py imports this module)
-Seat = Any
+Console = Any  # app.py's Console (not imported: app.py imports this module)
 
 Page = tuple[str, str, int]  # title, the main element's HTML, status
 Action = tuple[str, str | None, Callable[[Any, dict[str, str]], Awaitable[tuple[str | None, str | None]]]]

@@ -24,6 +24,9 @@ The seams (each a small Protocol with an in-memory implementation beside it, and
     definitions  DefinitionStore (manifest/store.py): the tool definitions served, their history and pins, one
                  numbered state changed by compare-and-swap (None: the tool manager of this process keeps them)
 
+The operator console's sign-ins (``console/seats.py``) are kept through the record's ``engine`` when it has one (a
+seat is a JSON value with a time to live: ``engine/values.py``), and in the console's process otherwise.
+
 Per process, on purpose:
 
 - Verified JWTs and the issuer's key set: derived from the token and the issuer's JWKS; every process derives the
