@@ -364,6 +364,33 @@ async def test_a_fleet_s_consoles_share_their_sign_ins_and_a_sign_out_ends_one_e
         await here.aclose()
 
 
+async def test_a_fleet_s_console_lists_and_ends_the_sessions_another_process_serves(
+    tmp_path: Path, redis_url: str
+) -> None:
+    here, there = console_deck(tmp_path, backend=redis_url), console_deck(tmp_path, backend=redis_url)
+    for deck in (here, there):
+        await deck.open_backends()
+    try:
+        here_app, there_app = HttpApp(here), HttpApp(there)
+        await here.bus.ready()
+        client = AsgiClient(here_app)
+        session = await client.initialize()
+        browser = Browser(there_app)
+        await browser.sign_in("ada")
+        _, page = await browser.get("/console/sessions")
+        row = page.split(f"<code>{session[:12]}…</code>", 1)[1].split("</tr>", 1)[0]
+        assert "<td>anonymous</td>" in row and "<td>2025-11-25</td>" in row and "<td>another</td>" in row
+        response, _ = await browser.post(f"/console/sessions/{session}/end", {"csrf": await browser.csrf()})
+        assert (response.status, response.headers["location"]) == (303, "/console/sessions")
+        answer = await client.call(session, 2, "tools/list")  # the process serving it: the store says it ended
+        assert answer.status == 404
+        response, text = await browser.post(f"/console/sessions/{session}/end", {"csrf": await browser.csrf()})
+        assert response.status == 409 and "No such session." in text
+    finally:
+        await there.aclose()
+        await here.aclose()
+
+
 async def test_a_shared_seat_keeps_who_signed_in_and_expires_after_its_lifetime(
     tmp_path: Path, redis_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -84,6 +84,18 @@ async def test_put_replaces_and_delete_forgets(store: SessionStore) -> None:
     assert await store.count() == 0
 
 
+async def test_sessions_lists_the_stored_ones_up_to_a_limit(store: SessionStore) -> None:
+    data = sample_state().to_dict()
+    for n in range(3):
+        await store.put(f"s{n}", {**data, "revision": f"r{n}"})
+    await store.delete("s1")
+    listed = await store.sessions(10)
+    assert sorted((session_id, state["revision"]) for session_id, state in listed) == [("s0", "r0"), ("s2", "r2")]
+    assert len(await store.sessions(1)) == 1
+    listed[0][1]["revision"] = "changed"
+    assert {state["revision"] for _, state in await store.sessions(10)} == {"r0", "r2"}  # copies
+
+
 async def test_unknown_ids_are_none(store: SessionStore) -> None:
     assert await store.get("never") is None
 

@@ -264,26 +264,44 @@ async def rollback(console: Console, name: str) -> tuple[str | None, str | None]
 # --- sessions -----------------------------------------------------------------------------------------------------
 
 
+SESSIONS_LISTED = 500  # sessions the page lists at most from a fleet's shared store
+
+
 async def sessions_page(console: Console, seat: Seat) -> Page:
+    """This process's sessions, and with shared backends every other process's too (from the store: who, which
+    client, which revision; when each was last served, as the processes mark it)."""
     app = console.app
     now = time.monotonic()
     rows = []
-    for session_id, live in list((app.sessions if app is not None else {}).items()):
-        session = live.session
-        info = session.client_info or {}
+    live = dict(app.sessions) if app is not None else {}
+    for session_id, held in live.items():
+        session = held.session
         principal = session.principal
-        rows.append(
-            f"<tr><td><code>{e(session_id[:12])}…</code></td>"
-            f"<td>{e(str(getattr(principal, 'id', principal) or 'anonymous'))}</td>"
-            f"<td>{e(str(info.get('name', '?')))} {e(str(info.get('version', '')))}</td>"
-            f"<td>{e(str(session.state.revision or '—'))}</td><td>{_ago(now - live.created)}</td>"
-            f"<td>{_ago(now - live.last_active)}</td><td>"
-            f'<form method="post" action="{e(console.path)}/sessions/{e(session_id)}/end">{csrf(seat)}'
-            "<button>End</button></form></td></tr>"
-        )
+        rows.append(_session_row(console, seat, session_id, getattr(principal, "id", principal), session.client_info,
+                                 session.state.revision, _ago(now - held.created), _ago(now - held.last_active),
+                                 "this one"))  # fmt: skip
+    if app is not None and app.registry.shared:
+        registry = app.registry
+        stored = [(sid, state) for sid, state in await registry.store.sessions(SESSIONS_LISTED) if sid not in live]
+        seen = await registry.store.last_seen([sid for sid, _ in stored])
+        wall = time.time()
+        for (session_id, state), at in zip(stored, seen, strict=True):
+            rows.append(_session_row(console, seat, session_id, state.get("principal"), state.get("clientInfo"),
+                                     state.get("revision"), "—", "—" if at is None else _ago(wall - at),
+                                     "another"))  # fmt: skip
     body = ("<table><tr><th>Session</th><th>Principal</th><th>Client</th><th>Revision</th><th>Since</th>"
-            f"<th>Last activity</th><th></th></tr>{''.join(rows) or _none(7)}</table>")  # fmt: skip
+            f"<th>Last activity</th><th>Process</th><th></th></tr>{''.join(rows) or _none(8)}</table>")  # fmt: skip
     return "Sessions", main(body, 3000), 200
+
+
+def _session_row(console: Console, seat: Seat, session_id: str, principal: Any, info: Any, revision: Any, since: str,
+                 last: str, where: str) -> str:  # fmt: skip
+    info = info if type(info) is dict else {}
+    return (f"<tr><td><code>{e(session_id[:12])}…</code></td><td>{e(str(principal or 'anonymous'))}</td>"
+            f"<td>{e(str(info.get('name', '?')))} {e(str(info.get('version', '')))}</td>"
+            f"<td>{e(str(revision or '—'))}</td><td>{since}</td><td>{last}</td><td>{where}</td><td>"
+            f'<form method="post" action="{e(console.path)}/sessions/{e(session_id)}/end">{csrf(seat)}'
+            "<button>End</button></form></td></tr>")  # fmt: skip
 
 
 def _ago(seconds: float) -> str:
@@ -297,10 +315,8 @@ def _ago(seconds: float) -> str:
 
 async def end_session(console: Console, session_id: str) -> tuple[str | None, str | None]:
     app = console.app
-    live = None if app is None else app.sessions.get(session_id)
-    if live is None:
-        return "No such session is served by this process.", None
-    await app.close_session(live)
+    if app is None or not await app.registry.end(session_id):
+        return "No such session.", None
     return None, "/sessions"
 
 

@@ -90,3 +90,14 @@ class JsonValues:
 
     async def count(self) -> int:
         return int(await self._count([self._index]))
+
+    async def some(self, limit: int) -> list[tuple[str, Any]]:
+        """Up to ``limit`` of the values with their names, those that expire last first (a listing for a person to
+        read, in two round trips: not for a hot path)."""
+        with self.engine.reaching():
+            raw = await self.engine.client.zrevrange(self._index, 0, limit - 1)
+            if not raw:
+                return []
+            names = [name.decode() if type(name) is bytes else str(name) for name in raw]
+            found = await self.engine.client.mget([self.key(name) for name in names])
+        return [(name, orjson.loads(data)) for name, data in zip(names, found, strict=True) if data is not None]

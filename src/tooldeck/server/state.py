@@ -130,6 +130,10 @@ class SessionStore(Protocol):
         """How many sessions are stored."""
         ...
 
+    async def sessions(self, limit: int) -> list[tuple[str, dict[str, Any]]]:
+        """Up to ``limit`` stored sessions, each its id and state (for a person to read: the operator console)."""
+        ...
+
     async def touch(self, session_id: str, at: float) -> bool | None:
         """A process served the session at ``at`` (wall-clock seconds); a mark never moves back. True when marked;
         False, and nothing marked, when the session ended (``delete``, perhaps by another process); None, and nothing
@@ -172,6 +176,9 @@ class MemorySessionStore:
 
     async def count(self) -> int:
         return len(self._states)
+
+    async def sessions(self, limit: int) -> list[tuple[str, dict[str, Any]]]:
+        return [(session_id, _copy(state)) for session_id, state in list(self._states.items())[:limit]]
 
     async def touch(self, session_id: str, at: float) -> bool | None:
         if session_id not in self._states:

@@ -81,6 +81,9 @@ class RedisSessionStore:
     async def count(self) -> int:
         return await self._values.count()
 
+    async def sessions(self, limit: int) -> list[tuple[str, dict[str, Any]]]:
+        return [(session_id, dict(state)) for session_id, state in await self._values.some(limit)]
+
     async def touch(self, session_id: str, at: float) -> bool | None:
         keys = [self._values.key(session_id), self._seen, self._index, self._ended(session_id)]
         found = int(await self._touch(keys, [session_id, self._ttl_ms, round(at * 1000)]))

@@ -194,6 +194,21 @@ class SessionRegistry:
         if tasks:
             await asyncio.wait(tasks, timeout=5)
 
+    async def end(self, session_id: str) -> bool:
+        """End the session of that id wherever it is served (an operator's action: whoever opened it): as ``close``
+        when this process holds it, else through the store and the bus. False when no such session is stored."""
+        http_session = self.live.get(session_id)
+        if http_session is not None and not http_session.closed:
+            await self.close(http_session)
+            return True
+        if await self.store.get(session_id) is None:
+            return False
+        await self.events.forget(session_id)
+        await self.store.delete(session_id)
+        if self.shared:  # the process that holds it drops its copy (``_end_here``)
+            self.server.bus.publish(ENDED, session_id)
+        return True
+
     def _end_here(self, session_id: Any) -> None:
         """The bus says a session ended in another process: drop the copy of it here, ending its work and streams."""
         http_session = self.live.pop(session_id, None) if type(session_id) is str else None
