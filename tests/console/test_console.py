@@ -5,6 +5,8 @@ approvals queue deciding a waiting call, sessions ended, the audit trail filtere
 from __future__ import annotations
 
 import asyncio
+import contextlib
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlencode
@@ -48,6 +50,19 @@ def console_deck(tmp_path: Path, *, policy: bool = True, backend: str | None = N
         deck.apply_policy(path)
     deck.use_console()
     return deck
+
+
+@contextlib.asynccontextmanager
+async def two_processes(tmp_path: Path, redis_url: str) -> AsyncIterator[tuple[Deck, Deck]]:
+    """Two consoled decks over one Redis, as two processes of a fleet (their backends open), closed after."""
+    here, there = console_deck(tmp_path, backend=redis_url), console_deck(tmp_path, backend=redis_url)
+    for deck in (here, there):
+        await deck.open_backends()
+    try:
+        yield here, there
+    finally:
+        await there.aclose()
+        await here.aclose()
 
 
 class Browser:
@@ -286,10 +301,7 @@ async def test_the_policy_is_reloaded_from_the_overview_and_a_broken_one_is_refu
 
 
 async def test_a_reload_on_one_process_s_console_reloads_the_others_too(tmp_path: Path, redis_url: str) -> None:
-    here, there = console_deck(tmp_path, backend=redis_url), console_deck(tmp_path, backend=redis_url)
-    for deck in (here, there):
-        await deck.open_backends()
-    try:
+    async with two_processes(tmp_path, redis_url) as (here, there):
         reloaded = asyncio.Event()
         there.on_policy_reload(reloaded.set)
         here_app, there_app = HttpApp(here), HttpApp(there)
@@ -303,9 +315,6 @@ async def test_a_reload_on_one_process_s_console_reloads_the_others_too(tmp_path
         await asyncio.wait_for(reloaded.wait(), 5)
         eve = {"authorization": "Bearer eve-key"}
         assert (await Browser(there_app).get("/console", eve))[0].status == 200
-    finally:
-        await there.aclose()
-        await here.aclose()
 
 
 async def test_a_definition_s_changes_are_shown_from_any_version_served_before(tmp_path: Path) -> None:
@@ -341,10 +350,7 @@ async def test_clients_that_never_keep_their_cookie_keep_at_most_max_seats(
 async def test_a_fleet_s_consoles_share_their_sign_ins_and_a_sign_out_ends_one_everywhere(
     tmp_path: Path, redis_url: str
 ) -> None:
-    here, there = console_deck(tmp_path, backend=redis_url), console_deck(tmp_path, backend=redis_url)
-    for deck in (here, there):
-        await deck.open_backends()
-    try:
+    async with two_processes(tmp_path, redis_url) as (here, there):
         here_app, there_app = HttpApp(here), HttpApp(there)
         browser = Browser(here_app)
         await browser.sign_in("ada")
@@ -359,18 +365,12 @@ async def test_a_fleet_s_consoles_share_their_sign_ins_and_a_sign_out_ends_one_e
         assert (response.status, response.headers["location"]) == (303, "/console/login")
         response, _ = await browser.get("/console")  # signed out there: out here too
         assert (response.status, response.headers["location"]) == (303, "/console/login")
-    finally:
-        await there.aclose()
-        await here.aclose()
 
 
 async def test_a_fleet_s_console_lists_and_ends_the_sessions_another_process_serves(
     tmp_path: Path, redis_url: str
 ) -> None:
-    here, there = console_deck(tmp_path, backend=redis_url), console_deck(tmp_path, backend=redis_url)
-    for deck in (here, there):
-        await deck.open_backends()
-    try:
+    async with two_processes(tmp_path, redis_url) as (here, there):
         here_app, there_app = HttpApp(here), HttpApp(there)
         await here.bus.ready()
         client = AsgiClient(here_app)
@@ -386,9 +386,6 @@ async def test_a_fleet_s_console_lists_and_ends_the_sessions_another_process_ser
         assert answer.status == 404
         response, text = await browser.post(f"/console/sessions/{session}/end", {"csrf": await browser.csrf()})
         assert response.status == 409 and "No such session." in text
-    finally:
-        await there.aclose()
-        await here.aclose()
 
 
 async def test_a_shared_seat_keeps_who_signed_in_and_expires_after_its_lifetime(
