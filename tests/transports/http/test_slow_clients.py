@@ -392,7 +392,7 @@ async def test_a_body_that_is_there_at_once_is_read_with_no_timer_and_one_on_its
         future.set_result({"type": "http.request", "body": body})
         return future
 
-    assert await exchange._read_body(at_once, 1000, 5.0) == body and timers == []
+    assert exchange._read_body(at_once, 1000, 5.0) == body and timers == []  # bytes at once: nothing to await
     assert await exchange._read_body(later, 1000, 5.0) == body and timers == [5.0]
     assert await exchange._read_body(a_future, 1000, 5.0) == body and timers == [5.0, 5.0]
 

@@ -114,10 +114,9 @@ class Endpoint:
         json_ok, sse_ok = _accepts(headers.get(b"accept"))
         if not (json_ok or sse_ok):
             raise HttpError(406, INVALID_REQUEST, "Not Acceptable: accept application/json or text/event-stream")
-        first = _at_once(receive())  # ``_read_body`` without its coroutine when the body came whole with its headers
-        body = _whole(first, self.max_body_bytes)
-        if body is None:
-            body = await _read_rest(first, receive, self.max_body_bytes, self.body_timeout)
+        body = _read_body(receive, self.max_body_bytes, self.body_timeout)
+        if type(body) is not bytes:  # still on its way (or in pieces): waited for under its timer
+            body = await body
             if body is None:
                 return  # the client left before its body ended: there is no one to answer
         try:
@@ -415,35 +414,29 @@ def _accepts(accept: bytes | None) -> tuple[bool, bool]:
     return found
 
 
-async def _read_body(receive: Receive, limit: int, timeout: float) -> bytes | None:
-    """The whole body, read within ``timeout`` seconds; None if the client disconnected first.
+def _read_body(receive: Receive, limit: int, timeout: float) -> Any:
+    """The whole body, or an awaitable of it read within ``timeout`` seconds (None if the client disconnected first).
 
     The body is read before the request is bound to a session, so a body that stalls holds no session, channel or
     connection count: a DELETE of its session is not held up by it, and the timeout ends it. The 408 closes the
     connection, as the rest of the body might still come (RFC 9110 §15.5.9).
 
-    The common case costs no timer: a body that came with its headers is there at the first ``receive()``, which
-    is run one step before a timer is set (``_at_once``); only a body still on its way is waited for under one.
-    (``Endpoint.post`` does the same with these parts, without this coroutine.)
+    The common case costs no timer and no coroutine: a body that came with its headers is there at the first
+    ``receive()``, which is run one step at once (``_at_once``), and is returned as bytes; only a body still on its
+    way, or in pieces, is waited for under a timer (``_read_rest``).
     """
     first = _at_once(receive())
-    body = _whole(first, limit)
-    return body if body is not None else await _read_rest(first, receive, limit, timeout)
-
-
-def _whole(message: Any, limit: int) -> bytes | None:
-    """The body, if ``message`` (what the first ``receive()`` gave at once) holds all of it; else None."""
-    if type(message) is not dict or message.get("type") != "http.request" or message.get("more_body"):
-        return None
-    body: bytes = message.get("body", b"")
-    if len(body) > limit:
-        raise HttpError(413, INVALID_REQUEST, f"Payload Too Large: the limit is {limit} bytes")
-    return body
+    if type(first) is dict and first.get("type") == "http.request" and not first.get("more_body"):
+        body: bytes = first.get("body", b"")
+        if len(body) > limit:
+            raise HttpError(413, INVALID_REQUEST, f"Payload Too Large: the limit is {limit} bytes")
+        return body
+    return _read_rest(first, receive, limit, timeout)
 
 
 async def _read_rest(message: Any, receive: Receive, limit: int, timeout: float) -> bytes | None:
-    """``_read_body`` once the first ``receive()`` was run one step (``message``: what it gave, or an awaitable of
-    it) and did not give the whole body."""
+    """``_read_body``'s wait, once the first ``receive()`` was run one step (``message``: what it gave, or an awaitable
+    of it) and did not give the whole body."""
     try:
         if type(message) is not dict:  # on its way: the wait, under the timer
             async with asyncio.timeout(timeout):

@@ -187,12 +187,16 @@ class SessionRegistry:
             self.live.pop(http_session.id, None)
         tasks = http_session.close()
         if http_session.id is not None:
-            await self.events.forget(http_session.id)
-            await self.store.delete(http_session.id)
-            if self.shared:  # after the delete: a process that hears it and is asked again finds nothing to rebuild
-                self.server.bus.publish(ENDED, http_session.id)
+            await self._forget(http_session.id)
         if tasks:
             await asyncio.wait(tasks, timeout=5)
+
+    async def _forget(self, session_id: str) -> None:
+        """A session's stored events and state gone, and (when shared) every other process told it ended."""
+        await self.events.forget(session_id)
+        await self.store.delete(session_id)
+        if self.shared:  # after the delete: a process that hears it and is asked again finds nothing to rebuild
+            self.server.bus.publish(ENDED, session_id)
 
     async def end(self, session_id: str) -> bool:
         """End the session of that id wherever it is served (an operator's action: whoever opened it): as ``close``
@@ -203,10 +207,7 @@ class SessionRegistry:
             return True
         if await self.store.get(session_id) is None:
             return False
-        await self.events.forget(session_id)
-        await self.store.delete(session_id)
-        if self.shared:  # the process that holds it drops its copy (``_end_here``)
-            self.server.bus.publish(ENDED, session_id)
+        await self._forget(session_id)  # the process that holds it drops its copy (``_end_here``)
         return True
 
     def _end_here(self, session_id: Any) -> None:
