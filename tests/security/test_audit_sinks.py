@@ -135,11 +135,12 @@ def test_without_an_event_loop_a_record_is_written_at_once(tmp_path: Path) -> No
 # --- failing closed -----------------------------------------------------------------------------------------------
 
 
+@pytest.mark.parametrize("fsync", ["never", "each"])  # written at once, or as a loop turn's batch
 async def test_a_batch_that_cannot_be_written_is_cut_back_out_of_the_file_and_awaiting_it_raises(
-    tmp_path: Path,
+    fsync: str, tmp_path: Path
 ) -> None:
     path = tmp_path / "audit.jsonl"
-    sink = FileAuditSink(path)
+    sink = FileAuditSink(path, fsync=fsync)
     disk = Disk(sink)
     await settled(sink.write(rec(0)))
     intact, head = path.read_bytes(), sink.head
@@ -163,9 +164,12 @@ async def test_a_batch_that_cannot_be_written_is_cut_back_out_of_the_file_and_aw
     assert verify([path]).ok
 
 
-async def test_while_unavailable_refusals_are_counted_and_each_admission_tries_again(tmp_path: Path) -> None:
+@pytest.mark.parametrize("fsync", ["never", "each"])  # written at once, or as a loop turn's batch
+async def test_while_unavailable_refusals_are_counted_and_each_admission_tries_again(
+    fsync: str, tmp_path: Path
+) -> None:
     path = tmp_path / "audit.jsonl"
-    sink = FileAuditSink(path)
+    sink = FileAuditSink(path, fsync=fsync)
     disk = Disk(sink)
     assert sink.admit() is None and disk.calls == 0  # while the trail works, admitting a call costs no write
     disk.full = True
@@ -194,9 +198,10 @@ async def test_while_unavailable_refusals_are_counted_and_each_admission_tries_a
     sink.close()
 
 
-async def test_the_next_batch_tries_again_and_writes_the_kept_records_first(tmp_path: Path) -> None:
+@pytest.mark.parametrize("fsync", ["never", "each"])  # written at once, or as a loop turn's batch
+async def test_the_next_batch_tries_again_and_writes_the_kept_records_first(fsync: str, tmp_path: Path) -> None:
     path = tmp_path / "audit.jsonl"
-    sink = FileAuditSink(path)
+    sink = FileAuditSink(path, fsync=fsync)
     disk = Disk(sink)
     disk.full = True
     with pytest.raises(AuditUnavailableError):

@@ -262,12 +262,10 @@ class BatchedSink:
             problem = self.problem if self._unwritten else None
         if batch is None:
             return
-        if problem is None and self.fsync == "each":
+        if problem is None:  # (batches are made with fsync "each" only: their calls wait for the fsync too)
             self._sync_batch(batch)
             return
         batch.settle(problem)
-        if problem is None and self.fsync == "interval":
-            self._sync_later(batch.loop)
 
     def _commit(self) -> None:
         """Encode what is queued and write every line not yet written — while the trail is down, first the lines
