@@ -193,15 +193,15 @@ class Context:
 
         asker = self._asker({"elicitation": {"url": {}}}, "A URL elicitation")
         named = asker.key(key)
-        if elicitation_id is None:  # the same on each round, or the question would never be answered
+        if versions.is_modern(self.request.revision):  # 2026-07-28 has no elicitationId: the retry says the outcome
+            elicitation_id = None
+        elif elicitation_id is None:  # the same on each round, or the question would never be answered
             elicitation_id = asker.memo(f"{named}/elicitationId", elicitation.new_elicitation_id)
         try:
             params = elicitation.url_params(message, url, elicitation_id, self.request.client_capabilities)
         except ClientRequestError:
             self._undeclared({"elicitation": {"url": {}}}, "A URL elicitation")
             raise
-        if versions.is_modern(self.request.revision):  # 2026-07-28 has no elicitationId: the retry says the outcome
-            del params["elicitationId"]
         result = await self._ask(asker, named, "elicitation/create", params, timeout)
         return elicitation.elicit_result(result, None)
 

@@ -51,12 +51,16 @@ def form_params(message: str, schema: dict[str, Any], capabilities: dict[str, An
 
 
 def url_params(message: str, url: str, elicitation_id: str | None, capabilities: dict[str, Any]) -> dict[str, Any]:
+    """A URL-mode elicitation's params; ``elicitation_id`` None: none at all (2026-07-28 has no elicitationId)."""
     elicitation = capabilities.get("elicitation")
     if not isinstance(elicitation, dict) or "url" not in elicitation:
         raise ClientRequestError("the client does not support URL-mode elicitation")
     if not url.lower().startswith(("https://", "http://")):
         raise ValueError("url must be an http(s) URL")
-    return {"mode": "url", "message": message, "url": url, "elicitationId": elicitation_id or new_elicitation_id()}
+    params = {"mode": "url", "message": message, "url": url}
+    if elicitation_id is not None:
+        params["elicitationId"] = elicitation_id
+    return params
 
 
 def new_elicitation_id() -> str:
