@@ -233,3 +233,15 @@ async def test_a_2026_call_denied_on_the_page_never_runs(tmp_path: Path) -> None
     done = (await modern_call(http, 2, "prod", inputResponses={"approval-0": {"action": "accept"}},
                               requestState=first["requestState"]))["result"]  # fmt: skip
     assert done["isError"] is True and "the approver denied it" in done["content"][0]["text"] and ran == []
+
+
+async def test_a_2026_call_whose_link_is_declined_never_runs_and_its_page_is_gone(tmp_path: Path) -> None:
+    deck, ran = approving_deck(tmp_path)
+    http = AsgiClient(HttpApp(deck))
+    first = (await modern_call(http, 1, "prod"))["result"]
+    url = first["inputRequests"]["approval-0"]["params"]["url"]
+    done = (await modern_call(http, 2, "prod", inputResponses={"approval-0": {"action": "decline"}},
+                              requestState=first["requestState"]))["result"]  # fmt: skip
+    assert done["isError"] is True and "did not open the approval page (decline)" in done["content"][0]["text"]
+    assert (await page(http, url.removeprefix("http://127.0.0.1:8000")))[0] == 404  # nothing left to approve
+    assert ran == []

@@ -47,6 +47,11 @@ WAITING_FOR_APPROVER = "Waiting for an approver (four eyes)"  # the status messa
 APPROVED = "Approved: running"  # and once it is approved
 
 
+def awaits_approver(record: Any) -> bool:
+    """Whether a task (its record) was created to wait for an approver, and has not been admitted since."""
+    return bool(record.status_message == WAITING_FOR_APPROVER)
+
+
 class ApprovalDeferred(Exception):
     """A task-augmented call that waits for an approver (four eyes): its task is created now and waits in the
     background (server/task_manager.py), in ``working`` with a status message that says so, instead of holding the
@@ -59,6 +64,12 @@ class Decision(NamedTuple):
     approved: bool
     by: str
     reason: str = ""
+
+    @classmethod
+    def from_json(cls, data: Any) -> Decision:
+        """A decision kept as JSON (the list a ``Decision`` encodes to)."""
+        approved, by, reason = data
+        return cls(bool(approved), str(by), str(reason))
 
 
 class Approval:
@@ -180,8 +191,7 @@ class MemoryApprovalStore:
         kept = self._decided.pop(approval_id, None)
         if kept is None or kept[1] <= self.clock():
             return None
-        approved, by, reason = kept[0]
-        return Decision(bool(approved), str(by), str(reason))
+        return Decision.from_json(kept[0])
 
 
 # How a decision reaches the process a call waits in: (node, approval id, binding, decision) -> whether the call was
@@ -238,6 +248,14 @@ class Approvals:
         found[1].cancel()
         try:
             await self.store.delete(approval.id)
+        except Exception:  # the store cannot be reached: the approval expires there on its own
+            pass
+
+    async def close(self, approval_id: str) -> None:
+        """An approval no process waits for (a 2026-07-28 call's) that will never be used: out of the store, so its
+        page takes no decision for a call that was refused."""
+        try:
+            await self.store.delete(approval_id)
         except Exception:  # the store cannot be reached: the approval expires there on its own
             pass
 

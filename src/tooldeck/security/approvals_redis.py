@@ -104,5 +104,4 @@ class RedisApprovalStore:
         data = await self.engine.command("GETDEL", self.engine.key("approval-decided", approval_id))
         if data is None:
             return None
-        approved, by, reason = orjson.loads(data)
-        return Decision(bool(approved), str(by), str(reason))
+        return Decision.from_json(orjson.loads(data))

@@ -347,12 +347,9 @@ class AccessControl:
         """Approval in a browser (approvals.py): the client is asked to open the page; the call waits for the
         person's decision there, then the client hears the elicitation is complete."""
         timeout = float(self.policy.levels["confirm_timeout"])
-        shown = {"tool": call.name, "version": version, "level": level, "principal": binding[0],
-                 "arguments": call.arguments}  # fmt: skip
         approvals = self.approvals
-        approval = await approvals.open("url", binding, shown, timeout)
-        message = (f"{call.name}{'@' + version if version else ''} needs your approval (security level {level}). "
-                   "Open the page, check the call, and approve or deny it there.")  # fmt: skip
+        approval = await approvals.open("url", binding, _shown(call, version, level, binding), timeout)
+        message = _ask_approval(call, version, level, "Open the page, check the call, and approve or deny it there.")
         ask_url = self.ask_url
         assert ask_url is not None  # _verify comes here only with one
         try:
@@ -380,30 +377,34 @@ class AccessControl:
         requestState; a retry that says the user opened it takes the decision from the store (once). Not decided
         yet: the link is asked again, ``APPROVAL_ROUNDS`` times at most, then the call is refused."""
         timeout = float(self.policy.levels["confirm_timeout"])
+        approvals = self.approvals
         kept = rounds.memos.get("approval")
         if kept is None:
-            shown = {"tool": call.name, "version": version, "level": level, "principal": binding[0],
-                     "arguments": call.arguments}  # fmt: skip
-            opened = await self.approvals.open("url", binding, shown, timeout, waits=False)
+            shown = _shown(call, version, level, binding)
+            opened = await approvals.open("url", binding, shown, timeout, waits=False)
             kept = rounds.memo("approval", lambda: [opened.id, 0])
         approval_id, attempt = kept
-        message = (f"{call.name}{'@' + version if version else ''} needs your approval (security level {level}). "
-                   "Open the page, check the call, approve or deny it there, then retry.")  # fmt: skip
+        message = _ask_approval(call, version, level, "Open the page, check the call, approve or deny it there, then "
+                                "retry.")  # fmt: skip
+        url = f"{origin}/approve/{approval_id}"
         ask_url = self.ask_url
         assert ask_url is not None  # _verify comes here only with one
-        answer = await ask_url(request, call, message, f"{origin}/approve/{approval_id}", approval_id, timeout,
-                               key=f"approval-{attempt}")  # fmt: skip
+        answer = await ask_url(request, call, message, url, approval_id, timeout, key=f"approval-{attempt}")
         if answer.action != "accept":
+            await approvals.close(approval_id)
             raise ToolError(f"{label} was not run: the user did not open the approval page ({answer.action})")
         await rounds.spend()  # each retry's state once: a replayed retry is refused (-32602) before anything runs
-        decision = await self.approvals.decision(approval_id)
+        decision = await approvals.decision(approval_id)
         if decision is None:
-            if attempt + 1 >= APPROVAL_ROUNDS or await self.approvals.find(approval_id, "url") is None:
-                raise ToolError(f"{label} was not run: nobody approved it on its page (or it expired)")
-            kept[1] = attempt + 1  # the next round's state asks again, under a new key: this round ends here
-            url = f"{origin}/approve/{approval_id}"
-            await ask_url(request, call, message, url, approval_id, timeout, key=f"approval-{attempt + 1}")
-            raise ToolError(f"{label} was not run: nobody approved it on its page")  # (an answer sent unasked)
+            if await approvals.find(approval_id, "url") is None:  # decided meanwhile (taken, not yet kept), or gone
+                decision = await approvals.decision(approval_id)
+            elif attempt + 1 < APPROVAL_ROUNDS:
+                kept[1] = attempt + 1  # the next round's state asks again, under a new key: this round ends here
+                await ask_url(request, call, message, url, approval_id, timeout, key=f"approval-{attempt + 1}")
+                raise AssertionError("a question asked under a new key is answered by a later round, not this one")
+        if decision is None:
+            await approvals.close(approval_id)
+            raise ToolError(f"{label} was not run: nobody approved it on its page (or it expired)")
         if not decision.approved:
             raise ToolError(f"{label} was not run: the approver denied it")
         call.approval = "approved by its caller on the approval page"
@@ -421,3 +422,14 @@ class AccessControl:
             parts.append(f'resource_metadata="{self.resource_metadata}"')
         value = "Bearer " + ", ".join(parts) if parts else "Bearer"
         return [(b"www-authenticate", value.encode())]
+
+
+def _shown(call: Any, version: str, level: int, binding: tuple[str, str, str]) -> dict[str, Any]:
+    """What the approval page shows of a call."""
+    return {"tool": call.name, "version": version, "level": level, "principal": binding[0],
+            "arguments": call.arguments}  # fmt: skip
+
+
+def _ask_approval(call: Any, version: str, level: int, then: str) -> str:
+    """The message that asks the user to open a call's approval page."""
+    return f"{call.name}{'@' + version if version else ''} needs your approval (security level {level}). {then}"
