@@ -1170,14 +1170,30 @@ m(
 m(
     "four eyes: a task runs without its approver",
     "src/tooldeck/server/task_manager.py",
-    "        self.launch(rctx, record.task_id, tool, arguments, admitted=record.status_message != WAITING_FOR_APPROVER)",
+    "        self.launch(rctx, record.task_id, tool, arguments, admitted=not awaits_approver(record))",
     "        self.launch(rctx, record.task_id, tool, arguments)",
     FOUR_EYES,
 )
 m(
+    "four eyes: a 2026-07-28 task runs without its approver",
+    "src/tooldeck/server/task_extension.py",
+    "    manager.launch(rctx, record.task_id, tool, arguments, admitted=not awaits_approver(record))",
+    "    manager.launch(rctx, record.task_id, tool, arguments)",
+    FOUR_EYES,
+)
+m(
+    "approvals: a 2026-07-28 call's declined approval left open on its page",
+    S + "levels.py",
+    """        if answer.action != "accept":
+            await approvals.close(approval_id)""",
+    """        if answer.action != "accept":
+            pass""",
+    [T + "test_approvals.py"],
+)
+m(
     "four eyes: a task taken over while waiting runs unapproved",
     "src/tooldeck/server/takeover.py",
-    "                rerun(manager, record, tool, waited=seen.status_message == WAITING_FOR_APPROVER)",
+    "                rerun(manager, record, tool, waited=awaits_approver(seen))",
     "                rerun(manager, record, tool)",
     ["tests/server/test_tasks_fleet.py"],
 )

@@ -199,3 +199,45 @@ async def test_a_task_is_created_at_once_and_waits_for_its_approver_in_the_backg
     assert result["isError"] is True and "token:bob denied it: not today" in result["content"][0]["text"]
     status = (await ask(5, "tasks/get", {"taskId": created["taskId"]}))["result"]
     assert status["status"] == "failed" and ran == ["users"]
+
+
+async def test_a_2026_task_waits_for_its_approver_and_never_runs_when_denied(tmp_path: Path) -> None:
+    from eras import modern
+    from transports.http.test_eras import headers_for
+
+    deck, ran = four_eyes_deck(tmp_path)
+
+    @deck.tool(security_level=10, version="1.0.0", task="optional")
+    def migrate(database: str) -> str:
+        ran.append(database)
+        return f"migrated {database}"
+
+    http = AsgiClient(HttpApp(deck))
+    tasks = {"extensions": {"io.modelcontextprotocol/tasks": {}}}
+
+    async def ask(request_id: int, method: str, params: dict[str, Any], name: str | None = None) -> Any:
+        message = modern(request_id, method, params, capabilities=tasks)
+        headers = {**headers_for(message, **({"mcp-name": name} if name else {})), **ALICE}
+        return await (await http.post(message, version=None, accept="application/json", headers=headers)).json()
+
+    async def settled(task_id: str) -> Any:
+        async with asyncio.timeout(5):
+            while (found := (await ask(9, "tasks/get", {"taskId": task_id}, task_id))["result"])["status"] == "working":
+                await asyncio.sleep(0)
+        return found
+
+    created = (await ask(1, "tools/call", {"name": "migrate", "arguments": {"database": "orders"}}))["result"]
+    assert created["resultType"] == "task" and ran == []
+    (approval,) = await deck.access.approvals.waiting("operator")
+    assert approval.shown["tool"] == "migrate"
+    assert await deck.access.decide(approval.id, BOB, False, "not today") is None
+    found = await settled(created["taskId"])
+    result = found["result"]  # the tasks extension ends a refused run with its isError result
+    assert result["isError"] is True and "token:bob denied it: not today" in result["content"][0]["text"]
+    assert ran == []  # denied: never run, not even before the decision
+
+    created = (await ask(2, "tools/call", {"name": "migrate", "arguments": {"database": "users"}}))["result"]
+    (approval,) = await deck.access.approvals.waiting("operator")
+    assert await deck.access.decide(approval.id, BOB, True, "planned") is None
+    found = await settled(created["taskId"])
+    assert found["result"]["structuredContent"] == {"result": "migrated users"} and ran == ["users"]

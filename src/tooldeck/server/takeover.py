@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from ..engine.errors import BackendUnavailableError
 from ..protocol import versions
-from ..security.approvals import WAITING_FOR_APPROVER
+from ..security.approvals import awaits_approver
 from ..security.principal import Principal
 from ..tasks.record import MAX_RUNS, TaskRecord
 from .request import RequestContext
@@ -106,7 +106,7 @@ class Leases:
             log.warning("task %s: node %s stopped renewing its lease; %s", seen.task_id, seen.node or "(none)",
                         "running it once more here" if again else "ended failed")  # fmt: skip
             if again and tool is not None:
-                rerun(manager, record, tool, waited=seen.status_message == WAITING_FOR_APPROVER)
+                rerun(manager, record, tool, waited=awaits_approver(seen))
             else:
                 manager.announce(record)
         return taken

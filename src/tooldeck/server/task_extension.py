@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..protocol import envelope
 from ..protocol.errors import InternalError, InvalidParamsError, MissingClientCapabilityError
-from ..security.approvals import WAITING_FOR_APPROVER
+from ..security.approvals import awaits_approver
 from ..tasks.record import TaskRecord
 from .request import RequestContext, Work
 
@@ -78,7 +78,7 @@ async def _create(manager: TaskManager, rctx: RequestContext, tool: Tool, argume
     problem = await manager.recorded(rctx, record, tool, arguments)
     if problem is not None:
         return problem
-    manager.launch(rctx, record.task_id, tool, arguments, admitted=record.status_message != WAITING_FOR_APPROVER)
+    manager.launch(rctx, record.task_id, tool, arguments, admitted=not awaits_approver(record))
     return created(rctx, manager, record)
 
 

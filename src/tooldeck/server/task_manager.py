@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 from ..engine.errors import BackendUnavailableError
 from ..protocol import jsonrpc, versions
 from ..protocol.errors import InternalError, InvalidParamsError, ProtocolError, TaskLimitError
-from ..security.approvals import APPROVED, WAITING_FOR_APPROVER, ApprovalDeferred
+from ..security.approvals import APPROVED, WAITING_FOR_APPROVER, ApprovalDeferred, awaits_approver
 from ..tasks.memory import MemoryTaskStore
 from ..tasks.polling import PollInterval
 from ..tasks.record import TaskRecord, new_task_id
@@ -168,7 +168,7 @@ class TaskManager:
         problem = await self.recorded(rctx, record, tool, arguments)
         if problem is not None:
             return problem
-        self.launch(rctx, record.task_id, tool, arguments, admitted=record.status_message != WAITING_FOR_APPROVER)
+        self.launch(rctx, record.task_id, tool, arguments, admitted=not awaits_approver(record))
         result: dict[str, Any] = {"task": record.to_wire()}
         if tool.immediate_response is not None:
             result["_meta"] = {IMMEDIATE_RESPONSE: tool.immediate_response}
