@@ -25,8 +25,8 @@ work before and after a change. The paths:
   runs the threads in turn (`--fair-sched=yes`) and the child makes 4N calls, which dilutes what is left of the
   threads' interleaving.
 - http-secured: http-session on `security.py`'s secured deck and "on" policy: a JWT (ES256) on every request, the
-  tool at level 5 with a scope, a rate limit, the sanitiser and the audit trail on a file (`fsync = "interval"`;
-  its writer is a thread, and its batches are made by the clock).
+  tool at level 5 with a scope, a rate limit, the sanitiser and the audit trail on a file (`fsync = "interval"`: each
+  record written as its call ends, the fsync off the loop when it falls due).
 - http-list-1003: `tools/list` of the benchmark deck with `BENCH_TOOLS=1000` (1,003 tools), answered in full on one
   page. The listing is encoded once and kept until the tools change, as a real server keeps it, so this counts
   copying the cached bytes into the response, not encoding 1,003 tools.
@@ -99,7 +99,7 @@ async def http_child(path: str, count: int) -> None:
             app = load_app()
         deck = app.deck
         await deck.open_backends()
-        deck.bind_loop()  # as the lifespan does: the services (the audit trail's writer) start
+        deck.bind_loop()  # as the lifespan does: the deck's services start
         driver = Driver(app, extra)
         await driver.open()
         if path == "http-list-1003":
@@ -142,7 +142,13 @@ class PipeClient:
         asyncio.get_running_loop().add_reader(from_server, self._readable)
 
     def _readable(self) -> None:
-        self.buffer += os.read(self.from_server, 1 << 16)
+        data = os.read(self.from_server, 1 << 16)
+        if not data:  # the server closed its end: no reply will come
+            asyncio.get_running_loop().remove_reader(self.from_server)
+            if self.waiting is not None:
+                self.waiting.set_exception(SystemExit("stdio: the server closed its output before replying"))
+            return
+        self.buffer += data
         line, newline, rest = self.buffer.partition(b"\n")
         if newline and self.waiting is not None:
             self.buffer = rest
@@ -248,8 +254,9 @@ def versions() -> dict[str, str]:
     found = {"python": platform.python_version()}
     for name in ("orjson", "uvloop", "PyJWT", "cryptography"):
         found[name] = version(name)
-    valgrind = subprocess.run(["valgrind", "--version"], capture_output=True, text=True)
-    found["valgrind"] = valgrind.stdout.strip()
+    valgrind = shutil.which("valgrind")
+    found["valgrind"] = "missing" if valgrind is None else subprocess.run(
+        [valgrind, "--version"], capture_output=True, text=True).stdout.strip()  # fmt: skip
     return found
 
 
@@ -263,7 +270,6 @@ def write(found: dict[str, float], calls: int, note: str, src: Path | None) -> N
         "note": note,
         "tooldeck": f"--src {src}" if src is not None else f"the checkout at {git_head()}",
         "calls": {path: calls * SCALE.get(path, 1) for path in found},
-        "tolerance": TOLERANCE,
         "versions": versions(),
         "instructions_per_call": {path: round(count) for path, count in found.items()},
     }
@@ -271,9 +277,11 @@ def write(found: dict[str, float], calls: int, note: str, src: Path | None) -> N
     print(f"wrote {BASELINE.relative_to(BENCH.parent)}")
 
 
-def check(found: dict[str, float], baseline_file: Path = BASELINE) -> int:
+def check(found: dict[str, float], baseline_file: Path = BASELINE, calls: int | None = None) -> int:
     """Print every path's ratio to its baseline; 1 if any grew by more than the tolerance, each named in the last
-    line with its growth. A path far below its baseline is pointed out (lower the baseline, keep the gain)."""
+    line with its growth, and with what differs from the baseline's measurement (the versions it records; the calls
+    per path, when ``calls`` is given). A path far below its baseline is pointed out (lower the baseline, keep the
+    gain)."""
     if not baseline_file.exists():
         print(f"instruction budget: no baseline {baseline_file} (run --write)")
         return 1
@@ -295,10 +303,14 @@ def check(found: dict[str, float], baseline_file: Path = BASELINE) -> int:
             under.append(path)
     if under:
         print(f"{', '.join(under)}: more than {TOLERANCE * 100:g}% below the baseline; --write keeps the gain")
-    python = baseline["versions"]["python"]
-    if over and python.rpartition(".")[0] != platform.python_version().rpartition(".")[0]:
-        over.append(f"the baseline was measured on Python {python}, this is {platform.python_version()}: "
-                    "counts differ between Python versions")  # fmt: skip
+    if over:  # what else differs from the baseline's measurement: counts move with any of these
+        now = versions()
+        over += [f"the baseline was measured with {name} {was}, this is {now.get(name, 'missing')}"
+                 for name, was in baseline.get("versions", {}).items() if now.get(name) != was]  # fmt: skip
+        if calls is not None:
+            over += [f"{path} was measured with {measured} calls, its baseline with {kept}"
+                     for path, kept in baseline.get("calls", {}).items()
+                     if path in found and (measured := calls * SCALE.get(path, 1)) != kept]  # fmt: skip
     if over:
         print("a deliberate change: .venv/bin/python benchmarks/instructions.py --write, committed with it, and why")
         print("instruction budget exceeded: " + "; ".join(over))
@@ -339,7 +351,7 @@ def main() -> int:
     if args.write:
         write(found, args.calls, args.note, args.src)
         return 0
-    return check(found)
+    return check(found, calls=args.calls)
 
 
 if __name__ == "__main__":

@@ -60,3 +60,9 @@ def test_the_check_fails_naming_each_path_over_its_budget_and_by_how_much(
     assert [line.split()[:2] for line in out[:3]] == [["OVER", "http-session"], ["ok", "stdio-session"],
                                                       ["low", "http-list-1003"]]  # fmt: skip
     assert instructions.check({"http-session": 103_000.0}, baseline) == 0
+    baseline.write_text(json.dumps({"versions": {"python": "3.11.7", "orjson": "0.1"}, "calls": {"http-session": 50},
+                                    "instructions_per_call": paths}))  # fmt: skip
+    assert instructions.check({"http-session": 104_000.0}, baseline, calls=300) == 1
+    last = capsys.readouterr().out.strip().splitlines()[-1]
+    assert "the baseline was measured with orjson 0.1, this is " in last  # what else differs is said with it
+    assert "http-session was measured with 300 calls, its baseline with 50" in last
