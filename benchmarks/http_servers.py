@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import selectors
 import shutil
 import signal
 import statistics
@@ -40,8 +39,9 @@ BENCH = Path(__file__).resolve().parent
 sys.path.insert(0, str(BENCH))
 
 from harness import measure_http, placement, process, report  # noqa: E402
-from harness.http import Connection, HttpServer  # noqa: E402
-from harness.measure import FULL, server_env  # noqa: E402
+from harness.http import HttpServer  # noqa: E402
+from harness.measure import FULL, server_env, switch_rates  # noqa: E402
+from harness.process import ServerFailed  # noqa: E402
 from harness.servers import ROOT, SERVERS_DIR, TOOLDECK_HTTP, project_python, tooldeck_git  # noqa: E402
 
 PYTHON = str(project_python())
@@ -116,7 +116,7 @@ def budget(found: dict[str, Any]) -> tuple[str, list[dict[str, Any]]]:
 def counts(name: str, calls: int, cpus: set[int] | None, syscalls: bool) -> dict[str, Any]:
     """Context switches (and system calls) per call of one server, over sequential calls and calls from 32
     clients: counted, not timed."""
-    strace = shutil.which("strace") if syscalls else None
+    strace = shutil.which("strace") if syscalls else None  # (main refuses --syscalls without strace)
     with HttpServer(SUBJECTS[name][1], dict(server_env()), str(ROOT), cpus=cpus) as server:
         checker = measure_http.Checker()
         connection = server.connect()
@@ -128,55 +128,25 @@ def counts(name: str, calls: int, cpus: set[int] | None, syscalls: bool) -> dict
         found: dict[str, Any] = {}
         before = process.switches(server.pid)
         measure_http.warm_up(connection, calls, checker)
-        found["sequential"] = switches_per_call(before, process.switches(server.pid), calls)
-        before = process.switches(server.pid)
-        done = closed_loop(clients, 4 * calls, checker)
-        found["clients"] = switches_per_call(before, process.switches(server.pid), done)
+        found["sequential"] = switch_rates(before, process.switches(server.pid), calls)
+        many = measure_http.clients(server, clients, 0, checker, calls=4 * calls)
+        found["clients"] = {key: many[key] for key in ("server_waits_per_call", "server_preempted_per_call")}
         if strace is not None:  # the same calls again, traced (a traced process switches more: counted apart)
             with tempfile.NamedTemporaryFile(suffix=".strace") as trace:
                 tracer = subprocess.Popen([strace, "-f", "-c", "-o", trace.name, "-p", str(server.pid)],
                                           stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)  # fmt: skip
                 assert tracer.stderr is not None
-                tracer.stderr.readline()  # "strace: Process N attached": from here on its calls are counted
+                attached = tracer.stderr.readline()  # "strace: Process N attached": from here on calls are counted
+                if b"attached" not in attached:
+                    tracer.kill()
+                    raise ServerFailed(f"strace could not attach to the server: {attached.decode(errors='replace')}")
                 measure_http.warm_up(connection, calls, checker)
-                traced = calls + closed_loop(clients, 4 * calls, checker)
+                traced = calls + measure_http.clients(server, clients, 0, checker, calls=4 * calls)["calls"]
                 tracer.send_signal(signal.SIGINT)
                 tracer.wait()
                 found["syscalls_per_call"] = strace_counts(trace.name, traced)
         found["errors"] = checker.errors
     return found
-
-
-def closed_loop(clients: list[Connection], total: int, checker: measure_http.Checker) -> int:
-    """`total` echo calls from the clients, each calling again when its reply is in; the calls answered."""
-    selector = selectors.DefaultSelector()
-    pending: dict[Connection, int] = {}
-    sent = answered = 0
-
-    def send(connection: Connection) -> None:
-        nonlocal sent
-        connection.next_id += 1
-        pending[connection] = connection.next_id
-        connection.sock.sendall(connection.call(connection.next_id, "counted", "echo"))
-        sent += 1
-
-    for connection in clients:
-        selector.register(connection.sock, selectors.EVENT_READ, connection)
-        send(connection)
-    while pending:
-        for key, _ in selector.select(30):
-            connection = key.data
-            for response in connection.receive(connection.sock.recv(1 << 16)):
-                checker.check(response, pending.pop(connection), "counted")
-                answered += 1
-                if sent < total:
-                    send(connection)
-    selector.close()
-    return answered
-
-
-def switches_per_call(before: tuple[int, int], after: tuple[int, int], calls: int) -> dict[str, float]:
-    return {"voluntary": (after[0] - before[0]) / calls, "involuntary": (after[1] - before[1]) / calls}
 
 
 def strace_counts(path: str, calls: int) -> dict[str, float]:
@@ -194,8 +164,9 @@ def counts_table(found: dict[str, dict[str, Any]]) -> str:
     lines = ["context switches per call (voluntary + involuntary, every thread); system calls per call (strace)"]
     for name, row in found.items():
         seq, many = row["sequential"], row["clients"]
-        line = (f"  {name:14s} sequential {seq['voluntary']:5.2f} + {seq['involuntary']:5.2f}   32 clients "
-                f"{many['voluntary']:5.2f} + {many['involuntary']:5.2f}")  # fmt: skip
+        waits, preempted = "server_waits_per_call", "server_preempted_per_call"
+        line = (f"  {name:14s} sequential {seq[waits]:5.2f} + {seq[preempted]:5.2f}   32 clients "
+                f"{many[waits]:5.2f} + {many[preempted]:5.2f}")  # fmt: skip
         calls = row.get("syscalls_per_call")
         if calls:
             top = ", ".join(f"{k} {v:.2f}" for k, v in list(calls.items())[1:6])
@@ -211,6 +182,8 @@ def main() -> int:
     parser.add_argument("--calls", type=int, default=2000, help="sequential calls counted per server (default 2000)")
     parser.add_argument("--syscalls", action="store_true", help="also count system calls (strace -f -c)")
     args = parser.parse_args()
+    if args.syscalls and shutil.which("strace") is None:
+        parser.error("--syscalls needs strace (apt-get install strace)")
     names = list(SUBJECTS) if not args.only else [FLOOR, *(n for n in args.only.split(",") if n != FLOOR)]
     if unknown := set(names) - set(SUBJECTS):
         parser.error(f"unknown server(s) {', '.join(sorted(unknown))}; choose from {', '.join(SUBJECTS)}")

@@ -125,9 +125,10 @@ def clients(
     checker: Checker,
     tool: str = "echo",
     timeout: float = 60.0,
+    calls: int | None = None,
 ) -> dict[str, Any]:
-    """Every connection does calls of `tool` one at a time, new calls going out for `seconds`, then the last ones are
-    awaited; one selector over all sockets."""
+    """Every connection does calls of `tool` one at a time, new calls going out for `seconds` (or, given `calls`,
+    until that many were sent), then the last ones are awaited; one selector over all sockets."""
     pending: dict[Connection, tuple[int, str]] = {}
     sent = received = 0
 
@@ -153,7 +154,7 @@ def clients(
             events = selector.select(timeout)
             if not events:
                 raise ServerFailed(f"{len(pending)} calls unanswered after {timeout:g} s")
-            sending = now() < deadline
+            sending = now() < deadline if calls is None else sent < calls
             for key, _ in events:
                 connection = key.data
                 for response in connection.receive(connection.sock.recv(1 << 16)):
