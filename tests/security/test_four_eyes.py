@@ -163,7 +163,8 @@ def test_a_wrong_approvals_table_is_refused_with_its_line(tmp_path: Path, table:
         load_policy(path)
 
 
-async def test_a_task_is_created_at_once_and_waits_for_its_approver_in_the_background(tmp_path: Path) -> None:
+def migrating_deck(tmp_path: Path) -> tuple[Deck, list[str]]:
+    """The four-eyes deck with ``migrate``, a level-10 tool that may run as a task (what it ran in the list)."""
     deck, ran = four_eyes_deck(tmp_path)
 
     @deck.tool(security_level=10, version="1.0.0", task="optional")
@@ -171,6 +172,11 @@ async def test_a_task_is_created_at_once_and_waits_for_its_approver_in_the_backg
         ran.append(database)
         return f"migrated {database}"
 
+    return deck, ran
+
+
+async def test_a_task_is_created_at_once_and_waits_for_its_approver_in_the_background(tmp_path: Path) -> None:
+    deck, ran = migrating_deck(tmp_path)
     http = AsgiClient(HttpApp(deck))
     session = await session_of(http)
 
@@ -205,13 +211,7 @@ async def test_a_2026_task_waits_for_its_approver_and_never_runs_when_denied(tmp
     from eras import modern
     from transports.http.test_eras import headers_for
 
-    deck, ran = four_eyes_deck(tmp_path)
-
-    @deck.tool(security_level=10, version="1.0.0", task="optional")
-    def migrate(database: str) -> str:
-        ran.append(database)
-        return f"migrated {database}"
-
+    deck, ran = migrating_deck(tmp_path)
     http = AsgiClient(HttpApp(deck))
     tasks = {"extensions": {"io.modelcontextprotocol/tasks": {}}}
 
