@@ -38,6 +38,7 @@ import tempfile
 import time
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import orjson
 
@@ -227,11 +228,16 @@ def over_http(args: argparse.Namespace, url: str, policy_file: Path) -> int:
                 "--quiet", "--policy", str(policy_file), "--backend", backend]  # fmt: skip
         subjects.append(measure_http.Subject(backend, HttpServer(argv, env, str(ROOT), cpus=server_cpus), plan,
                                              rows=("echo", "modern_echo")))  # fmt: skip
+    if args.floor:
+        floor = [sys.executable, str(SERVERS_DIR / "floor_http_server.py"), "{port}"]
+        for name, extra in (("floor", {}), ("floor + PING", {"BENCH_REDIS": urlsplit(url).netloc})):
+            server = HttpServer(floor, {**env, **extra}, str(SERVERS_DIR), cpus=server_cpus)
+            subjects.append(measure_http.Subject(name, server, plan, rows=("echo",)))
     found, failure = measure_http.side_by_side(subjects, plan)
     if failure:
         print(failure)
         return 1
-    memory, redis = found
+    memory, redis = found[:2]
     errors = 0
     for key, label, modern in measure_http.ECHO_ROWS:
         m, r = memory[key], redis[key]
@@ -241,8 +247,27 @@ def over_http(args: argparse.Namespace, url: str, policy_file: Path) -> int:
               f"{m['cpu_us_per_call']:.1f}, Redis {r['cpu_us_per_call']:.1f}; ratio {statistics.median(ratios):.2f}x "
               f"({min(ratios):.2f}-{max(ratios):.2f}, budget {BUDGET[modern]}x); calls/s memory "
               f"{m['calls_per_s']:,.0f}, Redis {r['calls_per_s']:,.0f}")  # fmt: skip
+    if args.floor:
+        errors += floor_rows(memory, *found[2:])
     print(f"wrong replies over HTTP: {errors}")
     return 1 if errors else 0
+
+
+def floor_rows(memory: dict[str, Any], floor: dict[str, Any], pinged: dict[str, Any]) -> int:
+    """What one awaited Redis round trip adds to the floor's call (a raw ASGI app under uvicorn that awaits a PING on
+    a raw asyncio connection first), set against what the budgets leave the memory deck's calls: the least the
+    Redis rows can cost. Its figure is the median of per-round differences. Returns the floor's wrong replies."""
+    for key, label, sessions in (("http_echo", "sequential", "http_echo"), ("http_clients", "32 clients",
+                                                                           "http_clients")):  # fmt: skip
+        added = statistics.median(b["cpu_us_per_call"] - a["cpu_us_per_call"]
+                                  for a, b in zip(floor[key]["rounds"], pinged[key]["rounds"], strict=True))  # fmt: skip
+        session = memory[sessions]["cpu_us_per_call"]
+        stateless = memory[sessions.replace("http_", "http_modern_")]["cpu_us_per_call"]
+        print(f"over HTTP, {label}: the floor {floor[key]['cpu_us_per_call']:.1f} µs per call; one awaited Redis "
+              f"round trip adds {added:.1f} µs to it; the budgets leave the memory deck's calls "
+              f"{session * (BUDGET[False] - 1):.1f} µs (session call, {BUDGET[False]}x of {session:.1f}) and "
+              f"{stateless * (BUDGET[True] - 1):.1f} µs (stateless call, {BUDGET[True]}x of {stateless:.1f})")  # fmt: skip
+    return sum(result[key]["errors"] for result in (floor, pinged) for key in ("http_echo", "http_clients"))
 
 
 def main() -> int:
@@ -252,6 +277,11 @@ def main() -> int:
     parser.add_argument("--rounds", type=int, default=10, help="rounds, the backends alternating (default 10)")
     parser.add_argument("--http-rounds", type=int, default=10, help="rounds over HTTP (default 10; 0: none)")
     parser.add_argument("--instructions", action="store_true", help="also count instructions under callgrind")
+    parser.add_argument(
+        "--floor",
+        action="store_true",
+        help="over HTTP, also the floor server with and without one awaited Redis PING per call",
+    )
     parser.add_argument("--child", nargs=4, metavar=("BACKEND", "ERA", "POLICY", "N"), help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.src is not None:

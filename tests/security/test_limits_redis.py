@@ -117,3 +117,27 @@ async def test_the_takes_kept_packed_are_bounded_and_answer_as_when_first_packed
             assert await limiter.acquire_async(name, 1 / 3600, 3) == 0.0
             assert len(kept) <= 2
     assert await limiter.acquire_async("a", 1 / 3600, 3) > 3500  # the three tokens of "a" are spent, kept or not
+
+
+async def test_a_take_sent_on_the_line_is_given_again_to_a_server_that_forgot_the_script(engine: Engine) -> None:
+    limiter = RedisRateLimiter(engine)
+    buckets = [("a", 1 / 3600, 3, 1.0), ("b", 1 / 3600, 3, 1.0)]
+    assert await limiter.acquire_all_async(buckets) == [0.0, 0.0]  # packed now: the next take is sent at once
+    await engine.client.script_flush()  # as a restart does
+    assert await limiter.acquire_all_async(buckets) == [0.0, 0.0]
+    assert await limiter.acquire_all_async(buckets) == [0.0, 0.0]
+    assert min(await limiter.acquire_all_async(buckets)) > 3500  # three taken from each, none twice: the 4th waits
+
+
+async def test_a_take_whose_connection_is_lost_says_the_backend_is_unreachable(engine: Engine) -> None:
+    from tooldeck.engine import BackendUnavailableError
+
+    limiter = RedisRateLimiter(engine)
+    buckets = [("a", 1 / 3600, 3, 1.0)]
+    await limiter.acquire_all_async(buckets)
+    pending = limiter.acquire_all_async(buckets)  # sent on the line, not answered yet
+    assert engine.wire is not None and engine.wire._line is not None
+    engine.wire._line.drop(ConnectionError("lost"))
+    with pytest.raises(BackendUnavailableError, match="is unreachable: "):
+        await pending
+    assert await limiter.acquire_all_async(buckets) == [0.0]  # on a new line (the lost take may have run: 1 or 2 left)

@@ -84,6 +84,13 @@ class Script:
             await self.load()
             return await command(prepared)
 
+    def send(self, prepared: Prepared) -> asyncio.Future[Any] | None:
+        """``run`` without a coroutine: the command written now (``Wire.send_packed``) and its answer's future, its
+        failures the line's own (``OSError``, ``NoScriptError``: the caller says what they mean); None where the
+        engine has no line up (then ``run``)."""
+        wire = self.engine.wire
+        return None if wire is None else wire.send_packed(prepared.packed)
+
     def head(self, keys: Sequence[str], args: Sequence[Any], last: int) -> tuple[Prepared, int]:
         """The call with ``keys`` and ``args`` but for its ``last`` arguments, packed once, for ``soon_with``: a
         call whose last arguments change (a session's mark: its time) packs only those each time."""

@@ -211,6 +211,14 @@ class Wire:
             return None
         return line.send(pack(args), hold=True)
 
+    def send_packed(self, packed: bytes) -> asyncio.Future[Any] | None:
+        """``command_packed`` without a coroutine: the command sent now (``_Line.send``), its answer's future; None
+        when the line is not up (then ``command_packed`` connects)."""
+        line = self._line
+        if line is None or line.closed:
+            return None
+        return line.send(packed)
+
     def send_packed_soon(self, packed: bytes) -> asyncio.Future[Any] | None:
         """``send_soon`` for a command already packed."""
         line = self._line

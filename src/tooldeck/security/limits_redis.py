@@ -8,7 +8,7 @@ or takes from none. Key ``<prefix>bucket:<key>``; a bucket expires once it would
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 
 from ..engine.bucket import TokenBuckets
 from ..engine.connection import Engine
@@ -31,9 +31,10 @@ class RedisRateLimiter:
         (wait,) = await self._buckets.take([(key, rate, burst, cost)], take=False)
         return wait
 
-    async def acquire_all_async(self, buckets: Sequence[tuple[str, float, int, float]]) -> list[float]:
+    def acquire_all_async(self, buckets: Sequence[tuple[str, float, int, float]]) -> Awaitable[list[float]]:
         """Take from every one of ``buckets`` (distinct ``(key, rate, burst, cost)``) or from none, atomically: the
-        waits, all 0.0 when taken (``MemoryRateLimiter.acquire_all``, awaited)."""
+        waits, all 0.0 when taken (``MemoryRateLimiter.acquire_all``, awaited). Not a coroutine of its own: what it
+        returns is the one frame that waits for the answer (``TokenBuckets.taking``)."""
         for _, rate, burst, cost in buckets:
             _check(rate, burst, cost)
-        return await self._buckets.take(buckets)
+        return self._buckets.taking(buckets)

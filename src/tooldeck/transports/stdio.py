@@ -79,6 +79,9 @@ def run_stdio(
         signal.signal(signal.SIGTERM, connection.note_stop)
         import asyncio
 
+        from ..server import heap
+
+        heap.settle()
         with runner or asyncio.Runner(loop_factory=_loop_factory()) as running:
             running.run(connection.serve())
     except (KeyboardInterrupt, _Stopped):

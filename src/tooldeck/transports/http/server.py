@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 import uvicorn
 
+from ...server import heap
 from .app import HttpApp
 from .connections import limited_protocol
 from .cork import corked_protocol
@@ -43,6 +44,7 @@ def run_http(deck: Deck, *, workers: int = 1, **options: Any) -> None:
 
         def serve(worker_deck: Deck, sock: Any) -> None:
             server = http_server(worker_deck, **options)
+            heap.settle()
             try:
                 server.run(sockets=[sock])
             except KeyboardInterrupt:
@@ -52,6 +54,7 @@ def run_http(deck: Deck, *, workers: int = 1, **options: Any) -> None:
                     endpoint_url=endpoint_url, on_listening=on_listening)  # fmt: skip
         return
     server = http_server(deck, **options)
+    heap.settle()
     # uvicorn re-raises the signal that stopped it once it has drained, with the handlers it found installed;
     # these turn that into a clean exit (status 0), as on stdio.
     previous = signal.signal(signal.SIGTERM, _ignore)
