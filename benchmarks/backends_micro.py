@@ -82,25 +82,18 @@ class Trips:
 
         self.count = 0
         original = Connection.send_packed_command
-        send, flush = wire._Line.send, wire._Line._flush
+        write = wire._Line._write
 
         async def counted(connection: Any, command: Any, check_health: bool = True) -> None:
             self.count += 1
             await original(connection, command, check_health)
 
-        def sent(line: Any, packed: bytes, *, hold: bool = False) -> Any:
-            if not line.waiting and not hold:  # written at once (wire.py: an idle line)
-                self.count += 1
-            return send(line, packed, hold=hold)
-
-        def flushed(line: Any) -> None:
-            if line.outgoing:  # the commands of a turn of the loop, in one write
-                self.count += 1
-            flush(line)
+        def written(line: Any, data: bytes) -> None:
+            self.count += 1
+            write(line, data)
 
         Connection.send_packed_command = counted  # type: ignore[method-assign]
-        wire._Line.send = sent  # type: ignore[method-assign]
-        wire._Line._flush = flushed  # type: ignore[method-assign]
+        wire._Line._write = written  # type: ignore[method-assign]
 
 
 async def concurrent_calls(driver: Driver, modern: bool, count: int, at_once: int) -> tuple[int, int]:

@@ -72,6 +72,27 @@ async def test_a_command_on_an_idle_line_is_written_at_once_and_the_others_of_a_
         line.transport.write = write  # type: ignore[method-assign]
 
 
+async def test_a_command_on_an_idle_line_takes_the_held_ones_with_it_in_one_write(engine: Engine) -> None:
+    await engine.command("PING")  # connected
+    assert engine.wire is not None
+    line = engine.wire._line
+    assert line is not None and line.transport is not None
+    writes: list[bytes] = []
+    write = line.transport.write
+    line.transport.write = lambda data: (writes.append(bytes(data)), write(data))[1]  # type: ignore[method-assign]
+    try:
+        held = engine.send_soon("SET", engine.key("h"), 1)  # its answer wanted later: held for the turn's write
+        assert held is not None and writes == []
+        answer = engine.wire.send_packed(pack(("INCR", engine.key("h"))))  # nothing written waits: out at once
+        assert answer is not None
+        assert writes == [pack(("SET", engine.key("h"), 1)) + pack(("INCR", engine.key("h")))]
+        assert (await held, await answer) == (b"OK", 2)
+        await asyncio.sleep(0)  # the turn's flush has nothing left to write
+        assert len(writes) == 1
+    finally:
+        line.transport.write = write  # type: ignore[method-assign]
+
+
 async def test_an_error_answer_fails_its_command_only(engine: Engine) -> None:
     await engine.command("SET", engine.key("text"), "a")
     wrong, right = await asyncio.gather(engine.command("INCR", engine.key("text")), engine.command("GET",

@@ -123,18 +123,24 @@ class _Line(asyncio.Protocol):
         self.fail(ConnectionError(f"the connection was lost{f': {exc}' if exc else ''}"))
 
     def send(self, packed: bytes, *, hold: bool = False) -> asyncio.Future[Any]:
-        """Send one command: at once on an idle line (nothing waits for an answer: one call at a time costs no
-        turn of the loop); while others wait, or with ``hold``, at the end of this turn of the loop, with the others
-        of the turn (a command whose answer is wanted later rides with the one the turn sends next)."""
+        """Send one command: at once on an idle line (no command written waits for its answer: one call at a time
+        costs no turn of the loop), together with the commands held so far; while others wait, or with ``hold``, at
+        the end of this turn of the loop, with the others of the turn (a command whose answer is wanted later rides
+        with the one the turn sends next)."""
         future = self.loop.create_future()
-        idle = not self.waiting and not hold
+        outgoing = self.outgoing
+        idle = len(self.waiting) == len(outgoing) and not hold  # every command waiting is one not written yet
         self.waiting.append((future, time.monotonic()))
         if idle and not self.closed:
-            self.transport.write(packed)  # type: ignore[union-attr]
+            if outgoing:
+                outgoing.append(packed)
+                self._flush()  # the turn's scheduled flush finds nothing left
+            else:
+                self._write(packed)
         else:
-            if not self.outgoing:
+            if not outgoing:
                 self.loop.call_soon(self._flush)
-            self.outgoing.append(packed)
+            outgoing.append(packed)
         if self._watchdog is None:
             self._watchdog = self.loop.call_later(self.timeout, self._watch)
         return future
@@ -142,8 +148,11 @@ class _Line(asyncio.Protocol):
     def _flush(self) -> None:
         """Write what this turn of the loop sent, in one system call."""
         outgoing, self.outgoing = self.outgoing, []
-        if not self.closed:
-            self.transport.write(b"".join(outgoing))  # type: ignore[union-attr]
+        if outgoing and not self.closed:
+            self._write(b"".join(outgoing))
+
+    def _write(self, data: bytes) -> None:
+        self.transport.write(data)  # type: ignore[union-attr]
 
     def _watch(self) -> None:
         self._watchdog = None
