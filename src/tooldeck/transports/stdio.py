@@ -164,6 +164,10 @@ class Connection:
         else:
             self.dispatch(message)
 
+    def _quiet(self) -> bool:
+        runner = self.session.runner
+        return runner is None or not runner.in_flight
+
     def note_stop(self, signum: int, frame: Any) -> None:
         self.stop_noted = True
 
@@ -213,6 +217,8 @@ class Connection:
             # since one that writes takes data arriving on its socket for the peer hanging up, and closes.
             watch = not one_socket(self.stdin_fd, self.output.fd)
             await self.output.start(loop, self.reader, watch)
+            self.reader.output = self.output
+            self.output.quiet = self._quiet
             deferred, self._deferred = self._deferred, []
             for message in deferred:
                 self.dispatch(message)
@@ -250,6 +256,7 @@ class LineReader:
         self.limit = limit
         self.on_eof: Any = lambda: None
         self.transport: Any = None
+        self.output: Output | None = None  # once the loop serves: the answers to a chunk's lines leave together
         self._partial = bytearray()
         self._discarding = False
 
@@ -258,6 +265,21 @@ class LineReader:
         self.transport = transport
 
     def data_received(self, data: bytes) -> None:
+        """Hand on each whole line of ``data``. The answers sent meanwhile (a call that never waits is answered before
+        its line is done) are written together when the chunk is done, in this turn of the loop: no further turn."""
+        output = self.output
+        if output is None:
+            self._received(data)
+            return
+        output.holding = True
+        try:
+            self._received(data)
+        finally:
+            output.holding = False
+            if output.batch:
+                output.flush()
+
+    def _received(self, data: bytes) -> None:
         start = 0
         if self._discarding or self._partial:
             newline = data.find(b"\n")
@@ -326,6 +348,10 @@ class LineReader:
             self.transport.resume_reading()
 
 
+def _never() -> bool:
+    return False
+
+
 class Output:
     """Framed messages to stdout: blocking writes during the handshake, then an asyncio pipe transport.
 
@@ -339,7 +365,9 @@ class Output:
         self.reader: LineReader | None = None
         self._closed: asyncio.Future[None] | None = None
         self._lock = threading.Lock()  # the handshake phase may be written to from a thread (list_changed)
-        self._batch: list[bytes] = []
+        self.batch: list[bytes] = []  # sent in this turn of the loop, not yet written
+        self.holding = False  # the reader is handing on a chunk's lines: it writes the batch when done (flush)
+        self.quiet: Callable[[], bool] = _never  # no other request runs: a response is written at once
         self._loop: Any = None
 
     def send(self, message: Any, related: Any = None) -> None:
@@ -350,13 +378,23 @@ class Output:
             with self._lock:
                 _write_all(self.fd, data)
         elif not transport.is_closing():
-            if not self._batch:
-                self._loop.call_soon(self._flush)  # everything sent in this turn of the loop goes in one write
-            self._batch.append(data)
+            batch = self.batch
+            if self.holding:
+                batch.append(data)
+            elif "method" not in message and self.quiet():  # the answer to the last request running: at once
+                if batch:
+                    batch.append(data)
+                    self.flush()  # the turn's scheduled flush finds nothing left
+                else:
+                    transport.write(data)
+            else:
+                if not batch:
+                    self._loop.call_soon(self.flush)  # everything sent in this turn of the loop goes in one write
+                batch.append(data)
 
-    def _flush(self) -> None:
-        batch, self._batch = self._batch, []
-        if self.transport is not None and not self.transport.is_closing():
+    def flush(self) -> None:
+        batch, self.batch = self.batch, []
+        if batch and self.transport is not None and not self.transport.is_closing():
             self.transport.write(batch[0] if len(batch) == 1 else b"".join(batch))
 
     async def start(self, loop: asyncio.AbstractEventLoop, reader: LineReader, watch: bool = True) -> None:
@@ -392,8 +430,8 @@ class Output:
 
         if self.transport is None or self._closed is None:
             return
-        if self._batch:
-            self._flush()
+        if self.batch:
+            self.flush()
         if not self.transport.is_closing():
             self.transport.close()  # flushes what is buffered, then closes
         try:
