@@ -5,6 +5,9 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Annotated
+
+from pydantic import Field
 
 from helpers import Harness, client
 from tooldeck import Deck
@@ -86,3 +89,38 @@ def test_a_batch_over_the_limit_is_refused_whole_with_a_clear_error() -> None:
 
 def test_the_default_batch_limit_is_a_thousand() -> None:
     assert Deck("d").options.max_batch == 1000
+
+
+def plain_deck() -> Deck:
+    deck = Deck("plain")
+
+    @deck.tool
+    def flag(value: int) -> bool:
+        return value  # type: ignore[return-value]  # an int where a boolean was promised
+
+    @deck.tool
+    def count(value: bool) -> int:
+        return value  # a boolean where an integer was promised
+
+    @deck.tool
+    def short(text: str) -> Annotated[str, Field(max_length=3)]:
+        return text
+
+    @deck.tool
+    def text(value: str) -> str:
+        return value
+
+    return deck
+
+
+async def test_a_wrapped_scalar_is_checked_unless_its_type_is_all_the_schema_asks() -> None:
+    deck = plain_deck()
+    assert [deck.tools.get(name).plain_output for name in ("flag", "count", "short", "text")] == [
+        bool, int, None, str]  # fmt: skip
+    async with client(deck) as c:
+        assert (await c.call_tool("text", {"value": "hi"}))["structuredContent"] == {"result": "hi"}
+        assert (await c.call_tool("flag", {"value": 1}))["isError"]  # 1 is no boolean in JSON Schema
+        assert (await c.call_tool("count", {"value": True}))["isError"]  # nor true an integer
+        assert (await c.call_tool("short", {"text": "abc"}))["structuredContent"] == {"result": "abc"}
+        refused = await c.call_tool("short", {"text": "abcd"})
+        assert refused["isError"] and "expected at most 3 characters" in refused["content"][0]["text"]

@@ -51,6 +51,8 @@ def _structured(tool: Tool, value: Any) -> dict[str, Any]:
     if tool.wraps_output and type(value) in _SCALARS:
         structured: Any = {"result": value}  # fast path: already plain JSON, nothing to round-trip
         text = value if type(value) is str else orjson.dumps(value).decode()
+        if type(value) is tool.plain_output:  # the schema asks for this type and nothing more: valid as it is
+            return {"content": [{"type": "text", "text": text}], "structuredContent": structured, "isError": False}
     else:
         try:
             raw = orjson.dumps(value, default=json_default)

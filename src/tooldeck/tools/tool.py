@@ -36,7 +36,7 @@ class Tool(Record):
         "name", "fn", "is_async", "description", "input_schema", "output_schema", "wraps_output", "input_validator",
         "output_validator", "title", "annotations", "icons", "task_support", "meta", "injected", "converters", "wire",
         "immediate_response", "timeout", "version", "security_level", "scopes", "definition", "ask_before_task",
-        "mirrored",
+        "mirrored", "plain_output",
     )  # fmt: skip
 
     def __init__(
@@ -91,7 +91,27 @@ class Tool(Record):
         self.ask_before_task = ask_before_task  # runs in its request until ctx.continue_as_task() (tasks extension)
         # the parameters Streamable HTTP clients mirror into Mcp-Param-* headers (2026-07-28); () for most tools
         self.mirrored: tuple[MirroredParam, ...] = mirrored_params(input_schema, name)
+        # the one type a wrapped result of this schema must have, when that type says all the schema says
+        self.plain_output: type | None = _plain_output(output_schema) if wraps_output else None
         self.wire = wire_form(self)
+
+
+_PLAIN = {"string": str, "integer": int, "boolean": bool}
+
+
+def _plain_output(schema: dict[str, Any] | None) -> type | None:
+    """For ``{"type": "object", "properties": {"result": {"type": T}}, "required": ["result"]}`` with T a string,
+    an integer or a boolean, and nothing else: the Python type whose values are exactly the valid results (an exact
+    type: ``True`` is no integer here). None for any other schema, which is validated as it is."""
+    if schema is None or schema.keys() != {"type", "properties", "required"} or schema["type"] != "object":
+        return None
+    properties, required = schema["properties"], schema["required"]
+    if type(properties) is not dict or properties.keys() != {"result"} or required != ["result"]:
+        return None
+    result = properties["result"]
+    if type(result) is not dict or result.keys() != {"type"} or type(result["type"]) is not str:
+        return None
+    return _PLAIN.get(result["type"])
 
 
 def normalize_annotations(annotations: Any, tool: str) -> dict[str, Any] | None:
