@@ -4,8 +4,10 @@ rounds by the harness's own stdio measurements: start-up (spawn to initialize's 
 sequentially and with 32 in flight, and RSS after the run.
 
 What it is for: the stdio budgets of issue 24 are ratios to the blocking floor, which has no event loop. The asyncio
-floor shows what an event loop costs by itself — importing asyncio, its memory, its wake-ups — so each budget can be
-read against the least any asyncio server pays.
+floor shows what an event loop costs by itself — its memory, its wake-ups, and importing it — so each budget can be
+read against the least any asyncio server pays. One exception: tooldeck answers initialize before it imports asyncio
+(the handshake is served with blocking reads), so the asyncio floor's start-up bounds an asyncio server's, not
+tooldeck's; its RSS after the run, with the loop running, bounds both.
 
 Usage: .venv/bin/python benchmarks/floors.py [--rounds R] [--quick]
 """
