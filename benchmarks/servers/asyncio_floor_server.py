@@ -15,32 +15,15 @@ import sys
 
 import orjson
 import uvloop
-from floor_server import PROTOCOL_VERSION, build_tools, call_tool
+from floor_server import build_tools, reply_to
 
 TOOLS = build_tools(int(os.environ.get("BENCH_TOOLS", "0")))
 SERVER_INFO = {"name": "bench-asyncio-floor", "version": "1.0.0"}
 
 
 def answer(message: dict) -> bytes | None:
-    if "id" not in message:
-        return None  # notifications need no answer
-    method, params = message["method"], message.get("params") or {}
-    reply: dict = {"jsonrpc": "2.0", "id": message["id"]}
-    if method == "initialize":
-        reply["result"] = {
-            "protocolVersion": PROTOCOL_VERSION,
-            "capabilities": {"tools": {}},
-            "serverInfo": SERVER_INFO,
-        }
-    elif method == "tools/list":
-        reply["result"] = {"tools": TOOLS}
-    elif method == "tools/call":
-        reply["result"] = call_tool(params)
-    elif method == "ping":
-        reply["result"] = {}
-    else:
-        reply["error"] = {"code": -32601, "message": f"Method not found: {method}"}
-    return orjson.dumps(reply) + b"\n"
+    reply = reply_to(message, TOOLS, SERVER_INFO)
+    return None if reply is None else orjson.dumps(reply) + b"\n"
 
 
 class Lines(asyncio.Protocol):

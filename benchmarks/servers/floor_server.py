@@ -45,31 +45,38 @@ def call_tool(params: dict) -> dict:
     raise KeyError(name)
 
 
+def reply_to(message: dict, tools: list[dict], server_info: dict) -> dict | None:
+    """The answer to one message (None for a notification): what the floors do per message."""
+    if "id" not in message:
+        return None  # notifications need no answer
+    method, params = message["method"], message.get("params") or {}
+    reply: dict = {"jsonrpc": "2.0", "id": message["id"]}
+    if method == "initialize":
+        reply["result"] = {
+            "protocolVersion": PROTOCOL_VERSION,
+            "capabilities": {"tools": {}},
+            "serverInfo": server_info,
+        }
+    elif method == "tools/list":
+        reply["result"] = {"tools": tools}
+    elif method == "tools/call":
+        reply["result"] = call_tool(params)
+    elif method == "ping":
+        reply["result"] = {}
+    else:
+        reply["error"] = {"code": -32601, "message": f"Method not found: {method}"}
+    return reply
+
+
 def main() -> None:
     tools = build_tools(int(os.environ.get("BENCH_TOOLS", "0")))
+    info = {"name": "bench-floor", "version": "1.0.0"}
     out = sys.stdout.buffer
     for line in sys.stdin.buffer:
-        message = orjson.loads(line)
-        if "id" not in message:
-            continue  # notifications need no answer
-        method, params = message["method"], message.get("params") or {}
-        reply: dict = {"jsonrpc": "2.0", "id": message["id"]}
-        if method == "initialize":
-            reply["result"] = {
-                "protocolVersion": PROTOCOL_VERSION,
-                "capabilities": {"tools": {}},
-                "serverInfo": {"name": "bench-floor", "version": "1.0.0"},
-            }
-        elif method == "tools/list":
-            reply["result"] = {"tools": tools}
-        elif method == "tools/call":
-            reply["result"] = call_tool(params)
-        elif method == "ping":
-            reply["result"] = {}
-        else:
-            reply["error"] = {"code": -32601, "message": f"Method not found: {method}"}
-        out.write(orjson.dumps(reply) + b"\n")
-        out.flush()
+        reply = reply_to(orjson.loads(line), tools, info)
+        if reply is not None:
+            out.write(orjson.dumps(reply) + b"\n")
+            out.flush()
 
 
 if __name__ == "__main__":

@@ -6,7 +6,8 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
 
 import pytest
 import redis.asyncio as aioredis
@@ -50,7 +51,9 @@ async def test_many_commands_at_once_ride_one_connection(engine: Engine, redis_u
         await observer.aclose()
 
 
-async def test_a_command_on_an_idle_line_is_written_at_once_and_the_others_of_a_turn_together(engine: Engine) -> None:
+@asynccontextmanager
+async def writes_of(engine: Engine) -> AsyncIterator[list[bytes]]:
+    """The engine's line, connected, with each write to its connection recorded (as it goes out) in the list."""
     await engine.command("PING")  # connected
     assert engine.wire is not None
     line = engine.wire._line
@@ -59,6 +62,13 @@ async def test_a_command_on_an_idle_line_is_written_at_once_and_the_others_of_a_
     write = line.transport.write
     line.transport.write = lambda data: (writes.append(bytes(data)), write(data))[1]  # type: ignore[method-assign]
     try:
+        yield writes
+    finally:
+        line.transport.write = write  # type: ignore[method-assign]
+
+
+async def test_a_command_on_an_idle_line_is_written_at_once_and_the_others_of_a_turn_together(engine: Engine) -> None:
+    async with writes_of(engine) as writes:
         first = asyncio.ensure_future(engine.command("SET", engine.key("w"), 1))
         await asyncio.sleep(0)  # the coroutine runs up to its wait: the line was idle, so the command is out
         assert writes == [pack(("SET", engine.key("w"), 1))]
@@ -68,29 +78,19 @@ async def test_a_command_on_an_idle_line_is_written_at_once_and_the_others_of_a_
         assert await first == b"OK"
         assert await asyncio.gather(*rest) == [2, 3, 4]
         assert writes[1:] == [pack(("INCR", engine.key("w"))) * 3]  # ... and then in one write
-    finally:
-        line.transport.write = write  # type: ignore[method-assign]
 
 
 async def test_a_command_on_an_idle_line_takes_the_held_ones_with_it_in_one_write(engine: Engine) -> None:
-    await engine.command("PING")  # connected
-    assert engine.wire is not None
-    line = engine.wire._line
-    assert line is not None and line.transport is not None
-    writes: list[bytes] = []
-    write = line.transport.write
-    line.transport.write = lambda data: (writes.append(bytes(data)), write(data))[1]  # type: ignore[method-assign]
-    try:
+    async with writes_of(engine) as writes:
         held = engine.send_soon("SET", engine.key("h"), 1)  # its answer wanted later: held for the turn's write
         assert held is not None and writes == []
+        assert engine.wire is not None
         answer = engine.wire.send_packed(pack(("INCR", engine.key("h"))))  # nothing written waits: out at once
         assert answer is not None
         assert writes == [pack(("SET", engine.key("h"), 1)) + pack(("INCR", engine.key("h")))]
         assert (await held, await answer) == (b"OK", 2)
         await asyncio.sleep(0)  # the turn's flush has nothing left to write
         assert len(writes) == 1
-    finally:
-        line.transport.write = write  # type: ignore[method-assign]
 
 
 async def test_an_error_answer_fails_its_command_only(engine: Engine) -> None:
