@@ -977,6 +977,20 @@ m(
     ["tests/engine/test_spent.py", T + "test_spent.py"],
 )
 m(
+    "redis limit: a take whose line is lost admits the call",
+    "src/tooldeck/engine/bucket.py",
+    "            raise self.engine.unavailable(exc) from exc\n        return [float(wait) for wait in waits]",
+    "            return [0.0 for _ in buckets]\n        return [float(wait) for wait in waits]",
+    [T + "test_limits_redis.py"],
+)
+m(
+    "redis limit: a take the server could not run admits the call",
+    "src/tooldeck/engine/bucket.py",
+    "            return await self.take(buckets)\n        except UNREACHABLE",
+    "            return [0.0 for _ in buckets]\n        except UNREACHABLE",
+    [T + "test_limits_redis.py"],
+)
+m(
     "task call: created without a record",
     V + "task_manager.py",
     "        if not pipeline.auditors:\n            return None",
