@@ -14,7 +14,7 @@ import pytest
 
 from stdio_client import ROOT, TOOLDECK, StdioServer, checked_replies, handshake
 from tooldeck.protocol.errors import ProtocolError
-from tooldeck.transports.stdio import LineReader
+from tooldeck.transports.stdio_lines import LineReader
 
 NOISY = "tests/transports/decks/noisy.py"
 

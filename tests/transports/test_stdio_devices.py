@@ -18,7 +18,7 @@ import orjson
 import pytest
 
 from stdio_client import ROOT, TOOLDECK, checked_replies, handshake
-from tooldeck.transports.stdio import pollable
+from tooldeck.transports.stdio_lines import pollable
 
 BLOCKING = "tests/transports/decks/blocking.py"
 CALLS = 20
