@@ -991,6 +991,13 @@ m(
     [T + "test_limits_redis.py"],
 )
 m(
+    "audit: a busy turn's batch that could not be written answered as written",
+    S + "audit_sinks.py",
+    '        batch.settle(problem)\n        if problem is None and self.fsync == "interval":',
+    '        batch.settle(None)\n        if problem is None and self.fsync == "interval":',
+    [*AUDIT, T + "test_audit_sinks.py"],
+)
+m(
     "task call: created without a record",
     V + "task_manager.py",
     "        if not pipeline.auditors:\n            return None",

@@ -75,6 +75,29 @@ def serve_http(deck: str, *extra: str, start_timeout: float = 20.0) -> Iterator[
         proc.communicate()
 
 
+@contextmanager
+def serving_in_thread(deck: Any, timeout: float = 10.0) -> Iterator[int]:
+    """uvicorn serving ``deck`` (``http_server``) on a loopback port, in a thread of this process; yields the port."""
+    import threading
+
+    from tooldeck.transports.http.server import http_server
+
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen()  # connections wait in the backlog until the server accepts: no need to wait for it to start
+    port = listener.getsockname()[1]
+    server = http_server(deck, port=port, graceful_timeout=1)
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [listener]}, name="uvicorn")
+    thread.start()
+    try:
+        yield port
+    finally:
+        server.should_exit = True
+        thread.join(timeout)
+        listener.close()
+    assert not thread.is_alive(), "the server did not stop"
+
+
 class Stream:
     """A streamed response; ``messages()`` yields the JSON-RPC messages of its SSE events (or its JSON body)."""
 

@@ -1,6 +1,6 @@
 """security/audit_sinks.py: a record written at once, with one system call, before the call goes on; with fsync
-"each", the records of one loop turn written together, with one system call, before the batch is done; and failing
-closed — a batch that cannot be written is cut back out of the file, its future fails,
+"each", or when the server is busy, the records of one loop turn written together, with one system call, before the
+batch is done; and failing closed — a batch that cannot be written is cut back out of the file, its future fails,
 calls are refused (``admit``) until a write works again, and then the kept records and an ``audit-unavailable``
 record are written. Failures are injected at the file sink's one write seam (``_os_write``), or are real (a closed
 stream)."""
@@ -72,6 +72,20 @@ async def test_on_a_loop_a_record_is_written_at_once_with_one_system_call(fsync:
     sink.close()
 
 
+@pytest.mark.parametrize("fsync", ["never", "interval"])
+async def test_records_said_together_are_written_with_the_others_of_the_turn(fsync: str, tmp_path: Path) -> None:
+    path = tmp_path / "audit.jsonl"
+    sink = FileAuditSink(path, fsync=fsync, fsync_interval=3600)
+    disk = Disk(sink)
+    batch = sink.write(rec(0), together=True)  # other requests wait: the turn's records go out together
+    assert batch is not None and sink.write(rec(1), together=True) is batch and sink.write(rec(2)) is batch
+    assert path.read_bytes() == b"" and not batch.done
+    await batch
+    assert disk.calls == 1 and [r["n"] for r in records(path)] == [0, 1, 2]  # written before the calls go on
+    assert sink.write(rec(3)) is None and disk.calls == 2  # a record alone again: at once
+    sink.close()
+
+
 # --- fsync "each": one loop turn, one write and one fsync, before the answer --------------------------------------
 
 
@@ -135,19 +149,19 @@ def test_without_an_event_loop_a_record_is_written_at_once(tmp_path: Path) -> No
 # --- failing closed -----------------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("fsync", ["never", "each"])  # written at once, or as a loop turn's batch
+@pytest.mark.parametrize(("fsync", "together"), [("never", False), ("never", True), ("each", False)])
 async def test_a_batch_that_cannot_be_written_is_cut_back_out_of_the_file_and_awaiting_it_raises(
-    fsync: str, tmp_path: Path
-) -> None:
+    fsync: str, together: bool, tmp_path: Path
+) -> None:  # written at once, as a busy server's turn, or as a turn's batch to fsync
     path = tmp_path / "audit.jsonl"
     sink = FileAuditSink(path, fsync=fsync)
     disk = Disk(sink)
     await settled(sink.write(rec(0)))
     intact, head = path.read_bytes(), sink.head
     disk.full, disk.room = True, 30  # the disk takes 30 bytes of the next batch, then is full
-    batch = sink.write(rec(1))
+    batch = sink.write(rec(1), together=together)
     assert batch is not None  # not written: what the call awaits refuses it
-    sink.write(rec(2))
+    sink.write(rec(2), together=together)
     with pytest.raises(AuditUnavailableError) as caught:
         await batch
     assert str(caught.value) == (

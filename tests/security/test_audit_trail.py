@@ -432,3 +432,31 @@ async def test_a_task_still_running_when_the_server_stops_is_recorded_cancelled_
         assert stopped.is_set()
     assert [(r["tool"], r["outcome"]) for r in records(trail)] == [("long", "task_created"), ("long", "cancelled")]
     assert verify([trail]).ok
+
+
+# --- a busy server: the records of a loop turn go out together ----------------------------------------------------
+
+
+async def test_while_the_server_is_busy_calls_that_end_together_share_one_write_before_their_answers(
+    tmp_path: Path,
+) -> None:
+    deck, trail, _ = audited(tmp_path)
+
+    @deck.tool
+    async def echo(n: int) -> int:
+        return n
+
+    sink = deck._security.sink  # type: ignore[attr-defined]
+    writes: list[bytes] = []
+    write = sink._os_write
+    sink._os_write = lambda fd, data: (writes.append(bytes(data)), write(fd, data))[1]
+    async with client(deck) as c:
+        c.session.principal = Principal("ada")
+        await c.call_tool("echo", {"n": 0})
+        assert len(writes) == 1  # alone: written at once
+        deck.busy = lambda: True  # as a transport says while other requests wait
+        answers = await asyncio.gather(*(c.call_tool("echo", {"n": n}) for n in range(1, 5)))
+        assert [a["structuredContent"]["result"] for a in answers] == [1, 2, 3, 4]
+        assert len(writes) == 2 and writes[1].count(b"\n") == 4  # the four records in one write, before the answers
+    assert [r["arguments"]["n"] for r in records(trail)] == [0, 1, 2, 3, 4]
+    assert verify([trail]).ok

@@ -129,3 +129,21 @@ async def test_answers_of_requests_running_together_leave_together() -> None:
         released.set()
         assert [reply["id"] for reply in await test.reply()] == [5]
         assert len(test.writes) == 2
+
+
+async def test_the_deck_is_busy_while_more_than_one_request_runs() -> None:
+    async with served() as test:
+        assert deck.busy is not None and not deck.busy()
+        released.clear()
+        calls = [{"jsonrpc": "2.0", "id": n, "method": "tools/call", "params": {"name": "held",
+                                                                                "arguments": {"text": str(n)}}}
+                 for n in (6, 7)]  # fmt: skip
+        test.connection.reader.data_received(test.line(calls[0]))
+        assert not deck.busy()  # one request: the audit trail writes its record at once
+        test.connection.reader.data_received(test.line(calls[1]))
+        assert deck.busy()  # two: their records would go out with the others of their turn
+        released.set()
+        answered: list[Any] = []
+        while len(answered) < 2:
+            answered += [reply["id"] for reply in await test.reply()]
+        assert sorted(answered) == [6, 7] and not deck.busy()

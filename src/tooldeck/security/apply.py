@@ -5,6 +5,7 @@ steps of the call pipeline. ``apply_policy(server, policy)`` may be called again
 from __future__ import annotations
 
 import functools
+import inspect
 import sys
 import time
 from typing import Any
@@ -342,6 +343,8 @@ class CallAuditor:
         self.canonical = canonical_arguments  # noted as JSON: a tool still running in a thread cannot change them
         self.sink = sink
         self.records = CallRecords(redact, access.level_of)
+        # A sink that can write the records of a busy loop turn together is told when the server is busy
+        self.together = "together" in inspect.signature(sink.write).parameters
 
     def __call__(self, request: Any, call: Any, result: dict[str, Any] | None) -> Any:
         refusal = call.refusal
@@ -364,7 +367,11 @@ class CallAuditor:
                  call.name if kind == "tool" else f"{kind}:{call.name}", call.item, decision, reason, outcome,
                  (time.monotonic() - call.started) * 1000, self.canonical(call.arguments), _trace_id())  # fmt: skip
         sink = self.sink
-        outcome = sink.write(functools.partial(self.records.encode, facts), refusal=refusal is not None)
+        record = functools.partial(self.records.encode, facts)
+        if self.together and request.server.busy():  # other requests wait: written with the others of the turn
+            outcome = sink.write(record, refusal=refusal is not None, together=True)
+        else:
+            outcome = sink.write(record, refusal=refusal is not None)
         if outcome is None and sink.problem is None:  # written at once (an awaited write is counted where awaited)
             metrics = request.server.metrics
             if metrics is not None:

@@ -41,6 +41,10 @@ if TYPE_CHECKING:
     from .workers import WorkerPool
 
 
+def _idle() -> bool:
+    return False
+
+
 class Server:
     """A named set of tools, resources and prompts, and how to serve them over MCP."""
 
@@ -91,6 +95,10 @@ class Server:
         self.metrics: Any = None  # Prometheus metrics (metrics.py), once use_metrics() turned them on
         self.tracing: Any = None  # OpenTelemetry spans (tracing.py), once use_tracing() turned them on
         self.console: Any = None  # the operator console (console/app.py), once Deck.use_console() turned it on
+        # Whether requests other than the one being served wait or run, as the serving transport tells (stdio: its
+        # requests in flight; `tooldeck serve --http`: uvicorn's request tasks): the audit trail then writes the
+        # records of a loop turn together instead of each at once (security/audit_sinks.py).
+        self.busy: Callable[[], bool] = _idle
         self._loop: asyncio.AbstractEventLoop | None = None
         self._workers: WorkerPool | None = None
         self._pending_changes: set[str] = set()

@@ -166,6 +166,10 @@ class Connection:
         runner = self.session.runner
         return runner is None or not runner.in_flight
 
+    def _busy(self) -> bool:
+        runner = self.session.runner
+        return runner is not None and len(runner.in_flight) > 1
+
     def note_stop(self, signum: int, frame: Any) -> None:
         self.stop_noted = True
 
@@ -217,6 +221,7 @@ class Connection:
             await self.output.start(loop, self.reader, watch)
             self.reader.output = self.output
             self.output.quiet = self._quiet
+            server.busy = self._busy
             deferred, self._deferred = self._deferred, []
             for message in deferred:
                 self.dispatch(message)

@@ -12,10 +12,6 @@ from __future__ import annotations
 import base64
 import http.client
 import re
-import socket
-import threading
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -25,10 +21,10 @@ import pytest
 import mcp_schema
 from asgi_client import AsgiClient, Response
 from eras import MODERN, modern
+from http_client import serving_in_thread as serving
 from mcp_schema import WireChecker
 from tooldeck import Deck
 from tooldeck.transports.http.app import HttpApp
-from tooldeck.transports.http.server import http_server
 
 NAMED = {"tools/call": "name", "prompts/get": "name", "resources/read": "uri"}
 SOON = 10.0
@@ -283,25 +279,6 @@ async def test_modern_requests_during_shutdown_are_503_with_an_error_echoing_the
 
 
 # --- over a real socket ----------------------------------------------------------------------------------------------
-
-
-@contextmanager
-def serving(deck: Deck) -> Iterator[int]:
-    """uvicorn serving ``deck`` on a loopback port, in a thread of this process; yields the port."""
-    listener = socket.socket()
-    listener.bind(("127.0.0.1", 0))
-    listener.listen()  # connections wait in the backlog until the server accepts: no need to wait for it to start
-    port = listener.getsockname()[1]
-    server = http_server(deck, port=port, graceful_timeout=1)
-    thread = threading.Thread(target=server.run, kwargs={"sockets": [listener]}, name="uvicorn")
-    thread.start()
-    try:
-        yield port
-    finally:
-        server.should_exit = True
-        thread.join(SOON)
-        listener.close()
-    assert not thread.is_alive(), "the server did not stop"
 
 
 def exchange(port: int, checker: WireChecker, method: str, message: Any,

@@ -276,3 +276,47 @@ def test_deck_run_http_is_the_same_server() -> None:
             http.initialize()
         server.proc.send_signal(signal.SIGINT)
         assert server.proc.wait(15) == 0
+
+
+def test_the_deck_served_is_busy_while_more_than_one_request_runs() -> None:
+    import threading
+
+    from http_client import serving_in_thread
+    from tooldeck import Deck
+
+    deck = Deck("busy")
+    entered = threading.Semaphore(0)
+    release = threading.Event()
+
+    @deck.tool
+    def hold(n: int) -> int:
+        entered.release()
+        release.wait(10)
+        return n
+
+    assert not deck.busy()
+    with serving_in_thread(deck) as port, HttpClient(f"http://127.0.0.1:{port}/mcp") as http:
+        session = http.initialize()
+        answers: list[Any] = []
+
+        def call(n: int) -> None:
+            message = {
+                "jsonrpc": "2.0",
+                "id": n,
+                "method": "tools/call",
+                "params": {"name": "hold", "arguments": {"n": n}},
+            }
+            answers.append(http.post(message, session=session).json())
+
+        callers = [threading.Thread(target=call, args=(n,)) for n in (1, 2)]
+        callers[0].start()
+        assert entered.acquire(timeout=10)
+        assert not deck.busy()  # one request: its audit record would be written at once
+        callers[1].start()
+        assert entered.acquire(timeout=10)
+        assert deck.busy()  # two: uvicorn runs both, and the trail would write their turn's records together
+        release.set()
+        for caller in callers:
+            caller.join(10)
+        assert sorted(answer["result"]["structuredContent"]["result"] for answer in answers) == [1, 2]
+    assert not deck.busy()

@@ -105,7 +105,10 @@ def http_server(
         server_header=False,
         proxy_headers=False,  # tooldeck reads no client address; the middleware would only cost time
     )
-    return _DrainingServer(config, app, on_listening)
+    server = _DrainingServer(config, app, on_listening)
+    tasks = server.server_state.tasks  # uvicorn's request tasks, those still to run included
+    deck.busy = lambda: len(tasks) > 1
+    return server
 
 
 def endpoint_url(host: str, port: int) -> tuple[str, str | None]:
