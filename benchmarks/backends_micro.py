@@ -82,18 +82,19 @@ class Trips:
 
         self.count = 0
         original = Connection.send_packed_command
-        write = wire._Line._write
+        flush = wire._Line._flush
 
         async def counted(connection: Any, command: Any, check_health: bool = True) -> None:
             self.count += 1
             await original(connection, command, check_health)
 
-        def written(line: Any, data: bytes) -> None:
-            self.count += 1
-            write(line, data)
+        def flushed(line: Any) -> None:
+            if line.outgoing:  # every write to the line is a flush of what it holds
+                self.count += 1
+            flush(line)
 
         Connection.send_packed_command = counted  # type: ignore[method-assign]
-        wire._Line._write = written  # type: ignore[method-assign]
+        wire._Line._flush = flushed  # type: ignore[method-assign]
 
 
 async def concurrent_calls(driver: Driver, modern: bool, count: int, at_once: int) -> tuple[int, int]:

@@ -132,11 +132,8 @@ class _Line(asyncio.Protocol):
         idle = len(self.waiting) == len(outgoing) and not hold  # every command waiting is one not written yet
         self.waiting.append((future, time.monotonic()))
         if idle and not self.closed:
-            if outgoing:
-                outgoing.append(packed)
-                self._flush()  # the turn's scheduled flush finds nothing left
-            else:
-                self._write(packed)
+            outgoing.append(packed)
+            self._flush()  # with what the turn held: its scheduled flush, if any, finds nothing left
         else:
             if not outgoing:
                 self.loop.call_soon(self._flush)
@@ -149,10 +146,7 @@ class _Line(asyncio.Protocol):
         """Write what this turn of the loop sent, in one system call."""
         outgoing, self.outgoing = self.outgoing, []
         if outgoing and not self.closed:
-            self._write(b"".join(outgoing))
-
-    def _write(self, data: bytes) -> None:
-        self.transport.write(data)  # type: ignore[union-attr]
+            self.transport.write(b"".join(outgoing))  # type: ignore[union-attr]
 
     def _watch(self) -> None:
         self._watchdog = None
