@@ -27,8 +27,8 @@ import orjson
 from ..protocol import jsonrpc
 from ..protocol.errors import ProtocolError, RefusedError
 from ..protocol.jsonrpc import RequestId, Response
-from . import logs, rounds, stateless, tracing
-from .runner import Runner, failure
+from . import rounds, stateless
+from .runner import Runner, entered, failure
 
 if TYPE_CHECKING:
     import asyncio
@@ -93,13 +93,7 @@ class RequestPeer:
         as one coroutine and without a runner (nothing else can cancel it: a 2026-07-28 client cancels a request by
         leaving, which ends the task the work runs in)."""
         request_id = rctx.request_id
-        if logs.contextual:  # JSON logs: each line its work writes names the request (logs.py)
-            logs.REQUEST.set(rctx)
-        token = None
-        if tracing.active:  # the request's span is current while its work runs (tracing.py)
-            span = getattr(reply, "span", None)
-            if span is not None:
-                token = self.server.tracing.current(span)
+        token = entered(rctx, reply)
         try:
             try:
                 message = jsonrpc.result(request_id, stateless.finished(rctx, await work))

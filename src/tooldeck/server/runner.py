@@ -77,7 +77,7 @@ class Runner:
                 reply(jsonrpc.result(request_id, stop.value))
                 return None
             except Exception as exc:
-                reply(self._failure(request_id, exc))
+                reply(failure(request_id, exc, self.refused))
                 return None
             flight = Flight(rctx, reply)
             self.in_flight[request_id] = flight
@@ -94,20 +94,14 @@ class Runner:
 
     async def _run(self, flight: Flight, work: Any) -> None:
         request_id = flight.request.request_id
-        if logs.contextual:  # JSON logs: each line its work writes names the request (logs.py)
-            logs.REQUEST.set(flight.request)
-        token = None
-        if tracing.active:  # the request's span is current while its work runs (tracing.py)
-            span = getattr(flight.reply, "span", None)
-            if span is not None:
-                token = flight.request.server.tracing.current(span)
+        token = entered(flight.request, flight.reply)
         try:
             try:
                 message = jsonrpc.result(request_id, await work)
             except asyncio.CancelledError:
                 return  # cancelled by the client or by shutdown: no response, as the spec asks
             except Exception as exc:
-                message = self._failure(request_id, exc)
+                message = failure(request_id, exc, self.refused)
             if self.in_flight.get(request_id) is not flight:
                 return  # cancelled while finishing (the work swallowed the cancellation): still no response
             del self.in_flight[request_id]
@@ -115,9 +109,6 @@ class Runner:
         finally:
             if token is not None:
                 flight.request.server.tracing.detach(token)
-
-    def _failure(self, request_id: RequestId, exc: Exception) -> dict[str, Any]:
-        return failure(request_id, exc, self.refused)
 
     def cancel(self, request_id: RequestId) -> Flight | None:
         """Stop a running request: no response will be sent. None if it is unknown or already answered."""
@@ -182,6 +173,18 @@ class Runner:
     def running(self) -> list[asyncio.Task[Any]]:
         """The tasks of the requests still running (for a transport that lets them finish before it goes)."""
         return [f.task for f in self.in_flight.values() if f.task is not None and not f.task.done()]
+
+
+def entered(rctx: RequestContext, reply: Any) -> Any:
+    """What running a request's work begins with: its JSON log lines name it (logs.py), and its span is current
+    (tracing.py). The token to detach that span with when the work ends; None: no span."""
+    if logs.contextual:
+        logs.REQUEST.set(rctx)
+    if tracing.active:
+        span = getattr(reply, "span", None)
+        if span is not None:
+            return rctx.server.tracing.current(span)
+    return None
 
 
 def failure(request_id: RequestId, exc: Exception,

@@ -157,14 +157,14 @@ class Output:
                 _write_all(self.fd, data)
         elif not transport.is_closing():
             batch = self.batch
-            if self.holding:
+            if self.holding:  # the reader writes it with the rest of the chunk's answers
                 batch.append(data)
             elif "method" not in message and self.quiet():  # the answer to the last request running: at once
-                if batch:
+                if batch:  # with what the turn held: its scheduled flush finds nothing left
                     batch.append(data)
-                    self.flush()  # the turn's scheduled flush finds nothing left
+                    self.flush()
                 else:
-                    transport.write(data)
+                    transport.write(data)  # alone (a call at a time): no list made and dropped for it
             else:
                 if not batch:
                     self._loop.call_soon(self.flush)  # everything sent in this turn of the loop goes in one write
