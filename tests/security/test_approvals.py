@@ -225,6 +225,18 @@ async def test_a_2026_call_is_approved_on_the_page_and_its_retry_runs_it_once(tm
     assert replayed["error"]["code"] == -32602 and ran == ["prod"]  # the state is spent: one run
 
 
+async def test_a_2026_retry_that_answers_the_next_link_unasked_is_asked_it_again_and_runs_nothing(
+    tmp_path: Path,
+) -> None:
+    deck, ran = approving_deck(tmp_path)
+    http = AsgiClient(HttpApp(deck))
+    first = (await modern_call(http, 1, "prod"))["result"]
+    early = {"approval-0": {"action": "accept"}, "approval-1": {"action": "accept"}}  # the next key guessed, too
+    again = (await modern_call(http, 2, "prod", inputResponses=early, requestState=first["requestState"]))["result"]
+    assert again["resultType"] == "input_required" and list(again["inputRequests"]) == ["approval-1"]
+    assert ran == []  # an answer to a question not asked yet counts for nothing
+
+
 async def test_a_2026_call_denied_on_the_page_never_runs(tmp_path: Path) -> None:
     deck, ran = approving_deck(tmp_path)
     http = AsgiClient(HttpApp(deck))
