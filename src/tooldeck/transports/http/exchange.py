@@ -301,18 +301,20 @@ class Endpoint:
             log.warning("session %s: its changed state waits for its next request to be stored: %s",
                         http_session.id, exc)  # fmt: skip
 
-    async def _answer_json(self, http_session: HttpSession, channel: Channel, send: Send, extra: list[Any]) -> None:
+    def _answer_json(self, http_session: HttpSession, channel: Channel, send: Send,
+                     extra: list[Any]) -> Awaitable[None]:  # fmt: skip
+        """The exchange's one response as a JSON body: what to await to send it (a plain function, so the chain of
+        coroutines that sends it is one shorter)."""
         response = channel.take_response()
         http_session.retire(channel)
         if response is None:  # cancelled by the client, or the session ended: there is no response to give
-            await respond(send, 202, b"", extra)
-            return
+            return respond(send, 202, b"", extra)
         status = 200
         if http_session.status and type(response) is dict:
             refusal = http_session.status.pop(response.get("id"), None)  # refused by the pipeline: 401/403/429
             if refusal is not None:
                 status, extra = refusal.http_status, [*extra, *refusal.headers]
-        await respond(send, status, codec.encode(response), JSON + extra)
+        return respond(send, status, codec.encode(response), JSON + extra)
 
     # --- GET ----------------------------------------------------------------------------------------------------
 

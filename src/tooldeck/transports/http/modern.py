@@ -7,6 +7,7 @@ rate limits of anonymous callers. ``subscriptions/listen`` has its own module (`
 
 from __future__ import annotations
 
+from collections.abc import Awaitable
 from typing import Any
 
 from ...protocol import codec
@@ -87,16 +88,16 @@ async def serve(endpoint: Any, request: Request, env: Envelope, principal: Any, 
         peer.close()  # a call still running lost its client; a task the call became runs on
 
 
-async def answer_json(peer: RequestPeer, response: Any, send: Send) -> None:
+def answer_json(peer: RequestPeer, response: Any, send: Send) -> Awaitable[None]:
     """The request's response as a JSON body: 202 with none (the request was cancelled); a refusal's HTTP status
-    (401, 403, 429, a refused retry's 400) with its headers; 404 for a method the server does not serve."""
+    (401, 403, 429, a refused retry's 400) with its headers; 404 for a method the server does not serve. What to
+    await to send it (a plain function: the chain of coroutines that sends it is one shorter)."""
     if response is None:
-        await respond(send, 202, b"", NO_HEADERS)
-        return
+        return respond(send, 202, b"", NO_HEADERS)
     status, headers = 200, JSON
     refusal = peer.refusals.get(response.get("id")) if peer.refusals else None
     if refusal is not None:
         status, headers = refusal.http_status, [*JSON, *refusal.headers]
     if "error" in response and response["error"]["code"] == METHOD_NOT_FOUND:
         status = 404  # 2026-07-28: a method the server does not serve (a feature it does not offer) is a 404
-    await respond(send, status, codec.encode(response), headers)
+    return respond(send, status, codec.encode(response), headers)
