@@ -66,3 +66,23 @@ def test_the_check_fails_naming_each_path_over_its_budget_and_by_how_much(
     last = capsys.readouterr().out.strip().splitlines()[-1]
     assert "the baseline was measured with orjson 0.1, this is " in last  # what else differs is said with it
     assert "http-session was measured with 300 calls, its baseline with 50" in last
+
+
+BREAKDOWN = ROOT / "benchmarks" / "breakdown.py"
+CUTS = [("stdio-session", "floor"), ("stdio-session", "transport"), ("stdio-session", "dispatch"),
+        ("stdio-session", "pipeline"), ("http-session", "floor"), ("http-session", "transport"),
+        ("http-session", "dispatch"), ("http-session", "pipeline"), ("http-stateless", "floor"),
+        ("http-stateless", "transport"), ("http-stateless", "dispatch"), ("http-stateless", "pipeline"),
+        ("http-secured", "whole"), ("http-secured", "on-no-audit")]  # fmt: skip
+
+
+@pytest.mark.parametrize(("path", "cut"), CUTS, ids=[f"{path}-{cut}" for path, cut in CUTS])
+def test_each_cut_of_the_breakdown_answers_every_call_as_the_deck_does(path: str, cut: str) -> None:
+    """``benchmarks/breakdown.py``'s children, without valgrind: each cut answers the 200 warm-up calls with the
+    deck's own replies (the child checks each and exits 1 on a wrong one), and a seam it replaces that was renamed
+    fails it (``replace``)."""
+    src = ROOT / "src"
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (str(src), os.environ.get("PYTHONPATH")) if p)}
+    done = subprocess.run([sys.executable, str(BREAKDOWN), "--child", path, cut, "3"], env=env, capture_output=True,
+                          text=True, timeout=120)  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr
