@@ -15,6 +15,7 @@ from .record import Record
 RequestId = str | int
 JSONRPC = "2.0"
 _EMPTY: dict[str, Any] = {}
+_NO_ID = object()  # what parse finds for a message without "id"
 
 
 class Request(Record):
@@ -72,9 +73,10 @@ def parse(obj: Any) -> Message:
     if type(obj) is not dict:
         kind = "an array" if isinstance(obj, list) else type(obj).__name__
         return Invalid(InvalidRequestError(f"Invalid request: expected a JSON-RPC object, got {kind}"))
-    has_id = "id" in obj
-    raw_id = obj.get("id")
-    readable_id = raw_id if has_id and is_request_id(raw_id) else None
+    raw_id = obj.get("id", _NO_ID)
+    has_id = raw_id is not _NO_ID
+    kind = type(raw_id)
+    readable_id = raw_id if kind is str or kind is int else None  # is_request_id, inline: every message asks it
     if obj.get("jsonrpc") != JSONRPC:
         return Invalid(InvalidRequestError('Invalid request: "jsonrpc" must be "2.0"'), readable_id)
     method = obj.get("method")

@@ -22,6 +22,7 @@ import asyncio
 import logging
 import types
 from collections.abc import Awaitable
+from time import monotonic
 from typing import Any
 
 from ...engine.errors import BackendUnavailableError
@@ -109,9 +110,12 @@ class Endpoint:
     # --- POST ---------------------------------------------------------------------------------------------------
 
     async def post(self, scope: Scope, headers: Headers, receive: Receive, send: Send) -> None:
-        if not _is_json(headers.get(b"content-type")):
+        content_type = headers.get(b"content-type")
+        is_json = _MEDIA.get(content_type)  # (the cache of _is_json and of _accepts read inline: every POST asks)
+        if not (is_json or (is_json is None and _is_json(content_type))):
             raise HttpError(415, INVALID_REQUEST, "Unsupported Media Type: POST bodies must be application/json")
-        json_ok, sse_ok = _accepts(headers.get(b"accept"))
+        accept = headers.get(b"accept")
+        json_ok, sse_ok = _ACCEPTS.get(accept) or _accepts(accept)
         if not (json_ok or sse_ok):
             raise HttpError(406, INVALID_REQUEST, "Not Acceptable: accept application/json or text/event-stream")
         body = _read_body(receive, self.max_body_bytes, self.body_timeout)
@@ -128,7 +132,10 @@ class Endpoint:
             return
         principal = scope.get(PRINCIPAL)
         # Who an anonymous caller is, for its rate limits: the client's address (a new session is no new caller).
-        address = None if principal is not None else _address(scope)
+        address = None
+        if principal is None:
+            client = scope.get("client")
+            address = client[0] if client else None
         if address is not None and self.proxies is not None:  # behind a trusted proxy: the client it names
             address = self.proxies.client(address, headers)
         if type(obj) is list:
@@ -219,7 +226,8 @@ class Endpoint:
         registry = self.registry
         if self.stateless or registry.shared:
             return None
-        _version(headers)  # a revision it does not serve is refused, here as there
+        if headers.get(b"mcp-protocol-version") not in _VERSIONS:  # (absent, or not served: _version says which)
+            _version(headers)  # a revision it does not serve is refused, here as there
         return registry.live_session(headers.get(b"mcp-session-id"), principal)
 
     async def _session_of(self, headers: Headers, principal: Any) -> HttpSession:
@@ -285,7 +293,7 @@ class Endpoint:
             if http_session.status:  # a refusal answered on a stream needs no status kept
                 for request_id in request_ids:
                     http_session.status.pop(request_id, None)
-            http_session.touch()
+            http_session.last_active = monotonic()  # (``touch``, inline)
             if http_session.id is None:
                 http_session.close()  # stateless: nothing outlives the request
             elif not initialize and http_session.saved != session.state.changes:
@@ -369,11 +377,6 @@ def _refuse_modern(method: str, headers: Headers) -> None:
                                                   f"{version}; send each request as a POST", _ONLY_POST)  # fmt: skip
 
 
-def _address(scope: Scope) -> str | None:
-    client = scope.get("client")
-    return client[0] if client else None
-
-
 def _initialized(http_session: HttpSession, channel: Channel) -> bool:
     return bool(channel.queue) and "result" in channel.queue[-1] and http_session.session.initialized
 
@@ -424,10 +427,17 @@ def _read_body(receive: Receive, limit: int, timeout: float) -> Any:
     connection, as the rest of the body might still come (RFC 9110 §15.5.9).
 
     The common case costs no timer and no coroutine: a body that came with its headers is there at the first
-    ``receive()``, which is run one step at once (``_at_once``), and is returned as bytes; only a body still on its
+    ``receive()``, which is run one step at once, and is returned as bytes; only a body still on its
     way, or in pieces, is waited for under a timer (``_read_rest``).
     """
-    first = _at_once(receive())
+    first = receive()
+    if type(first) is types.CoroutineType:  # run one step at once: most bodies are there
+        try:
+            waiting = first.send(None)
+        except StopIteration as done:
+            first = done.value  # the usual case: the body came with the headers
+        else:
+            first = Resume(first, waiting)  # an awaitable that goes on from where it stopped
     if type(first) is dict and first.get("type") == "http.request" and not first.get("more_body"):
         body: bytes = first.get("body", b"")
         if len(body) > limit:
@@ -471,18 +481,6 @@ async def _rest(receive: Receive, message: Any, body: bytes, limit: int) -> tupl
         size += len(piece)
         chunks.append(piece)
     return b"".join(chunks), message
-
-
-def _at_once(receiving: Any) -> Any:
-    """The message ``receiving`` (a ``receive()`` not yet awaited) gives without waiting; else an awaitable of it
-    that goes on from where it stopped (the runner's ``Resume``), or ``receiving`` itself when it is not a coroutine."""
-    if type(receiving) is not types.CoroutineType:
-        return receiving
-    try:
-        waiting = receiving.send(None)
-    except StopIteration as done:
-        return done.value
-    return Resume(receiving, waiting)
 
 
 def _origin(scope: Scope, headers: Headers) -> str | None:

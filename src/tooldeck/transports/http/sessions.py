@@ -140,7 +140,8 @@ class SessionRegistry:
         http_session = self.live.get(session_id.decode("latin-1"))
         if http_session is None or http_session.closed:
             return None
-        if not _bound_to(http_session, principal):
+        opener = http_session.session.state.principal
+        if principal is not opener and not _bound_to(http_session, principal):  # (the same object: bound)
             return None  # lookup says why not
         if principal is not None:  # the same subject, perhaps with a fresher token: its scopes count from now on
             http_session.session.state.principal = principal
