@@ -831,9 +831,9 @@ m(
 m(
     "session fast path: not bound",
     H,
-    """        if not _bound_to(http_session, principal):
+    """        if principal is not opener and not _bound_to(http_session, principal):  # (the same object: bound)
             return None  # lookup says why not""",
-    """        if False:
+    """        if False:  # (the same object: bound)
             return None  # lookup says why not""",
     SESSIONS,
 )

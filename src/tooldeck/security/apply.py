@@ -253,10 +253,12 @@ class Sanitiser:
     def __call__(self, request: Any, call: Any, result: dict[str, Any]) -> dict[str, Any]:
         sanitise = self._sanitise
         if sanitise is None:
-            from .sanitise import sanitise_result  # loaded by the first result (its patterns cost start-up ~10 ms)
+            from .sanitise import sanitise  # loaded by the first result (its patterns cost start-up ~10 ms)
 
-            sanitise = self._sanitise = sanitise_result
-        return sanitise(result, max_bytes=self.max_bytes, oversize=self.oversize, schemes=self._schemes)
+            if self.oversize not in ("truncate", "error"):  # (the policy's check has said so: this is the API's)
+                raise ValueError(f"oversize: expected 'truncate' or 'error', got {self.oversize!r}")
+            self._sanitise = sanitise
+        return sanitise(result, self.max_bytes, self.oversize, self._schemes)
 
     def _schemes(self) -> frozenset[str]:
         """The schemes links may use: the web's and file:, and those of the deck's own resources and templates
