@@ -140,7 +140,7 @@ class Pipeline:
                         task: tuple[Any, str] | None = None, admitted: bool = False) -> dict[str, Any]:  # fmt: skip
         """The CallToolResult of one call. Tool failures are isError results; cancellation passes through."""
         call = None
-        if not admitted and self.admits:
+        if not admitted and (self.authorizers or self.limiters):  # (``admits``, inline)
             call = Call("tool", tool.name, tool, arguments)
             try:
                 pending = self.admit(rctx, call)  # a ProtocolError refusal is the call's error response

@@ -149,7 +149,7 @@ class Work:
 
     __slots__ = ("coro", "own", "streams")
 
-    def __init__(self, coro: Coroutine[Any, Any, Any], *, streams: bool = False, own: bool = False) -> None:
+    def __init__(self, coro: Coroutine[Any, Any, Any], streams: bool = False, *, own: bool = False) -> None:
         self.coro = coro
         self.streams = streams
         self.own = own

@@ -41,6 +41,9 @@ def error_result(message: str) -> dict[str, Any]:
 
 
 def build_result(tool: Tool, value: Any) -> dict[str, Any]:
+    if type(value) is tool.plain_output:  # what ``_structured`` does for it, inline: the usual `-> str` tool
+        text = value if type(value) is str else orjson.dumps(value).decode()
+        return {"content": [{"type": "text", "text": text}], "structuredContent": {"result": value}, "isError": False}
     if tool.output_validator is not None:
         return _structured(tool, value)
     return {"content": to_content(value), "isError": False}

@@ -33,7 +33,8 @@ def call_tool(rctx: RequestContext) -> Work:
         raise InvalidParamsError('Invalid params: tools/call "arguments" must be an object')
     if "_meta" in params:
         rctx.progress_token()  # a malformed progress token is a -32602 now, not a failure later
-    capabilities = rctx.capabilities
+    state = rctx.state  # (what rctx.capabilities and rctx.revision read: one attribute each, on every call)
+    capabilities = state.capabilities
     if "tasks" in capabilities:  # without the capability a "task" field is ignored (MUST)
         task = params.get("task")
         if task is not None:
@@ -52,11 +53,11 @@ def call_tool(rctx: RequestContext) -> Work:
         if extended is not None:
             return extended
     work = server.pipeline.call_tool(rctx, tool, arguments)
-    if rctx.revision in revisions.CUTS_CALL_RESULTS:
-        work = _for_revision(work, rctx.revision)
+    if state.revision in revisions.CUTS_CALL_RESULTS:
+        work = _for_revision(work, state.revision)
     # A call that may stop to ask for a level 8-10 confirmation streams like one with a Context: the question must
     # reach the client while the call waits for its answer.
-    return Work(work, streams=bool(tool.injected) or server.access.asks(tool))
+    return Work(work, True if tool.injected else server.access.asks(tool))
 
 
 def _unknown(rctx: RequestContext, name: str) -> Work:
