@@ -300,7 +300,7 @@ class Session:
             self.phase = lifecycle.move(phase, name)  # an answered initialize opens the session (the table says)
             reply(jsonrpc.result(request.id, outcome))
             return None
-        return self._runner().start(rctx, reply, outcome, inline=inline)
+        return (runner or self._runner()).start(rctx, reply, outcome, inline)
 
     # --- the stateless era ---------------------------------------------------------------------------------------
 
