@@ -53,9 +53,9 @@ m(
     "level 1 open to anyone",
     L,
     """        if level == 0 and call.name not in gates[2]:
-            return None""",
+            if call.kind == "tool":""",
     """        if level <= 1 and call.name not in gates[2]:
-            return None""",
+            if call.kind == "tool":""",
     LEVELS,
 )
 m(
