@@ -112,7 +112,7 @@ class Runner:
         token = entered(flight.request, flight.reply) if logs.contextual or tracing.active else None
         try:
             try:
-                message = jsonrpc.result(request_id, await work)
+                message = {"jsonrpc": "2.0", "id": request_id, "result": await work}  # (jsonrpc.result, inline)
             except asyncio.CancelledError:
                 return  # cancelled by the client or by shutdown: no response, as the spec asks
             except Exception as exc:

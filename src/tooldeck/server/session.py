@@ -228,7 +228,7 @@ class Session:
         None when nothing is left to await."""
         if self.phase == lifecycle.CLOSED:
             return None
-        return self._request(request, self._direct, inline=True)
+        return self._request(request, self._direct, True)  # inline
 
     def answers_now(self, message: Any) -> bool:
         """True when handling ``message`` needs no event loop: everything but the ``LATER`` methods (and listen)."""

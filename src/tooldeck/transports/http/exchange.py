@@ -25,6 +25,8 @@ from collections.abc import Awaitable
 from time import monotonic
 from typing import Any
 
+import orjson
+
 from ...engine.errors import BackendUnavailableError
 from ...protocol import codec, envelope, jsonrpc, versions
 from ...protocol.errors import (
@@ -257,7 +259,7 @@ class Endpoint:
         http_session.connections += 1
         session = http_session.session
         try:
-            if isinstance(message, list):
+            if type(message) is list:
                 session.receive_batch(message)
             else:  # work that can only end in its response runs here, in this request's own task
                 work = session.receive_inline(message)
@@ -322,7 +324,11 @@ class Endpoint:
             refusal = http_session.status.pop(response.get("id"), None)  # refused by the pipeline: 401/403/429
             if refusal is not None:
                 status, extra = refusal.http_status, [*extra, *refusal.headers]
-        return respond(send, status, codec.encode(response), JSON + extra)
+        try:
+            body = orjson.dumps(response)  # (``codec.encode``'s usual case, inline)
+        except TypeError:
+            body = codec.encode(response)  # what orjson cannot encode, encoded exactly
+        return respond(send, status, body, JSON + extra)
 
     # --- GET ----------------------------------------------------------------------------------------------------
 

@@ -34,7 +34,7 @@ async def end(send: Send) -> None:
 
 async def respond(send: Send, status: int, body: bytes, headers: list[Any]) -> None:
     """A whole response with a known length."""
-    headers = [*headers, (b"content-length", str(len(body)).encode())]
+    headers = [*headers, (b"content-length", b"%d" % len(body))]
     await send({"type": "http.response.start", "status": status, "headers": headers})
     await send({"type": "http.response.body", "body": body})
 
