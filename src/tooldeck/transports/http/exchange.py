@@ -169,7 +169,12 @@ class Endpoint:
                     return
                 http_session = self.registry.create(principal, stateless=self.stateless)
             else:
-                http_session = self._session_now(headers, principal) or await self._session_of(headers, principal)
+                # A session this process holds, with no shared store to hear from, needs no await (``_session_of``
+                # finds it too, or says why not): its revision served, the session live and opened by this principal.
+                registry, held = self.registry, None
+                if not (self.stateless or registry.shared) and headers.get(b"mcp-protocol-version") in _VERSIONS:
+                    held = registry.live_session(headers.get(b"mcp-session-id"), principal)
+                http_session = held or await self._session_of(headers, principal)
         except eras.UnclaimedModernError as refusal:
             await respond_json(send, 400, jsonrpc.error(message.id, {"code": refusal.code, "message": refusal.message}))
             return
@@ -222,16 +227,6 @@ class Endpoint:
             return
         await self._exchange(http_session, messages, request_ids, json_ok, sse_ok, False, receive, send)
 
-    def _session_now(self, headers: Headers, principal: Any) -> HttpSession | None:
-        """``_session_of`` without an await, where none is needed: a session this process holds, with no shared store
-        to hear from; else None (``_session_of`` then finds it, or says why not)."""
-        registry = self.registry
-        if self.stateless or registry.shared:
-            return None
-        if headers.get(b"mcp-protocol-version") not in _VERSIONS:  # (absent, or not served: _version says which)
-            _version(headers)  # a revision it does not serve is refused, here as there
-        return registry.live_session(headers.get(b"mcp-session-id"), principal)
-
     async def _session_of(self, headers: Headers, principal: Any) -> HttpSession:
         """The session a non-initialize POST belongs to (a transient one when stateless)."""
         revision = _version(headers)
@@ -262,7 +257,7 @@ class Endpoint:
             if type(message) is list:
                 session.receive_batch(message)
             else:  # work that can only end in its response runs here, in this request's own task
-                work = session.receive_inline(message)
+                work = session.receive_inline(message)  # type: ignore[arg-type]  # (a Request: not a list)
                 if work is not None:
                     await work
             pending = session.standing  # ``unheard``, inline on the hot path
