@@ -75,8 +75,8 @@ def parse(obj: Any) -> Message:
         return Invalid(InvalidRequestError(f"Invalid request: expected a JSON-RPC object, got {kind}"))
     raw_id = obj.get("id", _NO_ID)
     has_id = raw_id is not _NO_ID
-    kind = type(raw_id)
-    readable_id = raw_id if kind is str or kind is int else None  # is_request_id, inline: every message asks it
+    id_type = type(raw_id)
+    readable_id = raw_id if id_type is str or id_type is int else None  # is_request_id, inline: every message asks it
     if obj.get("jsonrpc") != JSONRPC:
         return Invalid(InvalidRequestError('Invalid request: "jsonrpc" must be "2.0"'), readable_id)
     method = obj.get("method")
