@@ -59,6 +59,7 @@ WHAT = {
     "on": "the audit trail",
 }
 DECK = BENCH / "servers" / "tooldeck_server.py"
+FIRST = {"floor": "the harness's client, and parsing and answering"}  # what the first count of a path is
 OFF = "[sanitise]\nenabled = false\n\n[levels]\ndefault = 0\n"
 
 
@@ -277,7 +278,7 @@ def main() -> int:
         for name in CUTS[path]:
             count = found[path, name]
             adds = "" if before is None else f"{count - before:+,.0f}"
-            layer = "the harness's client, and parsing and answering" if before is None else WHAT[name]
+            layer = WHAT[name] if before is not None else FIRST.get(name, "the same call without a policy")
             print(f"  {name:<13} {count:>12,.0f}  {adds:>14}  {layer}")
             if before is not None and count <= before:
                 print(f"  (the {name} cut costs no more than the one before it: does it still cut where it says?)")
