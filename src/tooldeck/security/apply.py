@@ -246,6 +246,8 @@ class Sanitiser:
         self.server = server
         self.max_bytes = sanitise.get("max_result_bytes")
         self.oversize = sanitise.get("oversize", "truncate")
+        if self.oversize not in ("truncate", "error"):  # (the policy's schema allows no other; sanitise() trusts it)
+            raise ValueError(f"oversize: expected 'truncate' or 'error', got {self.oversize!r}")
         self.schemes: frozenset[str] | None = None
         self._seen: tuple[int, int] = (-1, -1)
         self._sanitise: Any = None
@@ -255,8 +257,6 @@ class Sanitiser:
         if sanitise is None:
             from .sanitise import sanitise  # loaded by the first result (its patterns cost start-up ~10 ms)
 
-            if self.oversize not in ("truncate", "error"):  # (the policy's check has said so: this is the API's)
-                raise ValueError(f"oversize: expected 'truncate' or 'error', got {self.oversize!r}")
             self._sanitise = sanitise
         return sanitise(result, self.max_bytes, self.oversize, self._schemes)
 

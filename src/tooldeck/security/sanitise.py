@@ -73,7 +73,8 @@ def sanitise_result(
 
 def sanitise(result: dict[str, Any], max_bytes: int | None, oversize: str,
              schemes: Collection[str] | Callable[[], Collection[str]]) -> dict[str, Any]:  # fmt: skip
-    """``sanitise_result`` with its arguments checked: what the pipeline's sanitiser step calls on every result."""
+    """``sanitise_result`` for arguments already checked (``oversize`` is "truncate" or "error"): what the
+    pipeline's sanitiser step calls, positionally, on every result."""
     out = result
     content = result.get("content")
     if type(content) is list:

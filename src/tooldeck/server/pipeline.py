@@ -98,15 +98,11 @@ class Pipeline:
     def admit(self, rctx: RequestContext, call: Call) -> Any:
         """The authorize and limit steps, in that order; the first refusal ends the call. Returns None when every
         step finished at once (the common case: no coroutine is made), else an awaitable of the rest."""
-        authorizers, limiters = self.authorizers, self.limiters
-        for index, step in enumerate(authorizers):
+        steps = (*self.authorizers, *self.limiters)
+        for index, step in enumerate(steps):
             outcome = step(rctx, call)
             if outcome is not None and hasattr(outcome, "__await__"):
-                return self._admit_rest(outcome, (*authorizers[index + 1 :], *limiters), rctx, call)
-        for index, step in enumerate(limiters):
-            outcome = step(rctx, call)
-            if outcome is not None and hasattr(outcome, "__await__"):
-                return self._admit_rest(outcome, tuple(limiters[index + 1 :]), rctx, call)
+                return self._admit_rest(outcome, steps[index + 1 :], rctx, call)
         return None
 
     async def _admit_rest(self, outcome: Any, steps: tuple[Step, ...], rctx: RequestContext, call: Call) -> None:

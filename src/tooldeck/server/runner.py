@@ -35,20 +35,12 @@ from ..protocol.jsonrpc import RequestId, Response
 from . import logs, tracing
 from .request import RequestContext, Work
 
-
-class _CurrentTask:
-    """``asyncio.current_task(loop)`` as ``.get(loop)``, where asyncio keeps no map of its own to read."""
-
-    @staticmethod
-    def get(loop: asyncio.AbstractEventLoop) -> asyncio.Task[Any] | None:
-        return asyncio.current_task(loop)
-
-
-# The loop -> running task map asyncio.current_task(loop) reads (3.11's is a Python function around it), read directly
-# on every inline request: a call fewer.
-_current_tasks: Any = getattr(asyncio.tasks, "_current_tasks", None)
-if _current_tasks is None:  # pragma: no cover - not CPython 3.11's asyncio
-    _current_tasks = _CurrentTask()
+# What asyncio.current_task(loop) reads, read directly on every inline request (3.11's current_task is a function of
+# Python around this map: a call fewer); asyncio.current_task itself where no such map is kept.
+_tasks_by_loop: Any = getattr(asyncio.tasks, "_current_tasks", None)
+current_task_of: Callable[[asyncio.AbstractEventLoop], Any] = (
+    asyncio.current_task if _tasks_by_loop is None else _tasks_by_loop.get
+)
 
 log = logging.getLogger("tooldeck.runner")
 
@@ -102,7 +94,7 @@ class Runner:
         self.in_flight[request_id] = flight
         run = self._run(flight, work.coro)
         if inline and not work.streams:
-            flight.task = _current_tasks.get(self.loop)  # asyncio.current_task(self.loop), without its call
+            flight.task = current_task_of(self.loop)
             return run
         flight.task = self.loop.create_task(run)
         return None

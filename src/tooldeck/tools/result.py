@@ -41,7 +41,9 @@ def error_result(message: str) -> dict[str, Any]:
 
 
 def build_result(tool: Tool, value: Any) -> dict[str, Any]:
-    if type(value) is tool.plain_output:  # what ``_structured`` does for it, inline: the usual `-> str` tool
+    if (
+        type(value) is tool.plain_output
+    ):  # the type its schema wraps and nothing more (the usual `-> str`): valid as it is
         text = value if type(value) is str else orjson.dumps(value).decode()
         return {"content": [{"type": "text", "text": text}], "structuredContent": {"result": value}, "isError": False}
     if tool.output_validator is not None:
@@ -54,8 +56,6 @@ def _structured(tool: Tool, value: Any) -> dict[str, Any]:
     if tool.wraps_output and type(value) in _SCALARS:
         structured: Any = {"result": value}  # fast path: already plain JSON, nothing to round-trip
         text = value if type(value) is str else orjson.dumps(value).decode()
-        if type(value) is tool.plain_output:  # the schema asks for this type and nothing more: valid as it is
-            return {"content": [{"type": "text", "text": text}], "structuredContent": structured, "isError": False}
     else:
         try:
             raw = orjson.dumps(value, default=json_default)

@@ -70,11 +70,8 @@ class Channel:
             if type(message) is list:  # a 2025-03-26 batch reply answers all of its requests at once
                 self.pending.clear()
                 self.finished = True
-            elif "method" not in message:  # a response: its request settled (``settle``, inline)
-                pending = self.pending
-                pending.discard(message.get("id"))
-                if not pending:
-                    self.finished = True
+            elif "method" not in message:
+                self.settle(message.get("id"))
             elif len(queue) >= self.backlog:  # a notification or a request, and the backlog is full
                 self._make_room()
         elif len(queue) >= self.backlog:  # the GET stream (or anything after a request's response)

@@ -25,8 +25,6 @@ from collections.abc import Awaitable
 from time import monotonic
 from typing import Any
 
-import orjson
-
 from ...engine.errors import BackendUnavailableError
 from ...protocol import codec, envelope, jsonrpc, versions
 from ...protocol.errors import (
@@ -319,11 +317,7 @@ class Endpoint:
             refusal = http_session.status.pop(response.get("id"), None)  # refused by the pipeline: 401/403/429
             if refusal is not None:
                 status, extra = refusal.http_status, [*extra, *refusal.headers]
-        try:
-            body = orjson.dumps(response)  # (``codec.encode``'s usual case, inline)
-        except TypeError:
-            body = codec.encode(response)  # what orjson cannot encode, encoded exactly
-        return respond(send, status, body, JSON + extra)
+        return respond(send, status, codec.encode(response), JSON + extra)
 
     # --- GET ----------------------------------------------------------------------------------------------------
 
