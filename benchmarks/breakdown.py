@@ -40,9 +40,11 @@ import orjson
 
 BENCH = Path(__file__).resolve().parent
 sys.path.insert(0, str(BENCH))
+sys.path.insert(1, str(BENCH / "servers"))  # the floors' own answers (floor_server.py)
 
 import instructions  # noqa: E402
 from eras_micro import callgrind_per_call  # noqa: E402
+from floor_server import reply_to, text_result  # noqa: E402
 
 CUTS = {
     "stdio-session": ("floor", "transport", "dispatch", "pipeline", "whole"),
@@ -63,14 +65,26 @@ FIRST = {"floor": "the harness's client, and parsing and answering"}  # what the
 OFF = "[sanitise]\nenabled = false\n\n[levels]\ndefault = 0\n"
 
 
+MODERN = {
+    "resultType": "complete",
+    "_meta": {"io.modelcontextprotocol/serverInfo": {"name": "bench", "version": "1.0.0"}},
+}
+
+
 def result_of(text: str, modern: bool) -> dict[str, Any]:
-    """The echo's CallToolResult as the deck answers it (checked against the whole server's on the warm-up)."""
-    result: dict[str, Any] = {"content": [{"type": "text", "text": text}], "structuredContent": {"result": text},
-                              "isError": False}  # fmt: skip
-    if modern:
-        result["resultType"] = "complete"
-        result["_meta"] = {"io.modelcontextprotocol/serverInfo": {"name": "bench", "version": "1.0.0"}}
-    return result
+    """The echo's CallToolResult as the deck answers it (checked against the whole server's on the warm-up): the
+    floor's, and for a 2026-07-28 request what that revision's result carries besides."""
+    result = text_result(text)
+    return {**result, **MODERN} if modern else result
+
+
+def answer(message: dict[str, Any]) -> dict[str, Any] | None:
+    """What the floor cuts answer a message with (None for a notification): the floor's answer
+    (``floor_server.reply_to``), a 2026-07-28 call's result as that revision's."""
+    reply = reply_to(message, [], {"name": "bench", "version": "1.0.0"})
+    if reply is not None and "_meta" in message.get("params", {}):
+        reply["result"] = {**reply["result"], **MODERN}
+    return reply
 
 
 # --- the cuts, applied in the child before its deck is loaded -------------------------------------------------------
@@ -149,17 +163,14 @@ class FloorApp:
         self.deck = FloorDeck()
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
-        message = orjson.loads((await receive())["body"])
-        if "id" not in message:  # notifications/initialized
+        reply = answer(orjson.loads((await receive())["body"]))
+        if reply is None:  # notifications/initialized
             await send({"type": "http.response.start", "status": 202, "headers": [(b"content-length", b"0")]})
             await send({"type": "http.response.body", "body": b""})
             return
-        params = message.get("params", {})
-        modern = "_meta" in params
-        result = result_of(params["arguments"]["text"], modern) if "arguments" in params else {}
-        body = orjson.dumps({"jsonrpc": "2.0", "id": message["id"], "result": result})
-        headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
-        if message.get("method") == "initialize":
+        body = orjson.dumps(reply)
+        headers = [(b"content-type", b"application/json"), (b"content-length", b"%d" % len(body))]
+        if "serverInfo" in reply.get("result", ()):  # initialize: the session the harness's calls name
             headers.append((b"mcp-session-id", b"floor"))
         await send({"type": "http.response.start", "status": 200, "headers": headers})
         await send({"type": "http.response.body", "body": body})
@@ -187,9 +198,7 @@ class FloorConnection:
         data = b""
         while data.count(b"\n") < 2:
             data += os.read(self.stdin_fd, 1 << 16)
-        request = orjson.loads(data.partition(b"\n")[0])
-        reply = {"jsonrpc": "2.0", "id": request["id"], "result": {"serverInfo": {"name": "bench", "version": "1"}}}
-        os.write(self.stdout_fd, orjson.dumps(reply) + b"\n")
+        os.write(self.stdout_fd, orjson.dumps(answer(orjson.loads(data.partition(b"\n")[0]))) + b"\n")
         return True
 
     async def serve(self) -> None:
@@ -207,12 +216,7 @@ class FloorConnection:
                 done.set_result(None)
                 return
             *lines, buffer = (buffer + data).split(b"\n")
-            out = []
-            for line in lines:
-                message = orjson.loads(line)
-                result = result_of(message["params"]["arguments"]["text"], False)
-                out.append(orjson.dumps({"jsonrpc": "2.0", "id": message["id"], "result": result}) + b"\n")
-            os.write(self.stdout_fd, b"".join(out))
+            os.write(self.stdout_fd, b"".join(orjson.dumps(answer(orjson.loads(line))) + b"\n" for line in lines))
 
         os.set_blocking(self.stdin_fd, False)
         loop.add_reader(self.stdin_fd, readable)
